@@ -1,0 +1,100 @@
+#include "attnbench/attention.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace attnbench {
+
+int64_t AttentionProblem::total_q() const {
+  int64_t t = 0;
+  for (int q : q_lens) t += q;
+  return t;
+}
+
+int AttentionProblem::max_seqlen_q() const {
+  return q_lens.empty() ? 0 : *std::max_element(q_lens.begin(), q_lens.end());
+}
+
+int AttentionProblem::max_seqlen_k() const {
+  return kv_lens.empty() ? 0 : *std::max_element(kv_lens.begin(), kv_lens.end());
+}
+
+float AttentionProblem::softmax_scale() const {
+  return scale > 0.f ? scale : 1.0f / std::sqrt(static_cast<float>(head_size));
+}
+
+int AttentionProblem::max_blocks_per_seq() const { return (max_seqlen_k() + block_size - 1) / block_size; }
+
+int64_t AttentionProblem::num_blocks() const {
+  int64_t n = 0;
+  for (int kv : kv_lens) n += (kv + block_size - 1) / block_size;
+  return n;
+}
+
+void AttentionProblem::validate() const {
+  auto bad = [](const std::string& field, const std::string& why) {
+    throw std::invalid_argument("field '" + field + "': " + why);
+  };
+  if (q_lens.empty()) bad("seqlens", "no sequences");
+  if (q_lens.size() != kv_lens.size()) bad("seqlens", "q and kv lists differ in length");
+  for (std::size_t i = 0; i < q_lens.size(); ++i) {
+    if (q_lens[i] <= 0) bad("seqlen_q", "must be > 0, got " + std::to_string(q_lens[i]));
+    if (kv_lens[i] <= 0) bad("seqlen_k", "must be > 0, got " + std::to_string(kv_lens[i]));
+    if (q_lens[i] > kv_lens[i])
+      bad("seqlen_q", "seqlen_q " + std::to_string(q_lens[i]) + " > seqlen_k " + std::to_string(kv_lens[i]) +
+                          " (sequence " + std::to_string(i) + ")");
+  }
+  if (heads <= 0) bad("heads", "must be > 0, got " + std::to_string(heads));
+  if (kv_heads <= 0) bad("kv_heads", "must be > 0, got " + std::to_string(kv_heads));
+  if (heads % kv_heads != 0)
+    bad("kv_heads", "heads " + std::to_string(heads) + " is not a multiple of kv_heads " + std::to_string(kv_heads));
+  if (head_size <= 0) bad("head_size", "must be > 0, got " + std::to_string(head_size));
+  if (block_size <= 0) bad("block_size", "must be > 0, got " + std::to_string(block_size));
+  if (!(scale >= 0.f) || !std::isfinite(scale)) bad("scale", "must be a finite number >= 0");
+}
+
+WorkModel attention_work(const AttentionProblem& p) {
+  WorkModel w;
+  double pairs = 0;  // visible (query, key) pairs, per head
+  for (int s = 0; s < p.num_seqs(); ++s) {
+    const int q = p.q_lens[s], kv = p.kv_lens[s];
+    if (!p.causal || q == 1) {
+      pairs += static_cast<double>(q) * kv;
+    } else {
+      for (int i = 0; i < q; ++i) pairs += std::min(kv, std::max(0, causal_visible_end(i, q, kv)));
+    }
+  }
+  w.flops = 4.0 * pairs * p.heads * p.head_size;  // QK^T and PV, 2 FLOPs per multiply-add
+  const double eb = static_cast<double>(dtype_bytes(p.dtype));
+  double kv_tokens = 0;
+  for (int kv : p.kv_lens) kv_tokens += kv;
+  w.bytes = eb * (2.0 * p.total_q() * p.heads * p.head_size + 2.0 * kv_tokens * p.kv_heads * p.head_size);
+  return w;
+}
+
+AttentionParams make_attention_params(const AttentionProblem& p) {
+  AttentionParams a;
+  a.num_seqs = p.num_seqs();
+  a.heads = p.heads;
+  a.kv_heads = p.kv_heads;
+  a.head_size = p.head_size;
+  a.block_size = p.block_size;
+  a.max_seqlen_q = p.max_seqlen_q();
+  a.max_seqlen_k = p.max_seqlen_k();
+  a.total_q = p.total_q();
+  a.scale = p.softmax_scale();
+  a.causal = p.causal;
+  a.dtype = p.dtype;
+  a.q_stride_head = p.head_size;
+  a.q_stride_token = static_cast<int64_t>(p.heads) * p.head_size;
+  a.o_stride_head = a.q_stride_head;
+  a.o_stride_token = a.q_stride_token;
+  a.kv_stride_head = p.head_size;
+  a.kv_stride_token = static_cast<int64_t>(p.kv_heads) * p.head_size;
+  a.kv_stride_block = a.kv_stride_token * p.block_size;
+  a.block_table_stride = p.max_blocks_per_seq();
+  return a;
+}
+
+}  // namespace attnbench

@@ -1,0 +1,81 @@
+#include "attnbench/knobs.hpp"
+
+#include <cstdlib>
+#include <stdexcept>
+
+namespace attnbench {
+
+const std::vector<KnobSpec>& knob_table() {
+  static const std::vector<KnobSpec> table = {
+      {"ATTNBENCH_CPU_MAX_GFLOP", {}, "64",
+       "cpu.*: decline problems whose declared work exceeds this many GFLOP (0 = no limit)"},
+      {"ATTNBENCH_SM90_NARROW_WARPS", {"4", "8"}, "4",
+       "cuda.unified 2D prefill: warps per CTA of the mma.sync kernel (16 query rows per warp)"},
+      {"ATTNBENCH_Q_MAJOR_GRID", {"0", "1"}, "0",
+       "cuda.unified 2D prefill: 1 puts the q-tile index on grid.x (q-major order), 0 puts heads first"},
+      {"ATTNBENCH_3D_SPLITS", {}, "0",
+       "cuda.unified 3D decode: number of KV splits per (sequence, kv head); 0 = heuristic"},
+      {"ATTNBENCH_2D_GRAPH", {"0", "1"}, "1",
+       "cuda.unified: allow recommend_graph_replay() to say yes for 2D prefill problems"},
+      {"ATTNBENCH_3D_GRAPH", {"0", "1"}, "1",
+       "cuda.unified: allow recommend_graph_replay() to say yes for 3D decode problems"},
+  };
+  return table;
+}
+
+const KnobSpec* find_knob(const std::string& name) {
+  for (const auto& k : knob_table())
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+std::string check_knob(const std::string& name, const std::string& value) {
+  const KnobSpec* k = find_knob(name);
+  if (!k) {
+    std::string known;
+    for (const auto& s : knob_table()) known += (known.empty() ? "" : ", ") + s.name;
+    return "unknown knob '" + name + "' (known: " + known + ")";
+  }
+  if (k->values.empty()) {
+    bool digits = !value.empty() && value.size() < 10;
+    for (char c : value) digits = digits && c >= '0' && c <= '9';
+    if (!digits) return "knob " + name + ": value '" + value + "' is not a non-negative integer";
+    return "";
+  }
+  for (const auto& v : k->values)
+    if (v == value) return "";
+  std::string allowed;
+  for (const auto& v : k->values) allowed += (allowed.empty() ? "" : "|") + v;
+  return "knob " + name + ": value '" + value + "' not in " + allowed;
+}
+
+KnobValues KnobValues::resolve(const std::map<std::string, std::string>& overrides, bool read_env) {
+  KnobValues kv;
+  for (const auto& k : knob_table()) {
+    std::string v = k.default_value;
+    if (read_env) {
+      if (const char* e = std::getenv(k.name.c_str())) {
+        const std::string err = check_knob(k.name, e);
+        if (!err.empty()) throw std::invalid_argument("environment: " + err);
+        v = e;
+      }
+    }
+    kv.values_[k.name] = v;
+  }
+  for (const auto& [name, value] : overrides) {
+    const std::string err = check_knob(name, value);
+    if (!err.empty()) throw std::invalid_argument(err);
+    kv.values_[name] = value;
+  }
+  return kv;
+}
+
+const std::string& KnobValues::get(const std::string& name) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) throw std::logic_error("knob not in table: " + name);
+  return it->second;
+}
+
+int KnobValues::get_int(const std::string& name) const { return std::stoi(get(name)); }
+
+}  // namespace attnbench

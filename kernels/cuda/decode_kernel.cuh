@@ -1,0 +1,261 @@
+// 3D split-KV decode: one CTA per (KV split, kv head x row tile, sequence). The query rows of a whole GQA group
+// (q_len x group, packed token-major) form the 16 M rows of mma.sync, so each K/V byte is read once per row tile.
+// 4 warps each take 16 keys of a 64-key tile (their own online-softmax state, merged through shared memory at
+// the end); tiles stream through a 3-stage cp.async pipeline (2 at d256). With one split the CTA writes the
+// output; otherwise it writes a base-2 LSE and a normalised fp32 partial, and combine_kernel merges the splits.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "attnbench/attention.hpp"
+#include "cuda/heuristics.hpp"
+#include "cuda/launch.hpp"
+#include "cuda/paged_tile.cuh"
+#include "cuda/runtime.hpp"
+#include "cuda/warp_tile.cuh"
+
+namespace attnbench::cuda {
+
+template <int D>
+struct DecodeTile {
+  static constexpr int kWarps = kDecodeWarps;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kBM = kDecodeRowsPerCta;
+  static constexpr int kBN = kDecodeBlockN;
+  static constexpr bool kQInRegs = D <= 128;
+  static constexpr int kStages = D <= 128 ? 3 : 2;
+  static constexpr int kQBytes = kBM * D * 2;
+  static constexpr int kTileBytes = kBN * D * 2;
+  static constexpr int kPipeBytes = kStages * 2 * kTileBytes;
+  static constexpr int kOPitch = D + 4;  // fp32 merge buffer row pitch (breaks bank alignment of rows)
+  static constexpr int kMergeBytes = kWarps * kBM * kOPitch * 4 + 2 * kWarps * kBM * 4;
+  static_assert(kMergeBytes <= kPipeBytes, "the merge buffer reuses the pipeline stages");
+  static constexpr int kSmemBytes = kQBytes + kPipeBytes;
+};
+
+namespace dev {
+
+template <DType DT, int D>
+__global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ AttentionParams p, int splits) {
+  using T = typename StorageOf<DT>::type;
+  using Tile = DecodeTile<D>;
+  constexpr int BM = Tile::kBM, BN = Tile::kBN, NT = Tile::kThreads, S = Tile::kStages;
+  extern __shared__ __align__(128) unsigned char smem[];
+
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int split = blockIdx.x;
+  const int kvh = blockIdx.y % p.kv_heads;
+  const int mt = blockIdx.y / p.kv_heads;
+  const int seq = blockIdx.z;
+  const int group = p.heads / p.kv_heads;
+  const int q_start = p.cu_seqlens_q[seq];
+  const int q_len = p.cu_seqlens_q[seq + 1] - q_start;
+  const int kv_len = p.seqused_k[seq];
+  const int rows_valid = q_len * group;
+  const int r0 = mt * BM;
+  if (r0 >= rows_valid) return;
+  const int diag = kv_len - q_len;
+  const int32_t* table_row = p.block_table + static_cast<int64_t>(seq) * p.block_table_stride;
+
+  // Keys the tile's rows can see; this split's share of the tiles.
+  const int last_q = (min(r0 + BM, rows_valid) - 1) / group;
+  const int n_end = p.causal ? min(kv_len, last_q + 1 + diag) : kv_len;
+  const int mask_from = p.causal ? min(kv_len, r0 / group + 1 + diag) : kv_len;
+  const int n_tiles = (n_end + BN - 1) / BN;
+  const int per_split = (n_tiles + splits - 1) / splits;
+  const int t_begin = split * per_split;
+  const int t_end = min(n_tiles, t_begin + per_split);
+
+  const uint32_t sq = smem_u32(smem);
+  auto stage_k = [&](int st) { return sq + Tile::kQBytes + st * 2 * Tile::kTileBytes; };
+  load_q_tile<T, D, BM, NT>(sq, p, [&](int r) -> int64_t {
+    const int pr = r0 + r;
+    if (pr >= rows_valid) return -1;
+    return (q_start + pr / group) * p.q_stride_token + (kvh * group + pr % group) * p.q_stride_head;
+  });
+  cp_async_commit();
+#pragma unroll
+  for (int st = 0; st < S - 1; ++st) {
+    if (t_begin + st < t_end)
+      load_kv_tile<T, D, BN, NT>(stage_k(st), stage_k(st) + Tile::kTileBytes, p, table_row, kvh,
+                                 (t_begin + st) * BN, kv_len);
+    cp_async_commit();
+  }
+
+  const float c = p.scale * 1.4426950408889634f;
+  float o[D / 8][4];
+#pragma unroll
+  for (int d = 0; d < D / 8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  uint32_t qf[Tile::kQInRegs ? D / 16 : 1][4];
+
+  for (int t = t_begin; t < t_end; ++t) {
+    const int j = t - t_begin;
+    cp_async_wait<S - 2>();
+    __syncthreads();  // tile t (and Q) visible; every warp is done with the stage refilled below
+    if (t + S - 1 < t_end) {
+      const uint32_t k_next = stage_k((j + S - 1) % S);
+      load_kv_tile<T, D, BN, NT>(k_next, k_next + Tile::kTileBytes, p, table_row, kvh, (t + S - 1) * BN, kv_len);
+    }
+    cp_async_commit();
+    if constexpr (Tile::kQInRegs) {
+      if (j == 0) load_q_frags<D>(qf, sq, 0, lane);
+    }
+    const uint32_t sk = stage_k(j % S), sv = sk + Tile::kTileBytes;
+    const int n0 = t * BN + warp * 16;  // this warp's 16 keys
+
+    float s[2][4];
+    qk_tile<DT, D, 2, Tile::kQInRegs>(s, qf, sq, 0, sk, warp * 16, lane);
+    if (n0 + 16 > mask_from) {
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = n0 + n * 8 + 2 * (lane % 4) + (e & 1);
+          const int qi = (r0 + lane / 4 + 8 * (e >> 1)) / group;
+          const int limit = p.causal ? min(kv_len, qi + 1 + diag) : kv_len;
+          if (col >= limit) s[n][e] = -INFINITY;
+        }
+      }
+    }
+    online_softmax<2, D / 8>(s, m, l, o, c);
+    pv_tile<DT, D, 2>(o, s, sv, warp * 16, lane);
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the pipeline stages become the merge buffer
+
+  // Merge the 4 warps' states: per row max M, sum L = sum_w l_w 2^((m_w - M) c), O = sum_w o_w 2^((m_w - M) c).
+  float* so = reinterpret_cast<float*>(smem + Tile::kQBytes);          // [warps][BM][kOPitch]
+  float* sm = so + Tile::kWarps * BM * Tile::kOPitch;                   // [warps][BM]
+  float* sl = sm + Tile::kWarps * BM;                                   // [warps][BM]
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float lsum = quad_sum(l[r]);
+    if (lane % 4 == 0) {
+      sm[warp * BM + lane / 4 + 8 * r] = m[r];
+      sl[warp * BM + lane / 4 + 8 * r] = lsum;
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = lane / 4 + 8 * r;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < Tile::kWarps; ++w) mx = fmaxf(mx, sm[w * BM + row]);
+    const float f = m[r] == -INFINITY ? 0.f : exp2_approx((m[r] - mx) * c);
+    float* dst = so + (warp * BM + row) * Tile::kOPitch + 2 * (lane % 4);
+#pragma unroll
+    for (int d = 0; d < D / 8; ++d) {
+      dst[d * 8] = o[d][2 * r] * f;
+      dst[d * 8 + 1] = o[d][2 * r + 1] * f;
+    }
+  }
+  __syncthreads();
+
+  // 128 threads x (BM rows x D columns): thread -> row tid / 8, 8 runs of D/8 columns... as 4-float vectors.
+  constexpr int kTpr = NT / BM;  // threads per row
+  constexpr int kCols = D / kTpr;
+  const int row = threadIdx.x / kTpr;
+  const int col0 = (threadIdx.x % kTpr) * kCols;
+  const int pr = r0 + row;
+  if (pr >= rows_valid) return;
+  float mx = -INFINITY;
+#pragma unroll
+  for (int w = 0; w < Tile::kWarps; ++w) mx = fmaxf(mx, sm[w * BM + row]);
+  float lsum = 0.f;
+#pragma unroll
+  for (int w = 0; w < Tile::kWarps; ++w) {
+    const float mw = sm[w * BM + row];
+    if (mw != -INFINITY) lsum += sl[w * BM + row] * exp2_approx((mw - mx) * c);
+  }
+  const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+  const int token = q_start + pr / group;
+  const int head = kvh * group + pr % group;
+  float acc[kCols];
+#pragma unroll
+  for (int i = 0; i < kCols; ++i) {
+    float v = 0.f;
+#pragma unroll
+    for (int w = 0; w < Tile::kWarps; ++w) v += so[(w * BM + row) * Tile::kOPitch + col0 + i];
+    acc[i] = v * inv;
+  }
+  if (splits == 1) {
+    T* dst = static_cast<T*>(p.out) + token * p.o_stride_token + head * p.o_stride_head + col0;
+#pragma unroll
+    for (int i = 0; i < kCols; i += 2) *reinterpret_cast<uint32_t*>(dst + i) = pack2<DT>(acc[i], acc[i + 1]);
+  } else {
+    const int64_t rows_total = p.total_q * p.heads;
+    const int64_t grow = static_cast<int64_t>(token) * p.heads + head;
+    float* ws = static_cast<float*>(p.workspace);
+    if (threadIdx.x % kTpr == 0)
+      ws[split * rows_total + grow] = lsum > 0.f ? mx * c + __log2f(lsum) : -INFINITY;
+    float* dst = ws + splits * rows_total + (split * rows_total + grow) * D + col0;
+#pragma unroll
+    for (int i = 0; i < kCols; i += 4)
+      *reinterpret_cast<float4*>(dst + i) = make_float4(acc[i], acc[i + 1], acc[i + 2], acc[i + 3]);
+  }
+}
+
+// One warp per output row (token, head): weights 2^(lse_s - max) over the splits, O = sum_s w_s O_s / sum_s w_s.
+template <DType DT, int D>
+__global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ AttentionParams p, int splits) {
+  using T = typename StorageOf<DT>::type;
+  constexpr int kPer = D / 32;
+  const int lane = threadIdx.x % 32;
+  const int64_t rows_total = p.total_q * p.heads;
+  const int64_t grow = static_cast<int64_t>(blockIdx.x) * 4 + threadIdx.x / 32;
+  if (grow >= rows_total) return;
+  const float* lse = static_cast<const float*>(p.workspace);
+  const float* po = lse + splits * rows_total;
+  float mx = -INFINITY;
+  for (int s = lane; s < splits; s += 32) mx = fmaxf(mx, lse[s * rows_total + grow]);
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+  if (mx == -INFINITY) mx = 0.f;
+  float acc[kPer] = {};
+  float wsum = 0.f;
+  for (int s = 0; s < splits; ++s) {
+    const float w = exp2_approx(lse[s * rows_total + grow] - mx);
+    wsum += w;
+    const float* src = po + (s * rows_total + grow) * D + lane * kPer;
+#pragma unroll
+    for (int i = 0; i < kPer; i += 2) {
+      const float2 v = *reinterpret_cast<const float2*>(src + i);
+      acc[i] += w * v.x;
+      acc[i + 1] += w * v.y;
+    }
+  }
+  const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
+  const int64_t token = grow / p.heads;
+  const int head = static_cast<int>(grow % p.heads);
+  T* dst = static_cast<T*>(p.out) + token * p.o_stride_token + head * p.o_stride_head + lane * kPer;
+#pragma unroll
+  for (int i = 0; i < kPer; i += 2) *reinterpret_cast<uint32_t*>(dst + i) = pack2<DT>(acc[i] * inv, acc[i + 1] * inv);
+}
+
+}  // namespace dev
+
+template <DType DT, int D>
+void launch_decode(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaStream_t stream) {
+  using Tile = DecodeTile<D>;
+  auto* kernel = &dev::decode_kernel<DT, D>;
+  static const bool configured = [&] {
+    ATTNBENCH_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::kSmemBytes));
+    return true;
+  }();
+  (void)configured;
+  const dim3 grid(lp.grid_x, lp.grid_y, lp.grid_z);
+  kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(p, lp.splits);
+  ATTNBENCH_CUDA_CHECK(cudaGetLastError());
+  if (lp.splits > 1) {
+    const int64_t rows = p.total_q * p.heads;
+    dev::combine_kernel<DT, D><<<static_cast<unsigned>((rows + 3) / 4), 128, 0, stream>>>(p, lp.splits);
+    ATTNBENCH_CUDA_CHECK(cudaGetLastError());
+  }
+}
+
+#define ATTNBENCH_INSTANTIATE_DECODE(DT, D) \
+  template void launch_decode<DT, D>(const AttentionParams&, const UnifiedLaunchPlan&, cudaStream_t);
+
+}  // namespace attnbench::cuda

@@ -1,0 +1,66 @@
+// cuda.unified host heuristics: which path (2D prefill or 3D split-KV decode), how many KV splits, whether to
+// replay a graph, and the launch geometry + workspace of a problem. Pure host C++ (no CUDA headers): compiled
+// into attnbench_kernels in every build, so it is unit-tested on machines without a GPU.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "attnbench/attention.hpp"
+#include "attnbench/kernel.hpp"
+#include "attnbench/knobs.hpp"
+
+namespace attnbench::cuda {
+
+// Used when no device can be asked (unit tests, CPU-only builds): the H200's multiprocessor count.
+constexpr int kDefaultSmCount = 132;
+
+enum class UnifiedPath { prefill_2d, decode_3d };
+const char* path_name(UnifiedPath p);
+
+// Tile sizes: a constexpr function of the head size, shared by host plan and device kernels.
+// 2D prefill: 16 query rows per warp; KV tile of prefill_block_n tokens, double-buffered.
+constexpr int prefill_block_n(int head_size) { return head_size <= 128 ? 64 : 32; }
+// 3D decode: 16 packed (query token x group head) rows per CTA, 4 warps each taking 16 keys of a 64-key tile.
+constexpr int kDecodeRowsPerCta = 16;
+constexpr int kDecodeWarps = 4;
+constexpr int kDecodeBlockN = 16 * kDecodeWarps;
+constexpr int kMaxSplits = 128;
+
+// Shapes the CUDA kernels serve: head_size 64/128/256, block_size a multiple of 16, fp16/bf16.
+Support unified_supports(const AttentionProblem& p);
+
+// The dispatcher's choice. Decode (max_seqlen_q == 1) and short-q/long-KV problems whose packed rows
+// (q_len * group) fit the 3D kernel's few row tiles go 3D; everything else 2D.
+UnifiedPath choose_path(const AttentionProblem& p);
+
+// FA3-style split count: 1 when the unsplit grid already fills >= 80% of the SMs or there are <= 4 KV tiles;
+// else the smallest split count whose wave efficiency is within 85% of the best, capped by the SM count,
+// kMaxSplits and the KV tiles (each split gets at least one tile).
+int num_splits_heuristic(int64_t ctas_unsplit, int num_sms, int num_n_tiles);
+
+// recommend_graph_replay: decode yes, max_seqlen_q <= 768 yes, longer no, never while the caller is
+// capturing; ATTNBENCH_3D_GRAPH gates the 3D path, ATTNBENCH_2D_GRAPH the 2D path.
+bool recommend_graph_replay(const AttentionProblem& p, const KnobValues& knobs, bool caller_capturing);
+
+// Everything plan() derives once: path, tile and grid geometry, splits, workspace.
+struct UnifiedLaunchPlan {
+  UnifiedPath path = UnifiedPath::prefill_2d;
+  int warps = 4;          // 2D: warps per CTA (ATTNBENCH_SM90_NARROW_WARPS); 3D: kDecodeWarps
+  int block_m = 64;       // 2D: query rows per CTA; 3D: packed rows per CTA
+  int block_n = 64;       // keys per KV tile
+  bool q_major = false;   // 2D: q-tile index on grid.x
+  int m_tiles = 0;        // 2D: q-tiles of the longest sequence; 3D: packed-row tiles of the longest sequence
+  int splits = 1;         // 3D: KV splits per (sequence, kv head, row tile)
+  int grid_x = 0, grid_y = 0, grid_z = 0;
+  std::size_t workspace_bytes = 0;  // 3D with splits > 1: per-split fp32 LSE + partial O
+  std::string summary;
+};
+
+// Throws std::invalid_argument when the problem is unsupported (unified_supports says why).
+UnifiedLaunchPlan make_unified_launch_plan(const AttentionProblem& p, const KnobValues& knobs, int num_sms);
+
+// Workspace layout of the 3D path: lse[splits][total_q * heads] then o[splits][total_q * heads][head_size], fp32.
+std::size_t decode_workspace_bytes(const AttentionProblem& p, int splits);
+
+}  // namespace attnbench::cuda

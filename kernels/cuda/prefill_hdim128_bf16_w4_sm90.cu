@@ -1,0 +1,5 @@
+#include "cuda/prefill_kernel.cuh"
+
+namespace attnbench::cuda {
+ATTNBENCH_INSTANTIATE_PREFILL(DType::bf16, 128, 4)
+}  // namespace attnbench::cuda

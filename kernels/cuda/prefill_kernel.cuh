@@ -1,0 +1,147 @@
+// 2D prefill, narrow regime: one CTA per (q-tile, query head, sequence); W warps x 16 query rows; K/V tiles
+// gathered through the block table by cp.async into a double-buffered swizzled pipeline; S and P stay in
+// registers (P is the A operand of the PV mma); base-2 online softmax; fully-future KV tiles are skipped.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "attnbench/attention.hpp"
+#include "cuda/heuristics.hpp"
+#include "cuda/launch.hpp"
+#include "cuda/paged_tile.cuh"
+#include "cuda/runtime.hpp"
+#include "cuda/warp_tile.cuh"
+
+namespace attnbench::cuda {
+
+template <int D, int W>
+struct PrefillTile {
+  static constexpr int kWarps = W;
+  static constexpr int kThreads = 32 * W;
+  static constexpr int kBM = 16 * W;
+  static constexpr int kBN = prefill_block_n(D);
+  static constexpr bool kQInRegs = D <= 128;  // d256 re-reads Q from smem: 64 more registers would spill
+  static constexpr int kQBytes = kBM * D * 2;
+  static constexpr int kTileBytes = kBN * D * 2;
+  static constexpr int kStages = 2;
+  static constexpr int kSmemBytes = kQBytes + kStages * 2 * kTileBytes;
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA");
+};
+
+namespace dev {
+
+template <DType DT, int D, int W>
+__global__ void __launch_bounds__(32 * W) prefill_kernel(const __grid_constant__ AttentionParams p, int q_major) {
+  using T = typename StorageOf<DT>::type;
+  using Tile = PrefillTile<D, W>;
+  constexpr int BM = Tile::kBM, BN = Tile::kBN, NT = Tile::kThreads;
+  extern __shared__ __align__(128) unsigned char smem[];
+
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int m_idx = q_major ? blockIdx.x : blockIdx.y;
+  const int head = q_major ? blockIdx.y : blockIdx.x;
+  const int seq = blockIdx.z;
+  const int q_start = p.cu_seqlens_q[seq];
+  const int q_len = p.cu_seqlens_q[seq + 1] - q_start;
+  const int kv_len = p.seqused_k[seq];
+  const int n_m = (q_len + BM - 1) / BM;
+  if (m_idx >= n_m) return;
+  const int m0 = (n_m - 1 - m_idx) * BM;  // longest (last, for causal) q-tiles first
+  const int kvh = head / (p.heads / p.kv_heads);
+  const int32_t* table_row = p.block_table + static_cast<int64_t>(seq) * p.block_table_stride;
+  const int diag = kv_len - q_len;  // bottom-right alignment: row i sees keys [0, i + diag]
+
+  const uint32_t sq = dev::smem_u32(smem);
+  auto stage_k = [&](int st) { return sq + Tile::kQBytes + st * 2 * Tile::kTileBytes; };
+
+  load_q_tile<T, D, BM, NT>(sq, p, [&](int r) -> int64_t {
+    const int tok = m0 + r;
+    return tok < q_len ? (q_start + tok) * p.q_stride_token + head * p.q_stride_head : -1;
+  });
+  // Keys this q-tile can see at all; from mask_from on, tiles need a per-element mask.
+  const int n_end = p.causal ? min(kv_len, min(m0 + BM, q_len) + diag) : kv_len;
+  const int mask_from = p.causal ? min(kv_len, m0 + 1 + diag) : kv_len;
+  const int n_tiles = (n_end + BN - 1) / BN;
+  load_kv_tile<T, D, BN, NT>(stage_k(0), stage_k(0) + Tile::kTileBytes, p, table_row, kvh, 0, kv_len);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+
+  uint32_t qf[Tile::kQInRegs ? D / 16 : 1][4];
+  if constexpr (Tile::kQInRegs) load_q_frags<D>(qf, sq, warp * 16, lane);
+
+  const float c = p.scale * 1.4426950408889634f;
+  float o[D / 8][4];
+#pragma unroll
+  for (int d = 0; d < D / 8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  const int row_a = m0 + warp * 16 + lane / 4;  // this thread's rows: row_a, row_a + 8
+
+  for (int it = 0; it < n_tiles; ++it) {
+    if (it > 0) {
+      cp_async_wait<0>();
+      __syncthreads();  // tile `it` visible; every warp is done with the other stage
+    }
+    if (it + 1 < n_tiles) {
+      const uint32_t k_next = stage_k((it + 1) & 1);
+      load_kv_tile<T, D, BN, NT>(k_next, k_next + Tile::kTileBytes, p, table_row, kvh, (it + 1) * BN, kv_len);
+    }
+    cp_async_commit();
+    const uint32_t sk = stage_k(it & 1), sv = sk + Tile::kTileBytes;
+    const int n0 = it * BN;
+
+    float s[BN / 8][4];
+    qk_tile<DT, D, BN / 8, Tile::kQInRegs>(s, qf, sq, warp * 16, sk, 0, lane);
+    if (n0 + BN > mask_from) {
+#pragma unroll
+      for (int n = 0; n < BN / 8; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = n0 + n * 8 + 2 * (lane % 4) + (e & 1);
+          const int row = row_a + 8 * (e >> 1);
+          const int limit = p.causal ? min(kv_len, row + 1 + diag) : kv_len;
+          if (col >= limit) s[n][e] = -INFINITY;
+        }
+      }
+    }
+    online_softmax<BN / 8, D / 8>(s, m, l, o, c);
+    pv_tile<DT, D, BN / 8>(o, s, sv, 0, lane);
+  }
+  cp_async_wait<0>();
+
+  T* out = static_cast<T*>(p.out);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float sum = quad_sum(l[r]);
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    const int row = row_a + 8 * r;
+    if (row < q_len) {
+      T* dst = out + (q_start + row) * p.o_stride_token + head * p.o_stride_head + 2 * (lane % 4);
+#pragma unroll
+      for (int d = 0; d < D / 8; ++d)
+        *reinterpret_cast<uint32_t*>(dst + d * 8) = pack2<DT>(o[d][2 * r] * inv, o[d][2 * r + 1] * inv);
+    }
+  }
+}
+
+}  // namespace dev
+
+template <DType DT, int D, int W>
+void launch_prefill(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaStream_t stream) {
+  using Tile = PrefillTile<D, W>;
+  auto* kernel = &dev::prefill_kernel<DT, D, W>;
+  // Once per instantiation; legal while the caller captures (not a stream operation).
+  static const bool configured = [&] {
+    ATTNBENCH_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::kSmemBytes));
+    return true;
+  }();
+  (void)configured;
+  const dim3 grid(lp.grid_x, lp.grid_y, lp.grid_z);
+  kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(p, lp.q_major ? 1 : 0);
+  ATTNBENCH_CUDA_CHECK(cudaGetLastError());
+}
+
+#define ATTNBENCH_INSTANTIATE_PREFILL(DT, D, W)                                                    \
+  template void launch_prefill<DT, D, W>(const AttentionParams&, const UnifiedLaunchPlan&, cudaStream_t);
+
+}  // namespace attnbench::cuda

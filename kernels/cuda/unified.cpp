@@ -1,0 +1,92 @@
+// cuda.unified: the dispatcher. plan() derives path, grid, splits and workspace once (heuristics.cpp);
+// run() only enqueues the chosen kernels on the caller's stream, allocates nothing, and so captures into a graph.
+#include <memory>
+#include <stdexcept>
+
+#include "attnbench/backends.hpp"
+#include "cuda/heuristics.hpp"
+#include "cuda/launch.hpp"
+#include "cuda/runtime.hpp"
+
+namespace attnbench {
+namespace {
+
+using cuda::UnifiedLaunchPlan;
+using cuda::UnifiedPath;
+
+struct CudaUnifiedPlan : AttentionPlan {
+  UnifiedLaunchPlan launch;
+  int head_size = 0;
+  DType dtype = DType::bf16;
+};
+
+int sm_count() {
+  static const int n = cuda::device_count() > 0 ? cuda::device_props(0).sm_count : cuda::kDefaultSmCount;
+  return n;
+}
+
+// The one dispatch point: runtime (dtype, head size, warps) -> template instantiation.
+template <DType DT>
+void launch_2d(const AttentionParams& a, const UnifiedLaunchPlan& lp, cudaStream_t s) {
+  const bool w8 = lp.warps == 8;
+  switch (a.head_size) {
+    case 64: return w8 ? cuda::launch_prefill<DT, 64, 8>(a, lp, s) : cuda::launch_prefill<DT, 64, 4>(a, lp, s);
+    case 128: return w8 ? cuda::launch_prefill<DT, 128, 8>(a, lp, s) : cuda::launch_prefill<DT, 128, 4>(a, lp, s);
+    case 256: return w8 ? cuda::launch_prefill<DT, 256, 8>(a, lp, s) : cuda::launch_prefill<DT, 256, 4>(a, lp, s);
+  }
+  throw std::invalid_argument("cuda.unified: no 2D kernel for head_size " + std::to_string(a.head_size));
+}
+
+template <DType DT>
+void launch_3d(const AttentionParams& a, const UnifiedLaunchPlan& lp, cudaStream_t s) {
+  switch (a.head_size) {
+    case 64: return cuda::launch_decode<DT, 64>(a, lp, s);
+    case 128: return cuda::launch_decode<DT, 128>(a, lp, s);
+    case 256: return cuda::launch_decode<DT, 256>(a, lp, s);
+  }
+  throw std::invalid_argument("cuda.unified: no 3D kernel for head_size " + std::to_string(a.head_size));
+}
+
+class CudaUnified final : public AttentionKernel {
+ public:
+  std::string name() const override { return "cuda.unified"; }
+  Backend backend() const override { return Backend::cuda; }
+  Support supports(const AttentionProblem& p) const override { return cuda::unified_supports(p); }
+
+  std::unique_ptr<AttentionPlan> plan(const AttentionProblem& p, const KnobValues& knobs) const override {
+    auto plan = std::make_unique<CudaUnifiedPlan>();
+    plan->launch = cuda::make_unified_launch_plan(p, knobs, sm_count());
+    plan->head_size = p.head_size;
+    plan->dtype = p.dtype;
+    plan->workspace_bytes = plan->launch.workspace_bytes;
+    plan->graph_replay = cuda::recommend_graph_replay(p, knobs, /*caller_capturing=*/false);
+    plan->summary = plan->launch.summary;
+    return plan;
+  }
+
+  void run(const AttentionPlan& plan, const AttentionParams& a, void* stream) const override {
+    const auto* cp = dynamic_cast<const CudaUnifiedPlan*>(&plan);
+    if (!cp) throw std::invalid_argument("cuda.unified: plan was not made by cuda.unified");
+    if (a.head_size != cp->head_size || a.dtype != cp->dtype)
+      throw std::invalid_argument("cuda.unified: params do not match the plan (head_size/dtype)");
+    if (cp->workspace_bytes > 0 && a.workspace == nullptr)
+      throw std::invalid_argument("cuda.unified: plan needs " + std::to_string(cp->workspace_bytes) +
+                                  " workspace bytes, params.workspace is null");
+    if ((a.q_stride_token | a.q_stride_head | a.o_stride_token | a.o_stride_head | a.kv_stride_block |
+         a.kv_stride_token | a.kv_stride_head) % 8 != 0)
+      throw std::invalid_argument("cuda.unified: strides must be multiples of 8 elements (16-byte rows)");
+    const auto s = static_cast<cudaStream_t>(stream);
+    const UnifiedLaunchPlan& lp = cp->launch;
+    if (lp.path == UnifiedPath::prefill_2d) {
+      a.dtype == DType::bf16 ? launch_2d<DType::bf16>(a, lp, s) : launch_2d<DType::f16>(a, lp, s);
+    } else {
+      a.dtype == DType::bf16 ? launch_3d<DType::bf16>(a, lp, s) : launch_3d<DType::f16>(a, lp, s);
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<AttentionKernel> make_cuda_unified() { return std::make_unique<CudaUnified>(); }
+
+}  // namespace attnbench

@@ -1,0 +1,99 @@
+// One warp's share of flash attention in the mma.sync m16n8k16 register layout: 16 query rows against a run of
+// keys. Accumulator element e of an n8 tile sits at row lane/4 + 8*(e/2), column 2*(lane%4) + e%2, so each thread
+// owns two rows (r = 0, 1) and a row is spread over the 4 lanes of a quad.
+#pragma once
+#include <cstdint>
+
+#include "cuda/mma_sm80.cuh"
+
+namespace attnbench::cuda::dev {
+
+// Q fragments (A operand, 16 rows x D) of rows [row0, row0 + 16) of a swizzled [rows][D] tile.
+template <int D>
+__device__ __forceinline__ void load_q_frags(uint32_t (&qf)[D / 16][4], uint32_t sq, int row0, int lane) {
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks) ldmatrix_x4(qf[ks], sq + swz<D>(row0 + lane % 16, ks * 2 + lane / 16));
+}
+
+// s[NT8][4] = Q (16 x D) * K^T for keys [krow0, krow0 + 8 * NT8) of the swizzled K tile. Q comes from registers
+// (QF non-null) or is re-read from the swizzled Q tile at sq / qrow0 (large head sizes, to save registers).
+template <DType DT, int D, int NT8, bool kQInRegs>
+__device__ __forceinline__ void qk_tile(float (&s)[NT8][4], const uint32_t (&qf)[kQInRegs ? D / 16 : 1][4],
+                                        uint32_t sq, int qrow0, uint32_t sk, int krow0, int lane) {
+  static_assert(NT8 % 2 == 0, "keys come in pairs of n8 tiles");
+#pragma unroll
+  for (int n = 0; n < NT8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks) {
+    uint32_t a[4];
+    if constexpr (kQInRegs) {
+      a[0] = qf[ks][0]; a[1] = qf[ks][1]; a[2] = qf[ks][2]; a[3] = qf[ks][3];
+    } else {
+      ldmatrix_x4(a, sq + swz<D>(qrow0 + lane % 16, ks * 2 + lane / 16));
+    }
+#pragma unroll
+    for (int np = 0; np < NT8 / 2; ++np) {
+      uint32_t b[4];  // keys np*16 + [0,8) then [8,16); each: k-low, k-high halves
+      ldmatrix_x4(b, sk + swz<D>(krow0 + np * 16 + (lane / 16) * 8 + lane % 8, ks * 2 + (lane / 8) % 2));
+      mma_16816<DT>(s[2 * np], a, b[0], b[1]);
+      mma_16816<DT>(s[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// Online softmax over one tile of scores (already masked with -inf): updates the running max m (raw score
+// units), the thread-partial row sums l, rescales the output accumulator, and turns s into probabilities.
+// c = softmax scale * log2(e).
+template <int NT8, int NO8>
+__device__ __forceinline__ void online_softmax(float (&s)[NT8][4], float (&m)[2], float (&l)[2], float (&o)[NO8][4],
+                                               float c) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float mx = m[r];
+#pragma unroll
+    for (int n = 0; n < NT8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+    mx = quad_max(mx);
+    const float m_use = mx == -INFINITY ? 0.f : mx;  // a row with nothing visible yet stays at p = 0
+    const float alpha = exp2_approx((m[r] - m_use) * c);
+    m[r] = mx;
+    const float ms = m_use * c;
+    float sum = 0.f;
+#pragma unroll
+    for (int n = 0; n < NT8; ++n) {
+#pragma unroll
+      for (int e = 2 * r; e < 2 * r + 2; ++e) {
+        const float p = exp2_approx(fmaf(s[n][e], c, -ms));
+        s[n][e] = p;
+        sum += p;
+      }
+    }
+    l[r] = l[r] * alpha + sum;
+#pragma unroll
+    for (int d = 0; d < NO8; ++d) {
+      o[d][2 * r] *= alpha;
+      o[d][2 * r + 1] *= alpha;
+    }
+  }
+}
+
+// o (16 x D) += P (16 x 8*NT8, from the score registers: the accumulator layout of two n8 tiles is the A layout of
+// one k16 step) * V for keys [vrow0, vrow0 + 8 * NT8) of the swizzled V tile (ldmatrix .trans gives V^T fragments).
+template <DType DT, int D, int NT8>
+__device__ __forceinline__ void pv_tile(float (&o)[D / 8][4], const float (&s)[NT8][4], uint32_t sv, int vrow0,
+                                        int lane) {
+#pragma unroll
+  for (int kk = 0; kk < NT8 / 2; ++kk) {
+    const uint32_t a[4] = {pack2<DT>(s[2 * kk][0], s[2 * kk][1]), pack2<DT>(s[2 * kk][2], s[2 * kk][3]),
+                           pack2<DT>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                           pack2<DT>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+    for (int dp = 0; dp < D / 16; ++dp) {
+      uint32_t b[4];  // keys [0,8) / [8,16) of this k-step, d columns dp*16 + [0,8) then [8,16)
+      ldmatrix_x4_trans(b, sv + swz<D>(vrow0 + kk * 16 + ((lane / 8) & 1) * 8 + lane % 8, dp * 2 + lane / 16));
+      mma_16816<DT>(o[2 * dp], a, b[0], b[1]);
+      mma_16816<DT>(o[2 * dp + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+}  // namespace attnbench::cuda::dev

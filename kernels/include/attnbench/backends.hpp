@@ -1,0 +1,18 @@
+// The kernels each backend provides. The harness's registry lists them explicitly (no static registration).
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "attnbench/kernel.hpp"
+
+namespace attnbench {
+
+// cpu.unified: streaming online-softmax over KV tiles; prefill and split-KV decode paths.
+std::unique_ptr<AttentionKernel> make_cpu_unified();
+
+#ifdef ATTNBENCH_WITH_CUDA
+// cuda.unified: 2D prefill (mma.sync) and 3D split-KV decode + combine, dispatched per problem.
+std::unique_ptr<AttentionKernel> make_cuda_unified();
+#endif
+
+}  // namespace attnbench

@@ -1,0 +1,240 @@
+// fp32 Eigen reference for paged attention.
+//
+// Work is organised around groups: one (sequence, kv head) pair and the requested rows (query token, query head)
+// that read it. A group's rows, sorted by token, are cut into chunks; each chunk is one OpenMP task that gathers
+// the keys its rows can see ([0, max visible end)) through the block table into thread-local fp32 K and V
+// matrices, then computes S = Q_chunk * K^T (Eigen), a masked fp32 softmax per row, and O = P * V.
+// A decode group (a few rows) is one chunk, so each K/V element is converted once per group; long groups
+// (prefill rows) are split for parallelism, where the repeated gather costs ~2/(4 * rows per chunk) of the math.
+// Only per-thread buffers are allocated: never an fp32 copy of the cache.
+#define EIGEN_DONT_PARALLELIZE  // parallelism is ours (OpenMP over blocks and row chunks)
+#include "attnbench/reference.hpp"
+
+#include <omp.h>
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+namespace attnbench::reference {
+
+namespace {
+
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// A row chunk's score matrix holds at most this many floats (rows are cut to fit).
+constexpr int64_t kMaxScoreFloats = int64_t{1} << 22;
+constexpr int kMaxChunkRows = 64;
+constexpr int kMinChunkRows = 8;
+
+// fp16 -> fp32 through a table built once (exact: it is f16_to_float); bf16 is a shift.
+const float* f16_table() {
+  static const float* table = [] {
+    static float t[65536];
+    for (uint32_t i = 0; i < 65536; ++i) t[i] = f16_to_float(static_cast<uint16_t>(i));
+    return t;
+  }();
+  return table;
+}
+
+struct Converter {
+  const float* table = nullptr;  // null: bf16
+  // dst[0..n) = src[0..n) (contiguous halves).
+  void row(const uint16_t* src, float* dst, int n) const {
+    if (table) {
+      for (int i = 0; i < n; ++i) dst[i] = table[src[i]];
+    } else {
+      for (int i = 0; i < n; ++i) dst[i] = bf16_to_float(src[i]);
+    }
+  }
+};
+
+struct Row {
+  int64_t out_index;  // position in the caller's row list
+  int64_t token;
+  int head;
+  int end;  // keys [0, end) visible
+};
+
+struct Group {
+  int seq;
+  int kv_head;
+  int64_t row_begin, row_end;  // into the sorted rows
+  int keys;                    // keys the group's rows see: the largest `end` of its rows
+};
+
+struct Task {
+  int group;
+  int64_t row_begin, row_end;
+};
+
+struct Scratch {
+  RowMat k, v, q, scores, o;
+};
+
+void check_params(const AttentionParams& p) {
+  auto bad = [](const std::string& what) { throw std::invalid_argument("reference::paged_attention: " + what); };
+  if (!p.q || !p.k_cache || !p.v_cache || !p.cu_seqlens_q || !p.seqused_k || !p.block_table)
+    bad("null input pointer");
+  if (p.num_seqs <= 0 || p.heads <= 0 || p.kv_heads <= 0 || p.head_size <= 0 || p.block_size <= 0)
+    bad("non-positive dimension");
+  if (p.heads % p.kv_heads != 0) bad("heads is not a multiple of kv_heads");
+  if (!(p.scale > 0.f) || !std::isfinite(p.scale)) bad("scale must be finite and > 0");
+}
+
+// Computes one chunk of rows (sorted by token) of one group: gathers the visible K/V, then scores, softmax, PV.
+void run_chunk(const AttentionParams& p, const Converter& cvt, const Group& g, const Row* rows, int64_t n,
+               float* out, Scratch& w) {
+  const int d = p.head_size;
+  int keys = 0;
+  for (int64_t r = 0; r < n; ++r) keys = std::max(keys, rows[r].end);
+  if (keys <= 0) {  // nothing visible: zeros (never happens for valid problems)
+    for (int64_t r = 0; r < n; ++r) std::fill_n(out + rows[r].out_index * d, d, 0.f);
+    return;
+  }
+  // Gather keys [0, keys) of (g.seq, g.kv_head) through the block table.
+  const auto* kh = static_cast<const uint16_t*>(p.k_cache);
+  const auto* vh = static_cast<const uint16_t*>(p.v_cache);
+  w.k.resize(keys, d);
+  w.v.resize(keys, d);
+  const int32_t* table = p.block_table + static_cast<int64_t>(g.seq) * p.block_table_stride;
+  for (int key0 = 0, b = 0; key0 < keys; key0 += p.block_size, ++b) {
+    const int64_t base = static_cast<int64_t>(table[b]) * p.kv_stride_block + g.kv_head * p.kv_stride_head;
+    const int t_end = std::min(p.block_size, keys - key0);
+    for (int t = 0; t < t_end; ++t) {
+      const int64_t off = base + t * p.kv_stride_token;
+      cvt.row(kh + off, w.k.row(key0 + t).data(), d);
+      cvt.row(vh + off, w.v.row(key0 + t).data(), d);
+    }
+  }
+  // Q rows in fp32.
+  const auto* qh = static_cast<const uint16_t*>(p.q);
+  w.q.resize(n, d);
+  for (int64_t r = 0; r < n; ++r) {
+    const uint16_t* src = qh + rows[r].token * p.q_stride_token + static_cast<int64_t>(rows[r].head) * p.q_stride_head;
+    cvt.row(src, w.q.row(r).data(), d);
+  }
+  w.scores.resize(n, keys);
+  w.scores.noalias() = w.q * w.k.transpose();
+  for (int64_t r = 0; r < n; ++r) {
+    float* s = w.scores.row(r).data();
+    const int end = rows[r].end;
+    float m = -std::numeric_limits<float>::infinity();
+    for (int j = 0; j < end; ++j) {
+      s[j] *= p.scale;
+      m = std::max(m, s[j]);
+    }
+    float sum = 0.f;
+    for (int j = 0; j < end; ++j) {
+      s[j] = std::exp(s[j] - m);
+      sum += s[j];
+    }
+    const float inv = end > 0 ? 1.f / sum : 0.f;
+    for (int j = 0; j < end; ++j) s[j] *= inv;
+    for (int j = std::max(end, 0); j < keys; ++j) s[j] = 0.f;  // masked keys
+  }
+  w.o.resize(n, d);
+  w.o.noalias() = w.scores * w.v;
+  for (int64_t r = 0; r < n; ++r) std::memcpy(out + rows[r].out_index * d, w.o.row(r).data(), sizeof(float) * d);
+}
+
+}  // namespace
+
+void paged_attention(const AttentionParams& p, const std::vector<RowId>& request, float* out) {
+  if (request.empty()) return;
+  check_params(p);
+  const int group_size = p.heads / p.kv_heads;
+  const Converter cvt{p.dtype == DType::f16 ? f16_table() : nullptr};
+  const int32_t* cu = p.cu_seqlens_q;
+  const int64_t total_q = cu[p.num_seqs];
+
+  // Map each row to its sequence and group; count rows per group.
+  const int64_t num_groups = static_cast<int64_t>(p.num_seqs) * p.kv_heads;
+  const int64_t n_rows = static_cast<int64_t>(request.size());
+  std::vector<int64_t> group_of(n_rows);
+  std::vector<int64_t> count(num_groups + 1, 0);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const RowId& id = request[r];
+    if (id.token < 0 || id.token >= total_q || id.head < 0 || id.head >= p.heads)
+      throw std::out_of_range("reference::paged_attention: row (token " + std::to_string(id.token) + ", head " +
+                              std::to_string(id.head) + ") outside [0, " + std::to_string(total_q) + ") x [0, " +
+                              std::to_string(p.heads) + ")");
+    // Sequence s with cu[s] <= token < cu[s+1] (empty sequences are skipped by upper_bound).
+    const int s = static_cast<int>(std::upper_bound(cu, cu + p.num_seqs + 1, id.token) - cu) - 1;
+    group_of[r] = static_cast<int64_t>(s) * p.kv_heads + id.head / group_size;
+    ++count[group_of[r] + 1];
+  }
+  for (int64_t g = 0; g < num_groups; ++g) count[g + 1] += count[g];
+
+  // Rows sorted by group (stable), then by token within a group so a chunk's rows have similar visible ends.
+  std::vector<Row> rows(n_rows);
+  {
+    std::vector<int64_t> next(count.begin(), count.end() - 1);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const RowId& id = request[r];
+      const int64_t g = group_of[r];
+      const int s = static_cast<int>(g / p.kv_heads);
+      const int q_len = cu[s + 1] - cu[s];
+      const int kv_len = std::max(0, p.seqused_k[s]);
+      int end = kv_len;
+      if (p.causal) end = std::clamp(causal_visible_end(static_cast<int>(id.token - cu[s]), q_len, kv_len), 0, kv_len);
+      rows[next[g]++] = Row{r, id.token, id.head, end};
+    }
+  }
+  std::vector<Group> groups;
+  for (int64_t g = 0; g < num_groups; ++g) {
+    if (count[g] == count[g + 1]) continue;
+    Group grp;
+    grp.seq = static_cast<int>(g / p.kv_heads);
+    grp.kv_head = static_cast<int>(g % p.kv_heads);
+    grp.row_begin = count[g];
+    grp.row_end = count[g + 1];
+    std::sort(rows.begin() + grp.row_begin, rows.begin() + grp.row_end, [](const Row& a, const Row& b) {
+      return a.token != b.token ? a.token < b.token : a.head < b.head;
+    });
+    grp.keys = 0;
+    for (int64_t r = grp.row_begin; r < grp.row_end; ++r) grp.keys = std::max(grp.keys, rows[r].end);
+    groups.push_back(std::move(grp));
+  }
+
+  // Chunks: big enough to amortise the gather (>= kMinChunkRows rows), small enough to give every thread
+  // several tasks, bounded in rows and in score-matrix size.
+  const int nthreads = std::max(1, omp_get_max_threads());
+  const int64_t balanced = (n_rows + 4 * nthreads - 1) / (4 * nthreads);
+  std::vector<Task> tasks;
+  for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+    const Group& g = groups[gi];
+    const int64_t mem_rows = std::max<int64_t>(1, kMaxScoreFloats / std::max(1, g.keys));
+    const int64_t chunk =
+        std::max<int64_t>(1, std::min<int64_t>({std::max<int64_t>(balanced, kMinChunkRows), kMaxChunkRows, mem_rows}));
+    for (int64_t r = g.row_begin; r < g.row_end; r += chunk)
+      tasks.push_back(Task{static_cast<int>(gi), r, std::min(g.row_end, r + chunk)});
+  }
+  // Longest first (rows x keys; a chunk's last row sees the most keys), so a long task does not start last.
+  auto cost = [&](const Task& t) { return static_cast<double>(rows[t.row_end - 1].end) * (t.row_end - t.row_begin); };
+  std::stable_sort(tasks.begin(), tasks.end(), [&](const Task& a, const Task& b) { return cost(a) > cost(b); });
+#pragma omp parallel
+  {
+    Scratch w;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < static_cast<int64_t>(tasks.size()); ++t) {
+      const Task& task = tasks[t];
+      run_chunk(p, cvt, groups[task.group], rows.data() + task.row_begin, task.row_end - task.row_begin, out, w);
+    }
+  }
+}
+
+void paged_attention_all(const AttentionParams& p, float* out) {
+  check_params(p);
+  const int64_t total_q = p.cu_seqlens_q[p.num_seqs];
+  std::vector<RowId> rows(static_cast<std::size_t>(total_q) * p.heads);
+  for (int64_t t = 0; t < total_q; ++t)
+    for (int h = 0; h < p.heads; ++h) rows[t * p.heads + h] = RowId{t, h};
+  paged_attention(p, rows, out);
+}
+
+}  // namespace attnbench::reference

@@ -1,0 +1,117 @@
+// attnbench run: select shapes and kernels, gate, time, write JSON + CSV.
+#include <filesystem>
+#include <iostream>
+
+#include "commands.hpp"
+#include "errors.hpp"
+#include "runner.hpp"
+
+namespace attnbench {
+
+namespace {
+struct RunCli {
+  RunOptions opt;
+  std::vector<std::string> modes{"eager", "graph"};
+  std::vector<std::string> sets;
+  std::string l2 = "hot", block_order = "contiguous";
+  std::string out, csv;
+  double atol = -1, peak_tflops = 0, peak_gbps = 0;
+  bool no_progress = false;
+};
+
+std::string default_out(const RunOptions& o) {
+  std::string stem;
+  for (const auto& g : o.groups) stem += (stem.empty() ? "" : "+") + g;
+  if (stem.empty()) stem = std::filesystem::path(o.shape_files.front()).stem().string();
+  return "results/" + stem + ".json";
+}
+
+void run_callback(RunCli& c, Context& ctx) {
+  RunOptions& o = c.opt;
+  if (o.groups.empty() && o.shape_files.empty()) throw UsageError("run: give at least one --group or --shapes FILE");
+  o.modes.clear();
+  for (const auto& m : c.modes) {
+    if (m == "eager") o.modes.push_back(Mode::eager);
+    else if (m == "graph") o.modes.push_back(Mode::graph);
+    else throw UsageError("--mode: '" + m + "' is not eager|graph");
+  }
+  if (c.l2 == "hot") o.l2 = L2Mode::hot;
+  else if (c.l2 == "cold") o.l2 = L2Mode::cold;
+  else throw UsageError("--l2: '" + c.l2 + "' is not hot|cold");
+  try {
+    o.block_order = parse_block_order(c.block_order);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  for (const auto& s : c.sets) {
+    const auto eq = s.find('=');
+    if (eq == std::string::npos || eq == 0) throw UsageError("--set: expected NAME=VALUE, got '" + s + "'");
+    const std::string name = s.substr(0, eq), value = s.substr(eq + 1);
+    const std::string err = check_knob(name, value);
+    if (!err.empty()) throw UsageError("--set: " + err);
+    o.knob_overrides[name] = value;
+  }
+  if (c.atol >= 0) o.atol = c.atol;
+  if (c.peak_tflops > 0) o.peak_tflops = c.peak_tflops;
+  if (c.peak_gbps > 0) o.peak_gbps = c.peak_gbps;
+  o.progress = !c.no_progress;
+  o.command_line = ctx.command_line;
+  const std::string out = c.out.empty() ? default_out(o) : c.out;
+  std::string csv = c.csv;
+  if (csv.empty()) csv = std::filesystem::path(out).replace_extension(".csv").string();
+  if (c.out.empty()) std::filesystem::create_directories(std::filesystem::path(out).parent_path());
+  check_writable(out);
+  check_writable(csv);
+
+  const ResultsFile f = run_benchmarks(o, std::cout);
+  write_file_atomic(out, results_to_json(f).dump(2) + "\n");
+  write_file_atomic(csv, results_to_csv(f));
+  int ok = 0, declined = 0, mismatch = 0, error = 0;
+  for (const auto& r : f.rows) {
+    ok += r.status == "ok";
+    declined += r.status == "declined";
+    mismatch += r.status == "mismatch";
+    error += r.status == "error";
+  }
+  std::cout << "rows: " << f.rows.size() << " (ok " << ok << ", declined " << declined << ", mismatch " << mismatch
+            << ", error " << error << ")\nwrote " << out << " and " << csv << "\n";
+  ctx.exit_code = exit_code_for(f);
+}
+}  // namespace
+
+void add_run_command(CLI::App& app, Context& ctx) {
+  auto c = std::make_shared<RunCli>();
+  CLI::App* cmd = app.add_subcommand("run", "Gate and time the kernels on shape groups; write JSON and CSV");
+  cmd->add_option("--group,-g", c->opt.groups, "Shape group (repeatable): decode, short_prefill, ...");
+  cmd->add_option("--shapes", c->opt.shape_files, "A shape file in the shapes/ schema (repeatable)");
+  cmd->add_option("--kernel,-k", c->opt.kernel_glob, "Kernel name glob, e.g. 'cuda.*'")->capture_default_str();
+  cmd->add_option("--backend", c->opt.backend, "auto (cuda when a GPU is visible, else cpu) | cpu | cuda | all")
+      ->capture_default_str();
+  cmd->add_option("--dtype", c->opt.dtypes, "Keep only these dtypes (bf16, fp16)")->delimiter(',');
+  cmd->add_option("--mode", c->modes, "Timing modes: eager, graph")->delimiter(',')->capture_default_str();
+  cmd->add_option("--filter", c->opt.filter, "Regex over 'group/shape/dtype'");
+  cmd->add_option("--out,-o", c->out, "Results JSON (default results/<groups>.json)");
+  cmd->add_option("--csv", c->csv, "Results CSV (default: the JSON path with .csv)");
+  cmd->add_option("--seed", c->opt.seed, "Input RNG seed")->capture_default_str();
+  cmd->add_option("--atol", c->atol, "Gate max_abs tolerance (default: fp16 2e-2, bf16 4e-2)");
+  cmd->add_flag("--gate-only", c->opt.gate_only, "Gate every row, time nothing");
+  cmd->add_flag("--no-gate", c->opt.no_gate, "Time without gating (rows are not checked)");
+  cmd->add_option("--min-samples", c->opt.stop.min_samples, "Timing samples at least")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-noise", c->opt.stop.max_noise, "Stop when relative stdev <= this")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--timeout", c->opt.stop.timeout_s, "Seconds per measurement at most")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--l2", c->l2, "hot: back-to-back; cold: L2 flushed before each sample (CUDA)")->capture_default_str();
+  cmd->add_option("--block-order", c->block_order, "contiguous | shuffled physical KV blocks")->capture_default_str();
+  cmd->add_option("--set", c->sets, "Knob override NAME=VALUE (repeatable; see list --knobs)");
+  cmd->add_option("--reference-gflop", c->opt.reference_gflop,
+                  "Reference work per shape before the gate samples rows")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--peak-tflops", c->peak_tflops, "Device peak TFLOP/s for % of peak (from attnbench info)");
+  cmd->add_option("--peak-gbps", c->peak_gbps, "Device peak GB/s for % of peak (from attnbench info)");
+  cmd->add_flag("--no-progress", c->no_progress, "No progress line on a terminal");
+  cmd->callback([c, &ctx] { run_callback(*c, ctx); });
+}
+
+}  // namespace attnbench

@@ -1,0 +1,18 @@
+// One file per subcommand; each adds itself to the app and records its exit code in the context.
+#pragma once
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace attnbench {
+
+struct Context {
+  std::string command_line;
+  int exit_code = 0;
+};
+
+void add_run_command(CLI::App& app, Context& ctx);
+void add_list_command(CLI::App& app, Context& ctx);
+void add_info_command(CLI::App& app, Context& ctx);
+
+}  // namespace attnbench

@@ -1,0 +1,68 @@
+// Where a backend's data lives and how its calls are timed. One implementation per backend; the runner and
+// measurement use only this interface.
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "attnbench/kernel.hpp"
+
+namespace attnbench {
+
+enum class L2Mode { hot, cold };
+enum class Mode { eager, graph };
+inline const char* mode_name(Mode m) { return m == Mode::eager ? "eager" : "graph"; }
+inline const char* l2_name(L2Mode m) { return m == L2Mode::hot ? "hot" : "cold"; }
+
+// Returns seconds per call for one timing sample.
+using Sampler = std::function<double()>;
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual Backend backend() const = 0;
+  virtual std::string name() const = 0;
+  // Provenance facts (SM count, clocks, versions, temperature ...), as strings.
+  virtual std::map<std::string, std::string> facts() const = 0;
+
+  virtual void* alloc(std::size_t bytes) = 0;
+  virtual void release(void* p) = 0;
+  virtual void upload(void* dst, const void* src, std::size_t bytes) = 0;
+  virtual void download(void* dst, const void* src, std::size_t bytes) = 0;
+  virtual void poison(void* p, std::size_t bytes) = 0;  // every byte 0xFF: NaN in fp16 and bf16
+  virtual void* stream() = 0;
+  virtual void synchronize() = 0;
+
+  // A sampler for `call` in the given mode, or a Support::no reason (e.g. graph mode on the CPU).
+  // `call` enqueues one complete call on stream(). A Sampler and its resources live until destroyed.
+  virtual Support can_time(Mode mode, L2Mode l2) const = 0;
+  virtual Sampler make_sampler(Mode mode, L2Mode l2, const std::function<void()>& call) = 0;
+  // Optional second statistic for eager mode: device time per call (events); empty when not available.
+  virtual Sampler make_device_sampler(const std::function<void()>& /*call*/) { return {}; }
+};
+
+// RAII allocation in a device's memory.
+class Buffer {
+ public:
+  Buffer(Device& d, std::size_t bytes) : dev_(&d), bytes_(bytes), ptr_(bytes ? d.alloc(bytes) : nullptr) {}
+  ~Buffer() {
+    if (ptr_) dev_->release(ptr_);
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  void* data() const { return ptr_; }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  Device* dev_;
+  std::size_t bytes_;
+  void* ptr_;
+};
+
+std::unique_ptr<Device> make_cpu_device();
+// The CUDA device when the CUDA backend is built and a device is visible; nullptr otherwise, with the reason.
+std::unique_ptr<Device> make_cuda_device(std::string* why_not);
+
+}  // namespace attnbench

@@ -1,0 +1,31 @@
+// Builds the paged inputs of an attention problem in host memory: packed Q with cu_seqlens_q, seqused_k,
+// K/V caches [num_blocks, block_size, kv_heads, head_size] and a block table. Seeded normal data, never zeros.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attnbench/attention.hpp"
+
+namespace attnbench {
+
+enum class BlockOrder { contiguous, shuffled };
+BlockOrder parse_block_order(const std::string& s);  // throws std::invalid_argument
+const char* block_order_name(BlockOrder o);
+
+struct HostInputs {
+  AttentionProblem problem;
+  std::vector<uint16_t> q, k_cache, v_cache;  // 16-bit halves of problem.dtype
+  std::vector<int32_t> cu_seqlens_q, seqused_k, block_table;
+  int64_t num_blocks = 0;
+
+  // Params over these host buffers (out and workspace left null).
+  AttentionParams params() const;
+};
+
+// Block table: each sequence owns ceil(kv_len / block_size) blocks; contiguous gives sequence s the run
+// after sequence s-1's, shuffled permutes the physical block ids (seeded). Unused table slots hold 0: a
+// correct kernel never reads them, and a wrong one stays inside the cache.
+HostInputs build_inputs(const AttentionProblem& p, uint64_t seed, BlockOrder order = BlockOrder::contiguous);
+
+}  // namespace attnbench

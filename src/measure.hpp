@@ -1,0 +1,31 @@
+// Measurement: collects timing samples until a stop rule holds and summarises them. Knows nothing about
+// attention: a sample is a callable returning seconds per call.
+#pragma once
+#include <functional>
+#include <vector>
+
+namespace attnbench {
+
+struct Stats {
+  double median = 0, min = 0, q1 = 0, q3 = 0, mean = 0, stdev = 0;
+  int n = 0;
+};
+
+// Order statistics with linear interpolation between closest ranks; stdev is the sample stdev.
+Stats summarize(std::vector<double> samples);
+
+struct StopRule {
+  int min_samples = 20;
+  double max_noise = 0.05;  // relative stdev (stdev / mean)
+  double timeout_s = 10.0;  // per measurement; wins over min_samples
+  int max_samples = 2000;
+};
+
+// Calls `sample` until (n >= min_samples and noise <= max_noise) or the timeout or max_samples; at least one.
+// Returns samples in the same unit `sample` returns.
+std::vector<double> collect(const std::function<double()>& sample, const StopRule& rule);
+
+// How many back-to-back calls make one sample last about `target_s`, given one call's duration.
+int calls_per_sample(double one_call_s, double target_s = 1e-3, int max_calls = 1000);
+
+}  // namespace attnbench

@@ -1,0 +1,17 @@
+// Device peaks measured on the spot: device-to-device copy bandwidth and a bf16 GEMM rate.
+#pragma once
+#include <string>
+
+#include "device.hpp"
+
+namespace attnbench {
+
+struct Peaks {
+  double copy_gbps = 0;    // bytes read + written per second
+  double gemm_tflops = 0;  // dense bf16 GEMM, fp32 accumulate, random data
+  std::string gemm_what;
+};
+
+Peaks measure_peaks(Device& dev);
+
+}  // namespace attnbench

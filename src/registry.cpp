@@ -1,0 +1,42 @@
+#include "registry.hpp"
+
+#include "attnbench/backends.hpp"
+
+namespace attnbench {
+
+const std::vector<KernelEntry>& kernel_registry() {
+  static const std::vector<KernelEntry> table = [] {
+    std::vector<KernelEntry> t;
+    auto add = [&t](std::shared_ptr<const AttentionKernel> k, const char* what) {
+      t.push_back({Op::attention, k, k->name(), k->backend(), what});
+    };
+    add(make_cpu_unified(), "paged attention, online-softmax over KV tiles; prefill and split-KV decode paths");
+#ifdef ATTNBENCH_WITH_CUDA
+    add(make_cuda_unified(), "paged attention, sm_90a: 2D prefill (mma.sync) and 3D split-KV decode + combine");
+#endif
+    return t;
+  }();
+  return table;
+}
+
+bool glob_match(const std::string& pattern, const std::string& text) {
+  std::size_t p = 0, t = 0, star = std::string::npos, mark = 0;
+  while (t < text.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == text[t])) {
+      ++p;
+      ++t;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      mark = t;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      t = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+}  // namespace attnbench

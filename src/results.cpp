@@ -1,0 +1,162 @@
+#include "results.hpp"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "errors.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace attnbench {
+
+namespace {
+json stats_json(const Stats& s) {
+  return {{"median", s.median}, {"min", s.min}, {"q1", s.q1}, {"q3", s.q3},
+          {"mean", s.mean},     {"stdev", s.stdev}, {"n", s.n}};
+}
+template <class T>
+json opt(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+}  // namespace
+
+json row_to_json(const ResultRow& r) {
+  json j = {{"group", r.group}, {"shape", r.shape},     {"op", r.op},         {"dtype", r.dtype},
+            {"kernel", r.kernel}, {"backend", r.backend}, {"mode", r.mode},   {"l2", r.l2},
+            {"status", r.status}, {"reason", r.reason},   {"dims", r.dims},   {"flops", r.flops},
+            {"bytes", r.bytes},   {"knobs", r.knobs},     {"plan", r.plan},   {"repro", r.repro}};
+  if (r.gate) {
+    const auto& g = *r.gate;
+    j["gate"] = {{"passed", g.passed},
+                 {"max_abs", std::isfinite(g.max_abs) ? json(g.max_abs) : json("inf")},
+                 {"rel_l2", std::isfinite(g.rel_l2) ? json(g.rel_l2) : json("inf")},
+                 {"atol", g.atol},
+                 {"rows_checked", g.rows_checked},
+                 {"nonfinite", g.nonfinite},
+                 {"worst_index", g.worst_index},
+                 {"detail", g.detail}};
+  } else {
+    j["gate"] = nullptr;
+  }
+  j["time_us"] = r.time_us ? stats_json(*r.time_us) : json(nullptr);
+  j["device_time_us"] = r.device_time_us ? stats_json(*r.device_time_us) : json(nullptr);
+  j["tflops"] = opt(r.tflops);
+  j["gbps"] = opt(r.gbps);
+  j["pct_peak_flops"] = opt(r.pct_peak_flops);
+  j["pct_peak_bw"] = opt(r.pct_peak_bw);
+  j["graph_recommended"] = opt(r.graph_recommended);
+  return j;
+}
+
+json results_to_json(const ResultsFile& f) {
+  json rows = json::array();
+  for (const auto& r : f.rows) rows.push_back(row_to_json(r));
+  return {{"schema", kResultsSchema}, {"provenance", f.provenance}, {"rows", rows}};
+}
+
+namespace {
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"') o += '"';
+    o += c;
+  }
+  return o + "\"";
+}
+std::string num(double v) {
+  std::ostringstream os;
+  os.precision(6);
+  os << v;
+  return os.str();
+}
+}  // namespace
+
+std::string results_to_csv(const ResultsFile& f) {
+  std::ostringstream os;
+  os << "group,shape,op,dtype,kernel,backend,mode,l2,status,reason,gate_passed,max_abs,rel_l2,atol,rows_checked,"
+        "median_us,min_us,q1_us,q3_us,mean_us,stdev_us,n,device_median_us,flops,bytes,tflops,gbps,"
+        "pct_peak_flops,pct_peak_bw,plan,knobs,repro\n";
+  for (const auto& r : f.rows) {
+    std::string knobs;
+    for (const auto& [k, v] : r.knobs) knobs += (knobs.empty() ? "" : ";") + k + "=" + v;
+    os << csv_field(r.group) << ',' << csv_field(r.shape) << ',' << r.op << ',' << r.dtype << ','
+       << csv_field(r.kernel) << ',' << r.backend << ',' << r.mode << ',' << r.l2 << ',' << r.status << ','
+       << csv_field(r.reason) << ',';
+    if (r.gate)
+      os << (r.gate->passed ? "true" : "false") << ',' << num(r.gate->max_abs) << ',' << num(r.gate->rel_l2) << ','
+         << num(r.gate->atol) << ',' << r.gate->rows_checked << ',';
+    else
+      os << ",,,,,";
+    if (r.time_us)
+      os << num(r.time_us->median) << ',' << num(r.time_us->min) << ',' << num(r.time_us->q1) << ','
+         << num(r.time_us->q3) << ',' << num(r.time_us->mean) << ',' << num(r.time_us->stdev) << ','
+         << r.time_us->n << ',';
+    else
+      os << ",,,,,,,";
+    os << (r.device_time_us ? num(r.device_time_us->median) : "") << ',' << num(r.flops) << ',' << num(r.bytes)
+       << ',' << (r.tflops ? num(*r.tflops) : "") << ',' << (r.gbps ? num(*r.gbps) : "") << ','
+       << (r.pct_peak_flops ? num(*r.pct_peak_flops) : "") << ',' << (r.pct_peak_bw ? num(*r.pct_peak_bw) : "")
+       << ',' << csv_field(r.plan) << ',' << csv_field(knobs) << ',' << csv_field(r.repro) << '\n';
+  }
+  return os.str();
+}
+
+void check_writable(const std::string& path) {
+  const fs::path p(path);
+  if (fs::is_directory(p)) throw UsageError(path + ": is a directory, expected a file path");
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!fs::is_directory(dir)) throw UsageError(path + ": folder " + dir.string() + " does not exist");
+  const fs::path probe = dir / (".attnbench-probe-" + std::to_string(::getpid()));
+  {
+    std::ofstream f(probe);
+    if (!f) throw UsageError(path + ": cannot write in folder " + dir.string());
+  }
+  fs::remove(probe);
+}
+
+void write_file_atomic(const std::string& path, const std::string& text) {
+  const fs::path p(path);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  const fs::path tmp = dir / ("." + p.filename().string() + ".tmp." + std::to_string(::getpid()));
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    if (!f) throw UsageError(path + ": cannot write (folder " + dir.string() + ")");
+    f << text;
+    f.flush();
+    if (!f) {
+      f.close();
+      fs::remove(tmp);
+      throw UsageError(path + ": write failed");
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, p, ec);
+  if (ec) {
+    fs::remove(tmp);
+    throw UsageError(path + ": cannot rename into place: " + ec.message());
+  }
+}
+
+json read_results_json(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw UsageError(path + ": cannot open results file");
+  json j;
+  try {
+    j = json::parse(f);
+  } catch (const json::parse_error& e) {
+    throw UsageError(path + ": malformed JSON: " + e.what());
+  }
+  if (!j.is_object() || !j.contains("schema") || j["schema"] != kResultsSchema)
+    throw UsageError(path + ": not an attnbench results file (field 'schema' must be \"" + std::string(kResultsSchema) + "\")");
+  if (!j.contains("rows") || !j["rows"].is_array()) throw UsageError(path + ": field 'rows': expected a list");
+  return j;
+}
+
+}  // namespace attnbench

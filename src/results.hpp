@@ -1,0 +1,53 @@
+// Result rows and files: JSON {schema, provenance, rows} and CSV (one flat line per row, same fields).
+// Printers only read rows; writes are atomic (temporary file + rename).
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gate.hpp"
+#include "measure.hpp"
+
+namespace attnbench {
+
+inline constexpr const char* kResultsSchema = "attnbench.results/1";
+
+struct ResultRow {
+  std::string group, shape, op, dtype, kernel, backend, mode, l2 = "hot";
+  std::string status;  // ok | mismatch | declined | error
+  std::string reason;
+  nlohmann::json dims = nlohmann::json::object();  // the problem's dimensions
+  std::optional<GateResult> gate;
+  std::optional<Stats> time_us;         // the mode's time per call (eager: host wall clock)
+  std::optional<Stats> device_time_us;  // eager only: device time per call from events
+  double flops = 0, bytes = 0;
+  std::optional<double> tflops, gbps, pct_peak_flops, pct_peak_bw;
+  std::map<std::string, std::string> knobs;
+  std::string plan;                     // the plan's summary
+  std::optional<bool> graph_recommended;
+  std::string repro;
+};
+
+nlohmann::json row_to_json(const ResultRow& r);
+
+struct ResultsFile {
+  nlohmann::json provenance = nlohmann::json::object();
+  std::vector<ResultRow> rows;
+};
+
+nlohmann::json results_to_json(const ResultsFile& f);
+std::string results_to_csv(const ResultsFile& f);
+
+// Writes text to path through a temporary file in the same folder and a rename. Throws UsageError when the
+// folder is not writable.
+void write_file_atomic(const std::string& path, const std::string& text);
+// Fails early (UsageError) when `path` could not be written, before any work is done.
+void check_writable(const std::string& path);
+
+// Reads a results JSON file, checking the schema (UsageError naming the file otherwise).
+nlohmann::json read_results_json(const std::string& path);
+
+}  // namespace attnbench

@@ -1,0 +1,391 @@
+#include "runner.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <iomanip>
+#include <iostream>
+#include <regex>
+#include <sstream>
+
+#include "attnbench/reference.hpp"
+#include "check_rows.hpp"
+#include "errors.hpp"
+#include "registry.hpp"
+
+#ifndef ATTNBENCH_VERSION
+#define ATTNBENCH_VERSION "0.0.0"
+#endif
+#ifndef ATTNBENCH_GIT_SHA
+#define ATTNBENCH_GIT_SHA "unknown"
+#endif
+
+namespace attnbench {
+
+std::vector<ShapeCase> select_cases(const RunOptions& o) {
+  std::vector<ShapeCase> all;
+  for (const auto& g : o.groups) {
+    auto c = load_group(g);
+    all.insert(all.end(), c.begin(), c.end());
+  }
+  for (const auto& f : o.shape_files) {
+    auto c = load_shape_file(f);
+    all.insert(all.end(), c.begin(), c.end());
+  }
+  std::optional<std::regex> re;
+  if (!o.filter.empty()) {
+    try {
+      re.emplace(o.filter);
+    } catch (const std::regex_error& e) {
+      throw UsageError("--filter: invalid regular expression '" + o.filter + "': " + e.what());
+    }
+  }
+  for (const auto& d : o.dtypes)
+    if (!parse_dtype(d)) throw UsageError("--dtype: unsupported dtype '" + d + "' (supported: bf16, fp16)");
+  std::vector<ShapeCase> out;
+  for (auto& c : all) {
+    if (!o.dtypes.empty()) {
+      bool keep = false;
+      for (const auto& d : o.dtypes) keep = keep || parse_dtype(d) == c.dtype;
+      if (!keep) continue;
+    }
+    const std::string id = c.group + "/" + c.name + "/" + dtype_name(c.dtype);
+    if (re && !std::regex_search(id, *re)) continue;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+nlohmann::json base_provenance(const std::string& command_line, uint64_t seed) {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  const std::time_t now = std::time(nullptr);
+  char ts[64];
+  std::strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return {{"attnbench_version", ATTNBENCH_VERSION}, {"git_sha", ATTNBENCH_GIT_SHA}, {"command", command_line},
+          {"host", host}, {"seed", seed}, {"timestamp", ts}};
+}
+
+namespace {
+
+nlohmann::json attention_dims(const AttentionProblem& p) {
+  nlohmann::json seq = nlohmann::json::array();
+  bool uniform = true;
+  for (int s = 0; s < p.num_seqs(); ++s) {
+    seq.push_back({p.q_lens[s], p.kv_lens[s]});
+    uniform = uniform && p.q_lens[s] == p.q_lens[0] && p.kv_lens[s] == p.kv_lens[0];
+  }
+  nlohmann::json d = {{"heads", p.heads},       {"kv_heads", p.kv_heads},     {"head_size", p.head_size},
+                      {"block_size", p.block_size}, {"causal", p.causal},     {"batch", p.num_seqs()},
+                      {"max_seqlen_q", p.max_seqlen_q()}, {"max_seqlen_k", p.max_seqlen_k()},
+                      {"scale", p.softmax_scale()}};
+  if (!uniform) d["seqlens"] = seq;
+  return d;
+}
+
+std::string shell_quote(const std::string& s) {
+  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/=:,") ==
+                        std::string::npos)
+    return s;
+  std::string o = "'";
+  for (char c : s) o += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return o + "'";
+}
+
+std::string repro_command(const RunOptions& o, const ShapeCase& c, const std::string& kernel, Mode mode,
+                          const std::map<std::string, std::string>& knobs) {
+  std::ostringstream os;
+  os << "attnbench run ";
+  const bool from_group = std::find(o.groups.begin(), o.groups.end(), c.group) != o.groups.end();
+  if (from_group) os << "--group " << shell_quote(c.group);
+  else os << "--shapes " << shell_quote(c.file);
+  os << " --filter " << shell_quote("^" + c.group + "/" + c.name + "/" + dtype_name(c.dtype) + "$") << " --kernel "
+     << shell_quote(kernel) << " --mode " << mode_name(mode) << " --l2 " << l2_name(o.l2) << " --seed " << o.seed;
+  if (o.block_order != BlockOrder::contiguous) os << " --block-order " << block_order_name(o.block_order);
+  for (const auto& [k, v] : knobs) {
+    const KnobSpec* spec = find_knob(k);
+    if (spec && spec->default_value != v) os << " --set " << k << "=" << v;
+  }
+  return os.str();
+}
+
+std::string fmt(double v, int prec) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(prec) << v;
+  return os.str();
+}
+
+void print_header(std::ostream& out) {
+  out << std::left << std::setw(14) << "group" << std::setw(34) << "shape" << std::setw(6) << "dtype" << std::setw(15)
+      << "kernel" << std::setw(7) << "mode" << std::setw(10) << "status" << std::setw(10) << "max_abs" << std::right
+      << std::setw(12) << "median_us" << std::setw(10) << "TFLOP/s" << std::setw(10) << "GB/s" << "\n";
+}
+
+void print_row(std::ostream& out, const ResultRow& r) {
+  out << std::left << std::setw(14) << r.group << std::setw(34) << r.shape << std::setw(6) << r.dtype
+      << std::setw(15) << r.kernel << std::setw(7) << r.mode << std::setw(10) << r.status << std::setw(10)
+      << (r.gate ? (std::isfinite(r.gate->max_abs) ? fmt(r.gate->max_abs, 5) : std::string("inf")) : std::string("-"))
+      << std::right << std::setw(12) << (r.time_us ? fmt(r.time_us->median, 2) : std::string("-")) << std::setw(10)
+      << (r.tflops ? fmt(*r.tflops, 1) : std::string("-")) << std::setw(10)
+      << (r.gbps ? fmt(*r.gbps, 1) : std::string("-"));
+  if (r.status == "declined" || r.status == "error" || r.status == "mismatch") out << "  " << r.reason;
+  out << "\n" << std::flush;
+}
+
+// Device handles, created on first use.
+struct Devices {
+  std::unique_ptr<Device> cpu, cuda;
+  std::string cuda_why_not;
+  bool cuda_tried = false;
+  Device* get(Backend b, std::string* why_not) {
+    if (b == Backend::cpu) {
+      if (!cpu) cpu = make_cpu_device();
+      return cpu.get();
+    }
+    if (!cuda_tried) {
+      cuda = make_cuda_device(&cuda_why_not);
+      cuda_tried = true;
+    }
+    if (!cuda) *why_not = cuda_why_not;
+    return cuda.get();
+  }
+};
+
+bool backend_selected(const std::string& sel, Backend b, bool cuda_available) {
+  if (sel == "all") return true;
+  if (sel == "cpu") return b == Backend::cpu;
+  if (sel == "cuda") return b == Backend::cuda;
+  return cuda_available ? b == Backend::cuda : b == Backend::cpu;  // auto
+}
+
+// The reference output of the checked rows of one case, computed once and shared by every kernel.
+struct Checked {
+  std::vector<int64_t> flat_rows;  // token * heads + head
+  std::vector<float> ref;
+};
+
+Checked compute_reference(const HostInputs& in, const RunOptions& o) {
+  Checked c;
+  const auto rows = select_check_rows(in.problem, o.reference_gflop * 1e9, o.seed);
+  c.ref.resize(rows.size() * in.problem.head_size);
+  reference::paged_attention(in.params(), rows, c.ref.data());
+  c.flat_rows.reserve(rows.size());
+  for (const auto& r : rows) c.flat_rows.push_back(r.token * in.problem.heads + r.head);
+  return c;
+}
+
+}  // namespace
+
+ResultsFile run_benchmarks(const RunOptions& o, std::ostream& out) {
+  if (o.gate_only && o.no_gate) throw UsageError("--gate-only and --no-gate exclude each other");
+  if (!(o.backend == "auto" || o.backend == "cpu" || o.backend == "cuda" || o.backend == "all"))
+    throw UsageError("--backend: '" + o.backend + "' is not auto|cpu|cuda|all");
+  const auto cases = select_cases(o);
+  if (cases.empty()) throw UsageError("no shapes selected (check --group/--shapes/--dtype/--filter)");
+  const KnobValues knobs = [&] {
+    try {
+      return KnobValues::resolve(o.knob_overrides);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  }();
+  bool any_kernel = false;
+  for (const auto& k : kernel_registry()) any_kernel = any_kernel || glob_match(o.kernel_glob, k.name);
+  if (!any_kernel) {
+    std::string known;
+    for (const auto& k : kernel_registry()) known += (known.empty() ? "" : ", ") + k.name;
+    throw UsageError("--kernel: no kernel matches '" + o.kernel_glob + "' (known: " + known + ")");
+  }
+
+  Devices devices;
+  std::string why;
+  const bool cuda_available = devices.get(Backend::cuda, &why) != nullptr;
+
+  ResultsFile file;
+  file.provenance = base_provenance(o.command_line, o.seed);
+  file.provenance["knobs"] = knobs.all();
+  file.provenance["backend"] = o.backend;
+  file.provenance["l2"] = l2_name(o.l2);
+  file.provenance["block_order"] = block_order_name(o.block_order);
+  file.provenance["stop_rule"] = {{"min_samples", o.stop.min_samples}, {"max_noise", o.stop.max_noise},
+                                  {"timeout_s", o.stop.timeout_s}};
+  if (!cuda_available) file.provenance["cuda"] = why;
+  print_header(out);
+
+  const bool tty = isatty(STDERR_FILENO);
+  int case_index = 0;
+  for (const auto& c : cases) {
+    ++case_index;
+    if (o.progress && tty)
+      std::cerr << "\r[" << case_index << "/" << cases.size() << "] " << c.group << "/" << c.name << " "
+                << dtype_name(c.dtype) << "\033[K" << std::flush;
+    auto base_row = [&](const std::string& kernel, Backend b, Mode m) {
+      ResultRow r;
+      r.group = c.group;
+      r.shape = c.name;
+      r.op = op_name(c.op);
+      r.dtype = dtype_name(c.dtype);
+      r.kernel = kernel;
+      r.backend = backend_name(b);
+      r.mode = mode_name(m);
+      r.l2 = l2_name(o.l2);
+      r.knobs = knobs.all();
+      r.repro = repro_command(o, c, kernel, m, knobs.all());
+      if (c.op == Op::attention) {
+        r.dims = attention_dims(c.attention);
+        const WorkModel w = attention_work(c.attention);
+        r.flops = w.flops;
+        r.bytes = w.bytes;
+      }
+      return r;
+    };
+    auto emit = [&](ResultRow r) {
+      if (o.progress && tty) std::cerr << "\r\033[K" << std::flush;
+      print_row(out, r);
+      file.rows.push_back(std::move(r));
+    };
+
+    // Kernels of this op that the selection keeps.
+    std::vector<const KernelEntry*> entries;
+    for (const auto& k : kernel_registry())
+      if (k.op == c.op && glob_match(o.kernel_glob, k.name) && backend_selected(o.backend, k.backend, cuda_available))
+        entries.push_back(&k);
+    if (entries.empty()) {
+      for (Mode m : o.modes) {
+        ResultRow r = base_row("-", cuda_available ? Backend::cuda : Backend::cpu, m);
+        r.status = "declined";
+        r.reason = std::string("no selected kernel implements op ") + op_name(c.op);
+        emit(r);
+      }
+      continue;
+    }
+
+    std::unique_ptr<HostInputs> inputs;
+    std::unique_ptr<Checked> checked;
+    for (const KernelEntry* e : entries) {
+      auto decline_all = [&](const std::string& why_not) {
+        for (Mode m : o.modes) {
+          ResultRow r = base_row(e->name, e->backend, m);
+          r.status = "declined";
+          r.reason = why_not;
+          emit(r);
+        }
+      };
+      std::string why_not;
+      Device* dev = devices.get(e->backend, &why_not);
+      if (!dev) {
+        decline_all(why_not);
+        continue;
+      }
+      const Support s = e->attention->supports(c.attention);
+      if (!s.ok) {
+        decline_all(s.reason);
+        continue;
+      }
+      try {
+        if (!inputs) inputs = std::make_unique<HostInputs>(build_inputs(c.attention, o.seed, o.block_order));
+        if (!checked && !o.no_gate) checked = std::make_unique<Checked>(compute_reference(*inputs, o));
+        const auto plan = e->attention->plan(c.attention, knobs);
+        const std::size_t qb = inputs->q.size() * 2, kvb = inputs->k_cache.size() * 2;
+        Buffer q(*dev, qb), k(*dev, kvb), v(*dev, kvb), outb(*dev, qb);
+        Buffer cu(*dev, inputs->cu_seqlens_q.size() * 4), su(*dev, inputs->seqused_k.size() * 4),
+            bt(*dev, inputs->block_table.size() * 4), ws(*dev, plan->workspace_bytes);
+        dev->upload(q.data(), inputs->q.data(), qb);
+        dev->upload(k.data(), inputs->k_cache.data(), kvb);
+        dev->upload(v.data(), inputs->v_cache.data(), kvb);
+        dev->upload(cu.data(), inputs->cu_seqlens_q.data(), cu.bytes());
+        dev->upload(su.data(), inputs->seqused_k.data(), su.bytes());
+        dev->upload(bt.data(), inputs->block_table.data(), bt.bytes());
+        dev->poison(outb.data(), qb);
+        AttentionParams prm = make_attention_params(c.attention);
+        prm.q = q.data();
+        prm.k_cache = k.data();
+        prm.v_cache = v.data();
+        prm.out = outb.data();
+        prm.cu_seqlens_q = static_cast<const int32_t*>(cu.data());
+        prm.seqused_k = static_cast<const int32_t*>(su.data());
+        prm.block_table = static_cast<const int32_t*>(bt.data());
+        prm.workspace = ws.data();
+        const AttentionKernel& kern = *e->attention;
+        void* stream = dev->stream();
+        auto call = [&] { kern.run(*plan, prm, stream); };
+        call();
+        dev->synchronize();
+
+        std::optional<GateResult> gate;
+        if (!o.no_gate) {
+          std::vector<uint16_t> host_out(inputs->q.size());
+          dev->download(host_out.data(), outb.data(), qb);
+          gate = gate_rows(host_out.data(), static_cast<int64_t>(host_out.size()), c.dtype, c.attention.head_size,
+                           checked->flat_rows, checked->ref.data(), o.atol.value_or(default_atol(c.dtype)));
+        }
+        for (Mode m : o.modes) {
+          ResultRow r = base_row(e->name, e->backend, m);
+          r.gate = gate;
+          r.plan = plan->summary;
+          if (e->backend == Backend::cuda) r.graph_recommended = plan->graph_replay;
+          if (gate && !gate->passed) {
+            r.status = "mismatch";
+            r.reason = "gate failed: max_abs " + (std::isfinite(gate->max_abs) ? fmt(gate->max_abs, 5) : "inf") +
+                       " > atol " + fmt(gate->atol, 4) + "; " + gate->detail;
+            emit(r);
+            continue;
+          }
+          const Support t = dev->can_time(m, o.l2);
+          if (!t.ok) {
+            r.status = "declined";
+            r.reason = t.reason;
+            emit(r);
+            continue;
+          }
+          r.status = "ok";
+          if (!o.gate_only) {
+            auto sampler = dev->make_sampler(m, o.l2, call);
+            r.time_us = summarize([&] {
+              auto s = collect(sampler, o.stop);
+              for (auto& x : s) x *= 1e6;
+              return s;
+            }());
+            if (m == Mode::eager && o.l2 == L2Mode::hot) {
+              if (auto ds = dev->make_device_sampler(call)) {
+                auto s = collect(ds, o.stop);
+                for (auto& x : s) x *= 1e6;
+                r.device_time_us = summarize(s);
+              }
+            }
+            const double sec = r.time_us->median * 1e-6;
+            if (sec > 0) {
+              r.tflops = r.flops / sec * 1e-12;
+              r.gbps = r.bytes / sec * 1e-9;
+              if (o.peak_tflops) r.pct_peak_flops = 100.0 * *r.tflops / *o.peak_tflops;
+              if (o.peak_gbps) r.pct_peak_bw = 100.0 * *r.gbps / *o.peak_gbps;
+            }
+          }
+          emit(r);
+        }
+      } catch (const UsageError&) {
+        throw;
+      } catch (const std::exception& ex) {
+        for (Mode m : o.modes) {
+          ResultRow r = base_row(e->name, e->backend, m);
+          r.status = "error";
+          r.reason = ex.what();
+          emit(r);
+        }
+      }
+    }
+  }
+  if (devices.cuda) file.provenance["device"] = devices.cuda->facts();
+  else file.provenance["device"] = devices.get(Backend::cpu, &why)->facts();
+  return file;
+}
+
+int exit_code_for(const ResultsFile& f) {
+  for (const auto& r : f.rows)
+    if (r.status != "ok" && r.status != "declined") return 1;
+  return 0;
+}
+
+}  // namespace attnbench

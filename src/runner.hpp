@@ -1,0 +1,51 @@
+// `run`: shapes -> inputs -> each applicable kernel -> gate -> timings -> rows. The library behind the CLI.
+#pragma once
+#include <cstdint>
+#include <iosfwd>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "device.hpp"
+#include "inputs.hpp"
+#include "measure.hpp"
+#include "results.hpp"
+#include "shapes.hpp"
+
+namespace attnbench {
+
+struct RunOptions {
+  std::vector<std::string> groups;
+  std::vector<std::string> shape_files;
+  std::string kernel_glob = "*";
+  std::string backend = "auto";  // auto (cuda when a device is visible, else cpu) | cpu | cuda | all
+  std::vector<std::string> dtypes;  // empty: every dtype of the shape
+  std::vector<Mode> modes = {Mode::eager, Mode::graph};
+  std::string filter;               // regex over "group/shape/dtype"
+  uint64_t seed = 1234;
+  std::optional<double> atol;
+  bool gate_only = false;
+  bool no_gate = false;
+  L2Mode l2 = L2Mode::hot;
+  BlockOrder block_order = BlockOrder::contiguous;
+  StopRule stop;
+  double reference_gflop = 8.0;     // reference work before the gate samples rows
+  std::map<std::string, std::string> knob_overrides;
+  std::optional<double> peak_tflops, peak_gbps;
+  std::string command_line;
+  bool progress = false;
+};
+
+// Resolves the selected cases; throws UsageError for unknown groups, bad files, bad filters.
+std::vector<ShapeCase> select_cases(const RunOptions& o);
+
+// Runs everything; prints one summary line per row to `out` as rows finish.
+ResultsFile run_benchmarks(const RunOptions& o, std::ostream& out);
+
+// 0 when every row is ok or declined, 1 otherwise.
+int exit_code_for(const ResultsFile& f);
+
+nlohmann::json base_provenance(const std::string& command_line, uint64_t seed);
+
+}  // namespace attnbench

@@ -1,0 +1,290 @@
+#include "shapes.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "errors.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace attnbench {
+
+const char* op_name(Op op) { return op == Op::attention ? "attention" : "gated_block"; }
+
+std::string ShapeCase::describe() const {
+  std::ostringstream os;
+  if (op == Op::attention) {
+    const auto& p = attention;
+    os << "d" << p.head_size << " H" << p.heads << "/KV" << p.kv_heads << " B" << p.num_seqs() << " q"
+       << p.max_seqlen_q() << " kv" << p.max_seqlen_k() << (p.causal ? " causal" : " full");
+  } else {
+    const auto& g = gated;
+    os << "d_model " << g.d_model << " h " << g.h_q << "/" << g.h_kv << " d" << g.d_head << " S" << g.seqlen
+       << (g.causal ? " causal" : " full");
+  }
+  return os.str();
+}
+
+namespace {
+
+const std::set<std::string> kTopKeys = {"group", "op", "description", "defaults", "shapes"};
+const std::set<std::string> kAttentionKeys = {"name",  "batch",    "seqlen_q",  "seqlen_k",   "seqlens", "heads",
+                                              "kv_heads", "head_size", "dtypes", "causal", "block_size", "scale"};
+const std::set<std::string> kGatedKeys = {"name", "batch",  "seqlen",  "d_model", "h_q",    "h_kv",
+                                          "d_head", "rope_dim", "qk_norm", "causal", "dtypes"};
+
+// Names the place of an error: "FILE: shape #i 'name': field 'f'".
+struct Where {
+  std::string file;
+  int index = -1;
+  std::string name;
+  [[noreturn]] void fail(const std::string& field, const std::string& why) const {
+    std::string s = file + ": ";
+    if (index >= 0) s += "shape #" + std::to_string(index) + (name.empty() ? "" : " '" + name + "'") + ": ";
+    if (!field.empty()) s += "field '" + field + "': ";
+    throw UsageError(s + why);
+  }
+};
+
+int get_int(const json& j, const std::string& key, const Where& w, int min_value = 1) {
+  const json& v = j.at(key);
+  if (!v.is_number_integer()) w.fail(key, "expected an integer, got " + v.dump());
+  const long long x = v.get<long long>();
+  if (x < min_value) w.fail(key, "must be >= " + std::to_string(min_value) + ", got " + std::to_string(x));
+  if (x > (1LL << 30)) w.fail(key, "too large: " + std::to_string(x));
+  return static_cast<int>(x);
+}
+
+bool get_bool(const json& j, const std::string& key, const Where& w) {
+  const json& v = j.at(key);
+  if (!v.is_boolean()) w.fail(key, "expected true or false, got " + v.dump());
+  return v.get<bool>();
+}
+
+std::vector<DType> get_dtypes(const json& j, const Where& w) {
+  if (!j.contains("dtypes")) return {DType::bf16, DType::f16};
+  const json& v = j.at("dtypes");
+  if (!v.is_array() || v.empty()) w.fail("dtypes", "expected a non-empty list such as [\"bf16\", \"fp16\"], got " + v.dump());
+  std::vector<DType> out;
+  for (const auto& e : v) {
+    if (!e.is_string()) w.fail("dtypes", "expected strings, got " + e.dump());
+    auto d = parse_dtype(e.get<std::string>());
+    if (!d) w.fail("dtypes", "unsupported dtype " + e.dump() + " (supported: bf16, fp16)");
+    out.push_back(*d);
+  }
+  return out;
+}
+
+void check_keys(const json& j, const std::set<std::string>& allowed, const Where& w, const char* what) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (!allowed.count(it.key())) {
+      std::string known;
+      for (const auto& k : allowed) known += (known.empty() ? "" : ", ") + k;
+      w.fail(it.key(), std::string("unknown field in ") + what + " (known: " + known + ")");
+    }
+  }
+}
+
+void require(const json& j, const std::string& key, const Where& w) {
+  if (!j.contains(key)) w.fail(key, "missing");
+}
+
+AttentionProblem parse_attention(const json& s, const Where& w) {
+  AttentionProblem p;
+  for (const char* k : {"heads", "kv_heads", "head_size"}) require(s, k, w);
+  p.heads = get_int(s, "heads", w);
+  p.kv_heads = get_int(s, "kv_heads", w);
+  p.head_size = get_int(s, "head_size", w);
+  if (p.heads % p.kv_heads != 0)
+    w.fail("kv_heads", "heads " + std::to_string(p.heads) + " is not a multiple of kv_heads " + std::to_string(p.kv_heads));
+  if (s.contains("block_size")) p.block_size = get_int(s, "block_size", w);
+  if (s.contains("causal")) p.causal = get_bool(s, "causal", w);
+  if (s.contains("scale")) {
+    const json& v = s.at("scale");
+    if (!v.is_number() || v.get<double>() <= 0) w.fail("scale", "expected a number > 0, got " + v.dump());
+    p.scale = v.get<float>();
+  }
+  const bool ragged = s.contains("seqlens");
+  const bool uniform = s.contains("seqlen_k") || s.contains("batch");
+  if (ragged && uniform) w.fail("seqlens", "give either seqlens or batch/seqlen_q/seqlen_k, not both");
+  if (ragged) {
+    const json& v = s.at("seqlens");
+    if (!v.is_array() || v.empty()) w.fail("seqlens", "expected a non-empty list of [q, kv] pairs, got " + v.dump());
+    for (const auto& e : v) {
+      if (!e.is_array() || e.size() != 2 || !e[0].is_number_integer() || !e[1].is_number_integer())
+        w.fail("seqlens", "expected [q, kv] integer pairs, got " + e.dump());
+      const long long q = e[0].get<long long>(), kv = e[1].get<long long>();
+      if (q < 1 || kv < 1) w.fail("seqlens", "lengths must be >= 1, got " + e.dump());
+      if (q > kv) w.fail("seqlens", "seqlen_q > seqlen_k in " + e.dump());
+      if (kv > (1LL << 30)) w.fail("seqlens", "too large: " + e.dump());
+      p.q_lens.push_back(static_cast<int>(q));
+      p.kv_lens.push_back(static_cast<int>(kv));
+    }
+  } else {
+    require(s, "seqlen_k", w);
+    const int batch = s.contains("batch") ? get_int(s, "batch", w) : 1;
+    const int kv = get_int(s, "seqlen_k", w);
+    const int q = s.contains("seqlen_q") ? get_int(s, "seqlen_q", w) : kv;
+    if (q > kv) w.fail("seqlen_q", "seqlen_q " + std::to_string(q) + " > seqlen_k " + std::to_string(kv));
+    p.q_lens.assign(batch, q);
+    p.kv_lens.assign(batch, kv);
+  }
+  try {
+    p.validate();
+  } catch (const std::invalid_argument& e) {
+    w.fail("", e.what());
+  }
+  return p;
+}
+
+GatedShape parse_gated(const json& s, const Where& w) {
+  GatedShape g;
+  for (const char* k : {"seqlen", "d_model", "h_q", "h_kv", "d_head", "rope_dim"}) require(s, k, w);
+  if (s.contains("batch")) g.batch = get_int(s, "batch", w);
+  g.seqlen = get_int(s, "seqlen", w);
+  g.d_model = get_int(s, "d_model", w);
+  g.h_q = get_int(s, "h_q", w);
+  g.h_kv = get_int(s, "h_kv", w);
+  g.d_head = get_int(s, "d_head", w);
+  g.rope_dim = get_int(s, "rope_dim", w, 0);
+  if (s.contains("qk_norm")) g.qk_norm = get_bool(s, "qk_norm", w);
+  if (s.contains("causal")) g.causal = get_bool(s, "causal", w);
+  if (g.h_q % g.h_kv != 0) w.fail("h_kv", "h_q " + std::to_string(g.h_q) + " is not a multiple of h_kv " + std::to_string(g.h_kv));
+  if (g.rope_dim > g.d_head || g.rope_dim % 2 != 0)
+    w.fail("rope_dim", "must be even and <= d_head, got " + std::to_string(g.rope_dim));
+  return g;
+}
+
+std::string auto_name(const ShapeCase& c) {
+  std::ostringstream os;
+  if (c.op == Op::attention) {
+    const auto& p = c.attention;
+    os << "d" << p.head_size << "_h" << p.heads << "kv" << p.kv_heads << "_b" << p.num_seqs() << "_q"
+       << p.max_seqlen_q() << "_kv" << p.max_seqlen_k();
+  } else {
+    os << "s" << c.gated.seqlen;
+  }
+  return os.str();
+}
+
+}  // namespace
+
+std::vector<ShapeCase> load_shape_file(const std::string& path) {
+  Where top{path};
+  std::ifstream f(path);
+  if (!f) throw UsageError(path + ": cannot open shape file");
+  json doc;
+  try {
+    doc = json::parse(f);
+  } catch (const json::parse_error& e) {
+    throw UsageError(path + ": malformed JSON: " + e.what());
+  }
+  if (!doc.is_object()) top.fail("", "expected a JSON object with \"shapes\"");
+  check_keys(doc, kTopKeys, top, "the file");
+  std::string group = fs::path(path).stem().string();
+  if (doc.contains("group")) {
+    if (!doc["group"].is_string() || doc["group"].get<std::string>().empty()) top.fail("group", "expected a non-empty string");
+    group = doc["group"].get<std::string>();
+  }
+  Op op = Op::attention;
+  if (doc.contains("op")) {
+    const json& v = doc["op"];
+    if (v == "attention") op = Op::attention;
+    else if (v == "gated_block") op = Op::gated_block;
+    else top.fail("op", "expected \"attention\" or \"gated_block\", got " + v.dump());
+  }
+  const auto& keys = op == Op::attention ? kAttentionKeys : kGatedKeys;
+  json defaults = json::object();
+  if (doc.contains("defaults")) {
+    defaults = doc["defaults"];
+    if (!defaults.is_object()) top.fail("defaults", "expected an object");
+    check_keys(defaults, keys, top, "defaults");
+    if (defaults.contains("name")) top.fail("defaults", "a default 'name' makes every shape name the same");
+  }
+  if (!doc.contains("shapes") || !doc["shapes"].is_array() || doc["shapes"].empty())
+    top.fail("shapes", "expected a non-empty list of shapes");
+
+  std::vector<ShapeCase> out;
+  std::set<std::string> names;
+  int i = 0;
+  for (const auto& raw : doc["shapes"]) {
+    Where w{path, i};
+    if (!raw.is_object()) w.fail("", "expected an object, got " + raw.dump());
+    if (raw.contains("name")) {
+      if (!raw["name"].is_string() || raw["name"].get<std::string>().empty()) w.fail("name", "expected a non-empty string");
+      w.name = raw["name"].get<std::string>();
+    }
+    check_keys(raw, keys, w, "a shape");
+    json s = defaults;
+    s.update(raw);
+    if (s.contains("seqlens") && !raw.contains("seqlens") && (raw.contains("seqlen_k") || raw.contains("batch"))) s.erase("seqlens");
+    if (raw.contains("seqlens")) {
+      s.erase("batch");
+      s.erase("seqlen_q");
+      s.erase("seqlen_k");
+    }
+    ShapeCase base;
+    base.group = group;
+    base.file = path;
+    base.op = op;
+    if (op == Op::attention) base.attention = parse_attention(s, w);
+    else base.gated = parse_gated(s, w);
+    base.name = w.name.empty() ? auto_name(base) : w.name;
+    if (!names.insert(base.name).second) w.fail("name", "duplicate shape name '" + base.name + "'");
+    for (DType d : get_dtypes(s, w)) {
+      ShapeCase c = base;
+      c.dtype = d;
+      c.attention.dtype = d;
+      out.push_back(c);
+    }
+    ++i;
+  }
+  return out;
+}
+
+std::string shapes_dir() {
+  if (const char* e = std::getenv("ATTNBENCH_SHAPES_DIR")) return e;
+  std::vector<fs::path> candidates = {fs::current_path() / "shapes"};
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    candidates.push_back(exe.parent_path() / "shapes");
+    candidates.push_back(exe.parent_path().parent_path() / "shapes");
+    candidates.push_back(exe.parent_path().parent_path().parent_path() / "shapes");
+  }
+#ifdef ATTNBENCH_SOURCE_DIR
+  candidates.push_back(fs::path(ATTNBENCH_SOURCE_DIR) / "shapes");
+#endif
+  for (const auto& c : candidates)
+    if (fs::exists(c / "decode.json")) return c.string();
+  throw UsageError("cannot find the shapes directory (set ATTNBENCH_SHAPES_DIR or use --shapes FILE)");
+}
+
+std::vector<std::string> list_groups() {
+  std::vector<std::string> g;
+  for (const auto& e : fs::directory_iterator(shapes_dir()))
+    if (e.path().extension() == ".json") g.push_back(e.path().stem().string());
+  std::sort(g.begin(), g.end());
+  return g;
+}
+
+std::vector<ShapeCase> load_group(const std::string& group) {
+  const fs::path p = fs::path(shapes_dir()) / (group + ".json");
+  if (!fs::exists(p)) {
+    std::string known;
+    for (const auto& g : list_groups()) known += (known.empty() ? "" : ", ") + g;
+    throw UsageError("unknown group '" + group + "' (known: " + known + ")");
+  }
+  return load_shape_file(p.string());
+}
+
+}  // namespace attnbench

@@ -1,0 +1,38 @@
+// Shape groups: JSON files (shapes/<group>.json, or any file through --shapes) expanded into cases, one per
+// (shape, dtype). Every malformed input is a UsageError naming the file, the shape and the field.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "attnbench/attention.hpp"
+
+namespace attnbench {
+
+enum class Op { attention, gated_block };
+const char* op_name(Op op);
+
+// The gated attention block's geometry (op "gated_block").
+struct GatedShape {
+  int batch = 1, seqlen = 0, d_model = 0, h_q = 0, h_kv = 0, d_head = 0, rope_dim = 0;
+  bool qk_norm = true, causal = true;
+};
+
+struct ShapeCase {
+  std::string group, file, name;
+  Op op = Op::attention;
+  DType dtype = DType::bf16;
+  AttentionProblem attention;  // op == attention
+  GatedShape gated;            // op == gated_block
+  std::string describe() const;  // one line: dims of the case
+};
+
+// Loads one file; `group_hint` names the group when the file has no "group" field.
+std::vector<ShapeCase> load_shape_file(const std::string& path);
+// Loads shapes/<group>.json from the shapes directory.
+std::vector<ShapeCase> load_group(const std::string& group);
+// Group names available (file stems in the shapes directory), sorted.
+std::vector<std::string> list_groups();
+// The shapes directory: $ATTNBENCH_SHAPES_DIR, ./shapes, next to the binary, or the source tree.
+std::string shapes_dir();
+
+}  // namespace attnbench

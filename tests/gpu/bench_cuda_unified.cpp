@@ -1,0 +1,123 @@
+// Timing of cuda.unified on the brief's target shapes (not a test): device time per call from CUDA events,
+// after warm-up, median of 20; the stream is held by a spin kernel while samples are queued so events bracket
+// only the kernels. hot = back-to-back; cold = L2 flushed before each sample (the flush outside the events).
+// Usage: attnbench_gpu_bench [filter-substring]
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cuda/timing.hpp"
+#include "gpu_case.hpp"
+
+namespace attnbench::gputest {
+namespace {
+
+struct Bench {
+  std::string name;
+  AttentionProblem p;
+  std::map<std::string, std::string> knobs;
+  bool graph;
+};
+
+AttentionProblem prob(int b, int q, int kv, int h, int kvh, int d, bool causal = true, DType dt = DType::bf16) {
+  AttentionProblem p;
+  p.q_lens.assign(b, q);
+  p.kv_lens.assign(b, kv);
+  p.heads = h;
+  p.kv_heads = kvh;
+  p.head_size = d;
+  p.causal = causal;
+  p.dtype = dt;
+  return p;
+}
+
+struct Timer {
+  volatile int* flag_host = nullptr;
+  int* flag_dev = nullptr;
+  cuda::DeviceBuffer flush{256u << 20};
+  Timer() {
+    ATTNBENCH_CUDA_CHECK(cudaHostAlloc((void**)&flag_host, sizeof(int), cudaHostAllocMapped));
+    ATTNBENCH_CUDA_CHECK(cudaHostGetDevicePointer((void**)&flag_dev, (void*)flag_host, 0));
+  }
+  ~Timer() { cudaFreeHost((void*)flag_host); }
+
+  // Median device milliseconds of `n` samples of f().
+  template <typename F>
+  double median_ms(cudaStream_t s, int n, bool cold, F&& f) {
+    std::vector<cuda::Event> ev(2 * n);
+    *flag_host = 0;
+    cuda::launch_hold_stream(flag_dev, 10000, s);
+    for (int i = 0; i < n; ++i) {
+      if (cold) cuda::launch_l2_flush(flush.data(), flush.bytes(), s);
+      ev[2 * i].record(s);
+      f();
+      ev[2 * i + 1].record(s);
+    }
+    *flag_host = 1;
+    std::vector<double> t(n);
+    for (int i = 0; i < n; ++i) t[i] = cuda::Event::elapsed_ms(ev[2 * i], ev[2 * i + 1]);
+    std::sort(t.begin(), t.end());
+    return t[n / 2];
+  }
+};
+
+void run_bench(const Bench& b, Timer& timer) {
+  DeviceCase c(b.p, b.knobs, 42, BlockOrder::contiguous);
+  cuda::Stream stream;
+  const cudaStream_t s = stream.get();
+  for (int i = 0; i < 3; ++i) c.run(s);  // warm-up (module load, smem attribute)
+  stream.synchronize();
+  const WorkModel w = attention_work(b.p);
+  auto report = [&](const char* mode, double ms) {
+    std::printf("%-44s %-6s %-34s %9.1f us %7.1f TFLOP/s %6.2f TB/s\n", b.name.c_str(), mode, c.plan->summary.c_str(),
+                ms * 1e3, w.flops / (ms * 1e-3) / 1e12, w.bytes / (ms * 1e-3) / 1e12);
+  };
+  if (b.graph) {
+    cuda::Graph g(s, [&] { c.run(s); });
+    for (int i = 0; i < 3; ++i) g.replay(s);
+    report("graph", timer.median_ms(s, 20, false, [&] { g.replay(s); }));
+    report("g-cold", timer.median_ms(s, 20, true, [&] { g.replay(s); }));
+  } else {
+    report("eager", timer.median_ms(s, 20, false, [&] { c.run(s); }));
+  }
+  stream.synchronize();
+}
+
+}  // namespace
+}  // namespace attnbench::gputest
+
+int main(int argc, char** argv) {
+  using namespace attnbench;
+  using namespace attnbench::gputest;
+  const std::string filter = argc > 1 ? argv[1] : "";
+  const std::map<std::string, std::string> w4 = {{"ATTNBENCH_SM90_NARROW_WARPS", "4"}};
+  const std::map<std::string, std::string> w8 = {{"ATTNBENCH_SM90_NARROW_WARPS", "8"}};
+  const std::map<std::string, std::string> w4q = {{"ATTNBENCH_SM90_NARROW_WARPS", "4"}, {"ATTNBENCH_Q_MAJOR_GRID", "1"}};
+  std::vector<Bench> benches = {
+      {"prefill d128 causal S8192 H32 B1 w4", prob(1, 8192, 8192, 32, 32, 128), w4, false},
+      {"prefill d128 causal S8192 H32 B1 w8", prob(1, 8192, 8192, 32, 32, 128), w8, false},
+      {"prefill d128 causal S8192 H32 B1 w4 qmajor", prob(1, 8192, 8192, 32, 32, 128), w4q, false},
+      {"prefill d128 causal S8192 H32 B1 fp16 w4", prob(1, 8192, 8192, 32, 32, 128, true, DType::f16), w4, false},
+      {"prefill d128 noncausal S16384 H16 B1 w4", prob(1, 16384, 16384, 16, 16, 128, false), w4, false},
+      {"prefill d64 causal S8192 H32 B2 w4", prob(2, 8192, 8192, 32, 32, 64), w4, false},
+      {"prefill d256 causal S8192 H8 B2 w4", prob(2, 8192, 8192, 8, 8, 256), w4, false},
+      {"prefill d256 causal S8192 H8 B2 w8", prob(2, 8192, 8192, 8, 8, 256), w8, false},
+      {"short d128 h32kv8 B16 S256 w4", prob(16, 256, 256, 32, 8, 128), w4, true},
+      {"decode d128 h32kv8 B1 kv4096", prob(1, 1, 4096, 32, 8, 128), {}, true},
+      {"decode d128 h32kv8 B8 kv4096", prob(8, 1, 4096, 32, 8, 128), {}, true},
+      {"decode d128 h32kv8 B32 kv8192", prob(32, 1, 8192, 32, 8, 128), {}, true},
+      {"decode d128 h32kv8 B128 kv4096", prob(128, 1, 4096, 32, 8, 128), {}, true},
+      {"decode d256 h32kv2 B32 kv8192", prob(32, 1, 8192, 32, 2, 256), {}, true},
+  };
+  try {
+    Timer timer;
+    for (const auto& b : benches)
+      if (filter.empty() || b.name.find(filter) != std::string::npos) run_bench(b, timer);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,207 @@
+// cuda.unified against the fp32 reference on the GPU: shapes from every group of DESIGN.md (scaled down where
+// huge), every knob value, poisoned output (every element must be written), sampled rows compared.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <set>
+
+#include "attnbench/reference.hpp"
+#include "gpu_case.hpp"
+
+namespace attnbench::gputest {
+namespace {
+
+struct Shape {
+  std::string name;
+  std::vector<std::pair<int, int>> seqs;  // (q_len, kv_len)
+  int heads, kv_heads, head_size;
+  bool causal = true;
+  int block_size = 64;
+};
+
+AttentionProblem problem_of(const Shape& s, DType dt) {
+  AttentionProblem p;
+  for (auto [q, kv] : s.seqs) {
+    p.q_lens.push_back(q);
+    p.kv_lens.push_back(kv);
+  }
+  p.heads = s.heads;
+  p.kv_heads = s.kv_heads;
+  p.head_size = s.head_size;
+  p.causal = s.causal;
+  p.block_size = s.block_size;
+  p.dtype = dt;
+  return p;
+}
+
+std::vector<std::pair<int, int>> uniform(int b, int q, int kv) { return std::vector<std::pair<int, int>>(b, {q, kv}); }
+
+// First/last rows of each sequence, rows around 64/128-row tile boundaries, and a few seeded random rows; for
+// each, a spread of heads (all heads of one GQA group included).
+std::vector<reference::RowId> sample_rows(const AttentionProblem& p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<reference::RowId> rows;
+  int64_t start = 0;
+  for (int s = 0; s < p.num_seqs(); ++s) {
+    const int q = p.q_lens[s];
+    std::set<int> toks = {0, q - 1, q / 2};
+    for (int b : {63, 64, 127, 128, 191, 255, 256})
+      if (b < q) toks.insert(b);
+    for (int i = 0; i < 3; ++i) toks.insert(static_cast<int>(rng() % q));
+    if (p.num_seqs() > 8 && s % 4 != 0 && s != p.num_seqs() - 1) toks = {static_cast<int>(rng() % q)};
+    for (int t : toks) {
+      std::set<int> heads = {0, p.heads - 1, static_cast<int>(rng() % p.heads)};
+      for (int g = 0; g < std::min(p.group_size(), 8); ++g) heads.insert(g);
+      for (int h : heads) rows.push_back({start + t, h});
+    }
+    start += q;
+  }
+  return rows;
+}
+
+struct Outcome {
+  double max_abs = 0;
+  int64_t nonfinite = 0;
+  int64_t rows = 0;
+  std::string worst;
+};
+
+Outcome run_and_check(const Shape& sh, DType dt, const std::map<std::string, std::string>& knobs, uint64_t seed) {
+  const AttentionProblem p = problem_of(sh, dt);
+  DeviceCase c(p, knobs, seed);
+  cuda::Stream stream;
+  c.poison();
+  c.run(stream.get());
+  stream.synchronize();
+  std::vector<uint16_t> out(c.out_elems());
+  c.out.download(out.data(), out.size() * 2);
+
+  Outcome o;
+  for (uint16_t x : out)
+    if (!std::isfinite(half_to_float(x, dt))) ++o.nonfinite;
+  const auto rows = sample_rows(p, seed);
+  std::vector<float> ref(rows.size() * p.head_size);
+  reference::paged_attention(c.host.params(), rows, ref.data());
+  o.rows = static_cast<int64_t>(rows.size());
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    for (int d = 0; d < p.head_size; ++d) {
+      const float got = half_to_float(out[(rows[r].token * p.heads + rows[r].head) * p.head_size + d], dt);
+      const double err = std::isfinite(got) ? std::abs(got - ref[r * p.head_size + d]) : INFINITY;
+      if (!(err <= o.max_abs)) {
+        o.max_abs = err;
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "token %lld head %d dim %d: got %g want %g",
+                      static_cast<long long>(rows[r].token), rows[r].head, d, got, ref[r * p.head_size + d]);
+        o.worst = buf;
+      }
+    }
+  }
+  return o;
+}
+
+// Scaled-down members of every DESIGN.md group (block sizes 64, 16, 48 and 128 among them).
+std::vector<Shape> prefill_shapes() {
+  return {
+      // short_prefill
+      {"short d128 h32kv8 b4 s256", uniform(4, 256, 256), 32, 8, 128},
+      {"short d64 h16kv16 b8 s128", uniform(8, 128, 128), 16, 16, 64},
+      {"short ragged d128 h32kv8", {{5, 18}, {129, 463}, {768, 768}}, 32, 8, 128},
+      // long_prefill
+      {"long d128 h8kv8 b1 s2048", uniform(1, 2048, 2048), 8, 8, 128},
+      {"long d64 h4kv4 b2 s1500", uniform(2, 1500, 1500), 4, 4, 64},
+      {"long d256 h2kv2 b2 s1100", uniform(2, 1100, 1100), 2, 2, 256},
+      {"long noncausal d128 h4kv4 s1000", uniform(1, 1000, 1000), 4, 4, 128, false},
+      // gqa
+      {"gqa d128 h28kv4 b2 s700", uniform(2, 700, 700), 28, 4, 128},
+      {"gqa d128 h32kv1 b1 s512", uniform(1, 512, 512), 32, 1, 128},
+      {"gqa d256 h32kv2 b1 s384 bs16", uniform(1, 384, 384), 32, 2, 256, true, 16},
+      {"gqa chunked d128 h32kv8 4x(q300,kv1200) bs48", uniform(4, 300, 1200), 32, 8, 128, true, 48},
+      {"gqa noncausal d64 h8kv2 (q100,kv900) bs128", {{100, 900}, {37, 37}}, 8, 2, 64, false, 128},
+  };
+}
+
+std::vector<Shape> decode_shapes() {
+  return {
+      {"decode d128 h32kv8 b1 kv4096", uniform(1, 1, 4096), 32, 8, 128},
+      {"decode d128 h32kv8 b8 kv1000", uniform(8, 1, 1000), 32, 8, 128},
+      {"decode d64 h32kv32 b4 kv2048", uniform(4, 1, 2048), 32, 32, 64},
+      {"decode d256 h32kv2 b1 kv8192", uniform(1, 1, 8192), 32, 2, 256},
+      {"decode d256 h32kv2 b3 kv700 bs16", uniform(3, 1, 700), 32, 2, 256, true, 16},
+      {"decode ragged d128 h32kv8", {{1, 523}, {1, 37}, {1, 2011}, {1, 1328}}, 32, 8, 128},
+      {"decode d128 h32kv1 b2 kv777 (group 32)", uniform(2, 1, 777), 32, 1, 128},
+      {"decode d128 h28kv4 b2 kv3000 (group 7)", uniform(2, 1, 3000), 28, 4, 128},
+      // short q over long KV (3D with causal rows), and non-causal
+      {"spec d128 h32kv8 (q4,kv2000) (q3,kv999)", {{4, 2000}, {3, 999}}, 32, 8, 128},
+      {"spec noncausal d64 h16kv4 (q5,kv1500) bs32", {{5, 1500}}, 16, 4, 64, false, 32},
+  };
+}
+
+double tol(DType dt) { return dt == DType::f16 ? 2e-2 : 4e-2; }
+
+class Prefill2D : public ::testing::TestWithParam<std::tuple<int, DType>> {};
+class Decode3D : public ::testing::TestWithParam<std::tuple<int, DType>> {};
+
+TEST_P(Prefill2D, MatchesReferenceForEveryKnob) {
+  const auto [idx, dt] = GetParam();
+  const Shape sh = prefill_shapes()[idx];
+  for (const char* warps : {"4", "8"}) {
+    for (const char* qmajor : {"0", "1"}) {
+      const auto o = run_and_check(sh, dt, {{"ATTNBENCH_SM90_NARROW_WARPS", warps}, {"ATTNBENCH_Q_MAJOR_GRID", qmajor}},
+                                   1234 + idx);
+      std::printf("  %-46s %s warps=%s qmajor=%s rows=%lld max_abs=%.3g\n", sh.name.c_str(), dtype_name(dt), warps,
+                  qmajor, static_cast<long long>(o.rows), o.max_abs);
+      EXPECT_EQ(o.nonfinite, 0) << sh.name << " warps=" << warps << ": unwritten or non-finite outputs";
+      EXPECT_LE(o.max_abs, tol(dt)) << sh.name << " warps=" << warps << " qmajor=" << qmajor << ": " << o.worst;
+    }
+  }
+}
+
+TEST_P(Decode3D, MatchesReferenceForEverySplitSetting) {
+  const auto [idx, dt] = GetParam();
+  const Shape sh = decode_shapes()[idx];
+  for (const char* splits : {"0", "1", "3", "16"}) {
+    const auto o = run_and_check(sh, dt, {{"ATTNBENCH_3D_SPLITS", splits}}, 777 + idx);
+    std::printf("  %-46s %s splits=%s rows=%lld max_abs=%.3g\n", sh.name.c_str(), dtype_name(dt), splits,
+                static_cast<long long>(o.rows), o.max_abs);
+    EXPECT_EQ(o.nonfinite, 0) << sh.name << " splits=" << splits << ": unwritten or non-finite outputs";
+    EXPECT_LE(o.max_abs, tol(dt)) << sh.name << " splits=" << splits << ": " << o.worst;
+  }
+}
+
+std::string case_name(const ::testing::TestParamInfo<std::tuple<int, DType>>& info) {
+  return "s" + std::to_string(std::get<0>(info.param)) + "_" + dtype_name(std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(Groups, Prefill2D,
+                         ::testing::Combine(::testing::Range(0, static_cast<int>(prefill_shapes().size())),
+                                            ::testing::Values(DType::bf16, DType::f16)),
+                         case_name);
+INSTANTIATE_TEST_SUITE_P(Groups, Decode3D,
+                         ::testing::Combine(::testing::Range(0, static_cast<int>(decode_shapes().size())),
+                                            ::testing::Values(DType::bf16, DType::f16)),
+                         case_name);
+
+// The plan is made once; run() must be capturable and give the same answer from a graph replay.
+TEST(CudaUnifiedGraph, ReplayMatchesEagerAndAllocatesNothing) {
+  const Shape sh{"decode d128 h32kv8 b2 kv3000", uniform(2, 1, 3000), 32, 8, 128};
+  const AttentionProblem p = problem_of(sh, DType::bf16);
+  DeviceCase c(p, {}, 99);
+  ASSERT_TRUE(c.plan->graph_replay);
+  cuda::Stream stream;
+  c.run(stream.get());
+  stream.synchronize();
+  std::vector<uint16_t> eager(c.out_elems()), replay(c.out_elems());
+  c.out.download(eager.data(), eager.size() * 2);
+  c.poison();
+  cuda::Graph g(stream.get(), [&] { c.run(stream.get()); });
+  g.replay(stream.get());
+  stream.synchronize();
+  c.out.download(replay.data(), replay.size() * 2);
+  EXPECT_EQ(eager, replay);
+}
+
+}  // namespace
+}  // namespace attnbench::gputest

@@ -1,0 +1,159 @@
+// The command line as a user meets it: exit codes, error messages, and the result files of a small run.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+namespace fs = std::filesystem;
+
+namespace {
+struct Result {
+  int code;
+  std::string output;
+};
+
+Result run_cli(const std::string& args) {
+  const std::string cmd = "cd " + fs::temp_directory_path().string() + " && ATTNBENCH_SHAPES_DIR=" ATTNBENCH_SOURCE_DIR
+                          "/shapes " ATTNBENCH_BINARY " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
+  const int status = pclose(p);
+  return {WEXITSTATUS(status), out};
+}
+
+std::string tmp_path(const std::string& name) {
+  return (fs::temp_directory_path() / ("attnbench_cli_" + std::to_string(::getpid()) + "_" + name)).string();
+}
+
+const char* kSmallShapes = R"({"group": "tiny", "defaults": {"heads": 4, "kv_heads": 2, "head_size": 64, "block_size": 16},
+  "shapes": [{"name": "prefill", "seqlens": [[3, 40], [17, 17]]},
+             {"name": "decode", "batch": 3, "seqlen_q": 1, "seqlen_k": 70}]})";
+
+std::string write_small_shapes() {
+  const std::string p = tmp_path("tiny.json");
+  std::ofstream(p) << kSmallShapes;
+  return p;
+}
+
+void expect_usage_error(const std::string& args, const std::string& fragment) {
+  const Result r = run_cli(args);
+  EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
+  EXPECT_NE(r.output.find(fragment), std::string::npos) << args << "\n" << r.output;
+}
+}  // namespace
+
+TEST(Cli, HelpAndVersion) {
+  EXPECT_EQ(run_cli("--help").code, 0);
+  const Result v = run_cli("--version");
+  EXPECT_EQ(v.code, 0);
+  EXPECT_NE(v.output.find("attnbench"), std::string::npos);
+  EXPECT_EQ(run_cli("run --help").code, 0);
+}
+
+TEST(Cli, UsageErrorsExitTwoAndNameTheProblem) {
+  expect_usage_error("", "subcommand");
+  expect_usage_error("run", "--group");
+  expect_usage_error("run --group nope", "unknown group 'nope'");
+  expect_usage_error("run --group decode --kernel nope.*", "no kernel matches 'nope.*'");
+  expect_usage_error("run --group decode --mode fast", "--mode: 'fast'");
+  expect_usage_error("run --group decode --dtype fp8", "fp8");
+  expect_usage_error("run --group decode --set ATTNBENCH_BOGUS=1", "unknown knob 'ATTNBENCH_BOGUS'");
+  expect_usage_error("run --group decode --set ATTNBENCH_SM90_NARROW_WARPS=5", "not in 4|8");
+  expect_usage_error("run --group decode --filter '('", "--filter");
+  expect_usage_error("run --group decode --backend tpu", "--backend");
+  expect_usage_error("run --group decode --l2 warm", "--l2");
+  expect_usage_error("run --group decode --gate-only --no-gate -o " + tmp_path("x.json"), "exclude");
+  expect_usage_error("run --shapes /nonexistent/shapes.json", "/nonexistent/shapes.json");
+}
+
+TEST(Cli, BadShapeFileNamesFileShapeAndField) {
+  const std::string p = tmp_path("bad.json");
+  std::ofstream(p) << R"({"shapes": [{"name": "s1", "heads": 8, "kv_heads": 3, "head_size": 64, "seqlen_k": 10}]})";
+  const Result r = run_cli("run --shapes " + p + " -o " + tmp_path("bad_out.json"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find(p), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("'s1'"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("kv_heads"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(tmp_path("bad_out.json")));
+}
+
+TEST(Cli, UnwritableOutputFailsBeforeAnyWork) {
+  const Result r = run_cli("run --shapes " + write_small_shapes() + " -o /nonexistent/dir/r.json");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("/nonexistent/dir"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("cpu.unified"), std::string::npos) << "nothing should have run:\n" << r.output;
+}
+
+TEST(Cli, SmallRunWritesJsonAndCsvWithTheSchema) {
+  const std::string out = tmp_path("run.json"), csv = tmp_path("run.csv");
+  const Result r = run_cli("run --shapes " + write_small_shapes() + " --backend cpu --min-samples 3 --timeout 1 -o " +
+                           out + " --csv " + csv + " --set ATTNBENCH_CPU_MAX_GFLOP=10");
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream f(out);
+  const auto j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["schema"], "attnbench.results/1");
+  for (const char* k : {"attnbench_version", "git_sha", "command", "host", "device", "seed", "timestamp", "knobs"})
+    EXPECT_TRUE(j["provenance"].contains(k)) << k;
+  EXPECT_NE(j["provenance"]["command"].get<std::string>().find("--set ATTNBENCH_CPU_MAX_GFLOP=10"), std::string::npos);
+  const auto& rows = j["rows"];
+  ASSERT_EQ(rows.size(), 8u);  // 2 shapes x 2 dtypes x 2 modes
+  int ok = 0, declined = 0;
+  for (const auto& row : rows) {
+    for (const char* k : {"group", "shape", "dtype", "kernel", "backend", "mode", "status", "reason", "gate", "time_us",
+                          "tflops", "gbps", "knobs", "repro", "flops", "bytes", "dims"})
+      EXPECT_TRUE(row.contains(k)) << k;
+    EXPECT_EQ(row["group"], "tiny");
+    EXPECT_EQ(row["kernel"], "cpu.unified");
+    EXPECT_EQ(row["knobs"]["ATTNBENCH_CPU_MAX_GFLOP"], "10");
+    EXPECT_NE(row["repro"].get<std::string>().find("attnbench run"), std::string::npos);
+    if (row["mode"] == "eager") {
+      EXPECT_EQ(row["status"], "ok");
+      EXPECT_TRUE(row["gate"]["passed"].get<bool>());
+      EXPECT_GT(row["gate"]["rows_checked"].get<int>(), 0);
+      for (const char* k : {"median", "min", "q1", "q3", "mean", "stdev", "n"}) EXPECT_TRUE(row["time_us"].contains(k));
+      EXPECT_GE(row["time_us"]["n"].get<int>(), 1);
+      ++ok;
+    } else {
+      EXPECT_EQ(row["status"], "declined");
+      EXPECT_NE(row["reason"].get<std::string>().find("CUDA"), std::string::npos);
+      ++declined;
+    }
+  }
+  EXPECT_EQ(ok, 4);
+  EXPECT_EQ(declined, 4);
+  std::ifstream c(csv);
+  std::string line;
+  int lines = 0;
+  std::getline(c, line);
+  EXPECT_EQ(line.rfind("group,shape,op,dtype,kernel,backend,mode", 0), 0u);
+  while (std::getline(c, line)) ++lines;
+  EXPECT_EQ(lines, 8);
+}
+
+TEST(Cli, CpuWorkLimitDeclinesWithAReason) {
+  const std::string out = tmp_path("declined.json");
+  const Result r = run_cli("run --group long_prefill --filter d128_h32kv32_b1_s8192/bf16 --backend cpu -o " + out);
+  EXPECT_EQ(r.code, 0) << r.output;
+  std::ifstream f(out);
+  const auto j = nlohmann::json::parse(f);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  EXPECT_EQ(j["rows"][0]["status"], "declined");
+  EXPECT_NE(j["rows"][0]["reason"].get<std::string>().find("ATTNBENCH_CPU_MAX_GFLOP"), std::string::npos);
+  EXPECT_TRUE(j["rows"][0]["time_us"].is_null());
+}
+
+TEST(Cli, ListShowsGroupsKernelsKnobs) {
+  const Result r = run_cli("list");
+  EXPECT_EQ(r.code, 0);
+  for (const char* s : {"decode", "gated_397b", "cpu.unified", "ATTNBENCH_3D_SPLITS"})
+    EXPECT_NE(r.output.find(s), std::string::npos) << s;
+  const Result s = run_cli("list --shapes --group gqa");
+  EXPECT_NE(s.output.find("d128_h32kv8_chunked_q512_kv4096"), std::string::npos) << s.output;
+}

@@ -1,0 +1,252 @@
+// cpu.unified against a naive double-precision loop written here (independent of reference/): prefill and
+// split-KV decode paths, masks, GQA groups, head sizes, paging, dtypes, output strides, and the GFLOP decline.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "../kernels/cpu/unified.hpp"
+#include "attnbench/backends.hpp"
+#include "inputs.hpp"
+
+namespace attnbench {
+namespace {
+
+constexpr uint16_t kPoison = 0xFFFF;  // NaN in fp16 and bf16
+
+AttentionProblem make_problem(std::vector<int> q, std::vector<int> kv, int heads, int kv_heads, int d,
+                              DType dt = DType::bf16, bool causal = true, int block_size = 64) {
+  AttentionProblem p;
+  p.q_lens = std::move(q);
+  p.kv_lens = std::move(kv);
+  p.heads = heads;
+  p.kv_heads = kv_heads;
+  p.head_size = d;
+  p.dtype = dt;
+  p.causal = causal;
+  p.block_size = block_size;
+  return p;
+}
+
+// out[t, h, c] in double, straight from the definition: gather K/V through the block table, bottom-right mask.
+std::vector<double> naive_attention(const HostInputs& in) {
+  const AttentionProblem& p = in.problem;
+  const int d = p.head_size, g = p.heads / p.kv_heads, mbps = p.max_blocks_per_seq();
+  const double scale = p.softmax_scale();
+  auto kv_at = [&](const std::vector<uint16_t>& cache, int s, int j, int kvh, int c) {
+    const int64_t blk = in.block_table[static_cast<std::size_t>(s) * mbps + j / p.block_size];
+    const int64_t idx = ((blk * p.block_size + j % p.block_size) * p.kv_heads + kvh) * d + c;
+    return static_cast<double>(half_to_float(cache[idx], p.dtype));
+  };
+  std::vector<double> out(static_cast<std::size_t>(p.total_q()) * p.heads * d, 0.0);
+  for (int s = 0; s < p.num_seqs(); ++s) {
+    const int ql = p.q_lens[s], kl = p.kv_lens[s];
+    for (int i = 0; i < ql; ++i) {
+      const int64_t t = in.cu_seqlens_q[s] + i;
+      const int visible = p.causal ? std::min(kl, i + kl - ql + 1) : kl;
+      for (int h = 0; h < p.heads; ++h) {
+        const int kvh = h / g;
+        std::vector<double> w(visible);
+        double mx = -1e300;
+        for (int j = 0; j < visible; ++j) {
+          double dot = 0;
+          for (int c = 0; c < d; ++c)
+            dot += half_to_float(in.q[(t * p.heads + h) * d + c], p.dtype) * kv_at(in.k_cache, s, j, kvh, c);
+          w[j] = dot * scale;
+          mx = std::max(mx, w[j]);
+        }
+        double sum = 0;
+        for (double& x : w) sum += (x = std::exp(x - mx));
+        double* o = &out[(t * p.heads + h) * d];
+        for (int j = 0; j < visible; ++j)
+          for (int c = 0; c < d; ++c) o[c] += w[j] / sum * kv_at(in.v_cache, s, j, kvh, c);
+      }
+    }
+  }
+  return out;
+}
+
+struct RunResult {
+  std::string summary;
+  double max_err = 0;
+  bool all_finite = true;
+};
+
+// Runs cpu.unified on host buffers (output and workspace poisoned first) and compares with the double loop.
+// out_pad adds unused halves after each token's row of the output, which must stay untouched.
+RunResult run_and_compare(const AttentionProblem& p, const CpuUnifiedOptions& opts = {},
+                          BlockOrder order = BlockOrder::contiguous, int out_pad = 0, uint64_t seed = 7) {
+  const HostInputs in = build_inputs(p, seed, order);
+  auto kernel = make_cpu_unified(opts);
+  EXPECT_TRUE(kernel->supports(p).ok) << kernel->supports(p).reason;
+  const auto plan = kernel->plan(p, KnobValues::resolve({}, false));
+  AttentionParams params = in.params();
+  params.o_stride_token = static_cast<int64_t>(p.heads) * p.head_size + out_pad;
+  std::vector<uint16_t> out(static_cast<std::size_t>(p.total_q()) * params.o_stride_token, kPoison);
+  std::vector<float> ws((plan->workspace_bytes + sizeof(float) - 1) / sizeof(float), std::nanf(""));
+  params.out = out.data();
+  params.workspace = ws.empty() ? nullptr : ws.data();
+  kernel->run(*plan, params, nullptr);
+
+  const std::vector<double> ref = naive_attention(in);
+  RunResult r;
+  r.summary = plan->summary;
+  const double rel = p.dtype == DType::bf16 ? 1.0 / 256 : 1.0 / 2048;  // half an ulp of the output dtype, x2
+  for (int64_t t = 0; t < p.total_q(); ++t) {
+    for (int h = 0; h < p.heads; ++h)
+      for (int c = 0; c < p.head_size; ++c) {
+        const float got = half_to_float(out[t * params.o_stride_token + h * p.head_size + c], p.dtype);
+        const double want = ref[(t * p.heads + h) * p.head_size + c];
+        if (!std::isfinite(got)) r.all_finite = false;
+        // Rounding to the output dtype dominates; the scale with |want| keeps large outputs fair.
+        r.max_err = std::max(r.max_err, std::abs(got - want) / (1.0 + rel * 256 * std::abs(want)));
+      }
+    for (int c = 0; c < out_pad; ++c)
+      EXPECT_EQ(out[t * params.o_stride_token + p.heads * p.head_size + c], kPoison) << "padding written";
+  }
+  return r;
+}
+
+double tolerance(DType dt) { return dt == DType::bf16 ? 1e-2 : 2e-3; }
+
+void expect_matches(const AttentionProblem& p, const std::string& path, const CpuUnifiedOptions& opts = {},
+                    BlockOrder order = BlockOrder::contiguous, int out_pad = 0) {
+  const RunResult r = run_and_compare(p, opts, order, out_pad);
+  EXPECT_TRUE(r.all_finite) << r.summary << ": an output element was not written (or is not finite)";
+  EXPECT_LT(r.max_err, tolerance(p.dtype)) << r.summary;
+  EXPECT_EQ(r.summary.rfind(path, 0), 0u) << "expected the " << path << " path, plan says: " << r.summary;
+}
+
+int splits_of(const std::string& summary) {
+  const auto at = summary.find("splits=");
+  return at == std::string::npos ? 0 : std::stoi(summary.substr(at + 7));
+}
+
+TEST(CpuUnified, PrefillCausalSquare) {
+  expect_matches(make_problem({100, 37}, {100, 37}, 8, 2, 64), "prefill");
+}
+
+TEST(CpuUnified, PrefillNonCausal) {
+  expect_matches(make_problem({100, 37}, {100, 37}, 8, 2, 64, DType::f16, false), "prefill");
+}
+
+TEST(CpuUnified, RaggedQueryShorterThanKvShuffled) {
+  for (DType dt : {DType::bf16, DType::f16})
+    expect_matches(make_problem({5, 129, 64}, {18, 463, 64}, 8, 2, 128, dt), "prefill", {}, BlockOrder::shuffled);
+}
+
+TEST(CpuUnified, GroupSizes) {
+  expect_matches(make_problem({70}, {90}, 4, 4, 64), "prefill");                    // group 1
+  expect_matches(make_problem({70}, {90}, 8, 2, 128, DType::f16), "prefill");       // group 4
+  expect_matches(make_problem({70, 3}, {90, 40}, 7, 1, 64, DType::bf16), "prefill");  // group 7
+}
+
+TEST(CpuUnified, HeadSize256AndOddBlockSizes) {
+  expect_matches(make_problem({33}, {150}, 4, 2, 256, DType::f16, true, 48), "prefill", {}, BlockOrder::shuffled);
+  // block 1 and 200: KV tiles span blocks or sit inside one.
+  expect_matches(make_problem({20}, {85}, 2, 1, 64, DType::bf16, true, 1), "prefill", {}, BlockOrder::shuffled);
+  expect_matches(make_problem({50}, {450}, 2, 1, 64, DType::bf16, true, 200), "prefill", {}, BlockOrder::shuffled);
+}
+
+TEST(CpuUnified, SmallQueryTilesCrossTheMaskBoundary) {
+  CpuUnifiedOptions o;
+  o.q_tile = 3;  // tiles of 3 rows: rows inside one item see different numbers of keys
+  expect_matches(make_problem({40, 11}, {40, 60}, 4, 2, 64), "prefill", o, BlockOrder::shuffled);
+}
+
+TEST(CpuUnified, StridedOutputLeavesPaddingAlone) {
+  expect_matches(make_problem({17}, {17}, 4, 2, 64), "prefill", {}, BlockOrder::contiguous, 8);
+  expect_matches(make_problem({1, 1}, {500, 300}, 4, 1, 64), "decode", {}, BlockOrder::contiguous, 8);
+}
+
+TEST(CpuUnified, DecodeLongKvUsesSplits) {
+  for (DType dt : {DType::bf16, DType::f16}) {
+    const RunResult r = run_and_compare(make_problem({1, 1, 1}, {3000, 1000, 77}, 8, 1, 128, dt),
+                                        {}, BlockOrder::shuffled);
+    EXPECT_TRUE(r.all_finite) << r.summary;
+    EXPECT_LT(r.max_err, tolerance(dt)) << r.summary;
+    EXPECT_EQ(r.summary.rfind("decode", 0), 0u) << r.summary;
+    EXPECT_GT(splits_of(r.summary), 1) << r.summary;
+  }
+}
+
+TEST(CpuUnified, DecodeGroupsAndHeadSizes) {
+  expect_matches(make_problem({1, 1}, {700, 129}, 32, 32, 64), "decode");                 // group 1
+  expect_matches(make_problem({1, 1}, {700, 129}, 28, 4, 128, DType::f16), "decode");     // group 7
+  expect_matches(make_problem({1}, {1100}, 8, 1, 256), "decode", {}, BlockOrder::shuffled);
+}
+
+TEST(CpuUnified, ForcedSplitsThatDoNotDivideKv) {
+  CpuUnifiedOptions o;
+  o.splits = 7;  // 1000 / 7 is not whole; 37 leaves six splits empty
+  const AttentionProblem p = make_problem({1, 1}, {1000, 37}, 8, 2, 128, DType::bf16, true, 48);
+  expect_matches(p, "decode splits=7", o, BlockOrder::shuffled);
+}
+
+TEST(CpuUnified, SplitPathWithShortCausalQueries) {
+  // Several causal rows per sequence on the split path: late splits are fully masked for early rows.
+  CpuUnifiedOptions o;
+  o.splits = 5;
+  expect_matches(make_problem({3, 8}, {1000, 333}, 8, 2, 64, DType::f16), "decode splits=5", o,
+                 BlockOrder::shuffled);
+  expect_matches(make_problem({4}, {4000}, 8, 2, 64), "decode");  // short q, long kv: picked by plan()
+}
+
+TEST(CpuUnified, RerunningAPlanGivesIdenticalOutput) {
+  const AttentionProblem p = make_problem({1, 1}, {900, 400}, 8, 2, 64);
+  const HostInputs in = build_inputs(p, 3);
+  auto k = make_cpu_unified();
+  const auto plan = k->plan(p, KnobValues::resolve({}, false));
+  std::vector<float> ws(plan->workspace_bytes / sizeof(float) + 1);
+  std::vector<uint16_t> a(p.total_q() * p.heads * p.head_size, kPoison), b = a;
+  AttentionParams params = in.params();
+  params.workspace = ws.data();
+  params.out = a.data();
+  k->run(*plan, params, nullptr);
+  params.out = b.data();
+  k->run(*plan, params, nullptr);
+  EXPECT_EQ(a, b);
+}
+
+TEST(CpuUnified, DeclinesWorkAboveTheGflopKnob) {
+  const AttentionProblem p = make_problem({2048}, {2048}, 16, 16, 128);  // ~17.2 GFLOP
+  const KnobValues one = KnobValues::resolve({{"ATTNBENCH_CPU_MAX_GFLOP", "1"}}, false);
+  const Support s = cpu_unified_support(p, one);
+  EXPECT_FALSE(s.ok);
+  EXPECT_NE(s.reason.find("17.2 GFLOP"), std::string::npos) << s.reason;
+  EXPECT_NE(s.reason.find("limit of 1 GFLOP"), std::string::npos) << s.reason;
+  EXPECT_NE(s.reason.find("ATTNBENCH_CPU_MAX_GFLOP"), std::string::npos) << s.reason;
+  EXPECT_THROW(make_cpu_unified()->plan(p, one), std::invalid_argument);
+
+  EXPECT_TRUE(cpu_unified_support(p, KnobValues::resolve({{"ATTNBENCH_CPU_MAX_GFLOP", "0"}}, false)).ok);
+  EXPECT_TRUE(cpu_unified_support(make_problem({64}, {64}, 16, 16, 128), one).ok);
+}
+
+TEST(CpuUnified, DeclinesHeadSizesItDoesNotHandle) {
+  auto k = make_cpu_unified();
+  const Support odd = k->supports(make_problem({8}, {8}, 2, 1, 12));
+  EXPECT_FALSE(odd.ok);
+  EXPECT_NE(odd.reason.find("head_size 12"), std::string::npos) << odd.reason;
+  EXPECT_FALSE(k->supports(make_problem({8}, {8}, 2, 1, 520)).ok);
+  EXPECT_TRUE(k->supports(make_problem({8}, {8}, 2, 1, 512)).ok);
+  EXPECT_FALSE(k->supports(make_problem({8}, {8}, 3, 2, 64)).ok);  // heads not a multiple of kv_heads
+}
+
+TEST(CpuUnified, SplitHeuristic) {
+  const AttentionProblem one_long = make_problem({1}, {8192}, 32, 8, 128);
+  EXPECT_EQ(cpu_decode_splits(one_long, 8, 1, 64), 4);  // 8 units, 32 items wanted
+  EXPECT_EQ(cpu_decode_splits(make_problem({1}, {8192}, 8, 1, 128), 16, 1, 64), 64);  // capped at 64
+  EXPECT_EQ(cpu_decode_splits(make_problem({1}, {200}, 8, 1, 128), 16, 1, 64), 1);  // too short to split
+  EXPECT_EQ(cpu_decode_splits(make_problem(std::vector<int>(128, 1), std::vector<int>(128, 4096), 32, 8, 128), 16,
+                              1, 64),
+            1);  // plenty of (sequence, kv head) items already
+  EXPECT_EQ(cpu_kv_tile(make_problem({1}, {8}, 2, 1, 64, DType::bf16, true, 16)), 16);
+  EXPECT_EQ(cpu_kv_tile(make_problem({1}, {8}, 2, 1, 64, DType::bf16, true, 256)), 64);
+  EXPECT_EQ(cpu_q_tile(make_problem({100}, {100}, 32, 8, 128)), 16);
+  EXPECT_EQ(cpu_q_tile(make_problem({5}, {100}, 32, 8, 128)), 5);
+}
+
+}  // namespace
+}  // namespace attnbench

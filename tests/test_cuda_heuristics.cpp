@@ -1,0 +1,165 @@
+// cuda.unified host heuristics: split count, graph replay, dispatcher choice, launch geometry and workspace.
+// Pure host code: runs without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "../kernels/cuda/heuristics.hpp"
+
+#ifdef ATTNBENCH_WITH_CUDA
+#include "attnbench/backends.hpp"
+#endif
+
+namespace attnbench::cuda {
+namespace {
+
+AttentionProblem uniform(int batch, int q, int kv, int heads, int kv_heads, int d, bool causal = true) {
+  AttentionProblem p;
+  p.q_lens.assign(batch, q);
+  p.kv_lens.assign(batch, kv);
+  p.heads = heads;
+  p.kv_heads = kv_heads;
+  p.head_size = d;
+  p.causal = causal;
+  return p;
+}
+
+KnobValues knobs(std::map<std::string, std::string> o = {}) { return KnobValues::resolve(o, /*read_env=*/false); }
+
+TEST(CudaSplitHeuristic, FullGridIsNotSplit) {
+  EXPECT_EQ(num_splits_heuristic(256, 132, 128), 1);   // B32 x KV8: already 2 CTAs per SM
+  EXPECT_EQ(num_splits_heuristic(1024, 132, 64), 1);   // B128 x KV8
+  EXPECT_EQ(num_splits_heuristic(106, 132, 1000), 1);  // >= 80% of the SMs
+}
+
+TEST(CudaSplitHeuristic, FewTilesAreNotSplit) { EXPECT_EQ(num_splits_heuristic(8, 132, 4), 1); }
+
+TEST(CudaSplitHeuristic, SmallGridIsSplitToFillTheSms) {
+  const int s = num_splits_heuristic(8, 132, 64);  // B1 kv4k, 8 kv heads
+  EXPECT_GT(s, 1);
+  EXPECT_LE(s, 64);
+  const double waves = 8.0 * s / 132;
+  EXPECT_GE(waves / std::ceil(waves), 0.8);  // good wave efficiency
+  EXPECT_EQ(num_splits_heuristic(64, 132, 64), 2);  // B8 x KV8: 128 CTAs
+}
+
+TEST(CudaSplitHeuristic, NeverMoreSplitsThanTilesOrCap) {
+  EXPECT_LE(num_splits_heuristic(1, 132, 7), 7);
+  EXPECT_LE(num_splits_heuristic(1, 1000, 100000), kMaxSplits);
+  EXPECT_GE(num_splits_heuristic(1, 0, 64), 1);  // unknown SM count falls back
+}
+
+TEST(CudaDispatcher, DecodeGoes3DAndPrefill2D) {
+  EXPECT_EQ(choose_path(uniform(1, 1, 4096, 32, 8, 128)), UnifiedPath::decode_3d);
+  EXPECT_EQ(choose_path(uniform(1, 1, 16, 32, 32, 64)), UnifiedPath::decode_3d);
+  EXPECT_EQ(choose_path(uniform(1, 8192, 8192, 32, 32, 128)), UnifiedPath::prefill_2d);
+  EXPECT_EQ(choose_path(uniform(16, 256, 256, 32, 8, 128)), UnifiedPath::prefill_2d);
+  // Short q over a long KV (speculative decode): packed rows 4 x 4 = 16 go 3D; 512 x 4 do not.
+  EXPECT_EQ(choose_path(uniform(4, 4, 8192, 32, 8, 128)), UnifiedPath::decode_3d);
+  EXPECT_EQ(choose_path(uniform(8, 512, 4096, 32, 8, 128)), UnifiedPath::prefill_2d);
+  EXPECT_EQ(choose_path(uniform(4, 4, 64, 32, 8, 128)), UnifiedPath::prefill_2d);  // short KV
+}
+
+TEST(CudaGraphHeuristic, FollowsTheDesignRule) {
+  const auto k = knobs();
+  EXPECT_TRUE(recommend_graph_replay(uniform(8, 1, 4096, 32, 8, 128), k, false));
+  EXPECT_TRUE(recommend_graph_replay(uniform(4, 768, 768, 32, 8, 128), k, false));
+  EXPECT_FALSE(recommend_graph_replay(uniform(4, 769, 769, 32, 8, 128), k, false));
+  EXPECT_FALSE(recommend_graph_replay(uniform(1, 8192, 8192, 32, 32, 128), k, false));
+  // Never while the caller captures.
+  EXPECT_FALSE(recommend_graph_replay(uniform(8, 1, 4096, 32, 8, 128), k, true));
+  EXPECT_FALSE(recommend_graph_replay(uniform(4, 256, 256, 32, 8, 128), k, true));
+}
+
+TEST(CudaGraphHeuristic, KnobsToggleEachPath) {
+  const auto decode = uniform(8, 1, 4096, 32, 8, 128);
+  const auto prefill = uniform(4, 256, 256, 32, 8, 128);
+  const auto no3d = knobs({{"ATTNBENCH_3D_GRAPH", "0"}});
+  EXPECT_FALSE(recommend_graph_replay(decode, no3d, false));
+  EXPECT_TRUE(recommend_graph_replay(prefill, no3d, false));
+  const auto no2d = knobs({{"ATTNBENCH_2D_GRAPH", "0"}});
+  EXPECT_TRUE(recommend_graph_replay(decode, no2d, false));
+  EXPECT_FALSE(recommend_graph_replay(prefill, no2d, false));
+}
+
+TEST(CudaSupports, DeclinesWithAReason) {
+  EXPECT_TRUE(unified_supports(uniform(1, 8, 8, 4, 4, 128)).ok);
+  auto p = uniform(1, 8, 8, 4, 4, 96);
+  EXPECT_FALSE(unified_supports(p).ok);
+  EXPECT_NE(unified_supports(p).reason.find("head_size"), std::string::npos);
+  p = uniform(1, 8, 8, 4, 4, 64);
+  p.block_size = 24;
+  EXPECT_FALSE(unified_supports(p).ok);
+  EXPECT_NE(unified_supports(p).reason.find("block_size"), std::string::npos);
+  p.block_size = 48;
+  EXPECT_TRUE(unified_supports(p).ok);
+  p.head_size = 80;
+  EXPECT_THROW(make_unified_launch_plan(p, knobs(), 132), std::invalid_argument);
+}
+
+TEST(CudaLaunchPlan, PrefillGridFollowsTheKnobs) {
+  const auto p = uniform(2, 1000, 1000, 16, 4, 128);
+  auto lp = make_unified_launch_plan(p, knobs(), 132);
+  EXPECT_EQ(lp.path, UnifiedPath::prefill_2d);
+  EXPECT_EQ(lp.warps, 4);
+  EXPECT_EQ(lp.block_m, 64);
+  EXPECT_EQ(lp.m_tiles, 16);
+  EXPECT_EQ(lp.grid_x, 16);  // heads first by default
+  EXPECT_EQ(lp.grid_y, 16);
+  EXPECT_EQ(lp.grid_z, 2);
+  EXPECT_EQ(lp.workspace_bytes, 0u);
+  lp = make_unified_launch_plan(p, knobs({{"ATTNBENCH_SM90_NARROW_WARPS", "8"}, {"ATTNBENCH_Q_MAJOR_GRID", "1"}}),
+                                132);
+  EXPECT_EQ(lp.block_m, 128);
+  EXPECT_EQ(lp.m_tiles, 8);
+  EXPECT_EQ(lp.grid_x, 8);  // q-tiles on x
+  EXPECT_EQ(lp.grid_y, 16);
+  EXPECT_TRUE(lp.q_major);
+  EXPECT_EQ(make_unified_launch_plan(uniform(1, 300, 300, 8, 8, 256), knobs(), 132).block_n, 32);
+}
+
+TEST(CudaLaunchPlan, DecodeWorkspaceMatchesSplits) {
+  const auto p = uniform(1, 1, 4096, 32, 8, 128);
+  auto lp = make_unified_launch_plan(p, knobs(), 132);
+  EXPECT_EQ(lp.path, UnifiedPath::decode_3d);
+  EXPECT_GT(lp.splits, 1);
+  EXPECT_EQ(lp.grid_x, lp.splits);
+  EXPECT_EQ(lp.grid_y, 8);  // kv heads x one row tile (group 4 <= 16 rows)
+  EXPECT_EQ(lp.workspace_bytes, static_cast<std::size_t>(lp.splits) * 32 * (128 + 1) * 4);
+  // Forced splits, capped by the KV tiles.
+  lp = make_unified_launch_plan(p, knobs({{"ATTNBENCH_3D_SPLITS", "3"}}), 132);
+  EXPECT_EQ(lp.splits, 3);
+  EXPECT_EQ(lp.workspace_bytes, 3u * 32 * 129 * 4);
+  lp = make_unified_launch_plan(uniform(1, 1, 100, 32, 8, 128), knobs({{"ATTNBENCH_3D_SPLITS", "50"}}), 132);
+  EXPECT_EQ(lp.splits, 2);  // 100 keys = 2 tiles of 64
+  // One split: the kernel writes the output directly, no workspace.
+  lp = make_unified_launch_plan(uniform(128, 1, 4096, 32, 8, 128), knobs(), 132);
+  EXPECT_EQ(lp.splits, 1);
+  EXPECT_EQ(lp.workspace_bytes, 0u);
+  // Group of 32 packs into two 16-row tiles.
+  lp = make_unified_launch_plan(uniform(2, 1, 2048, 32, 1, 128), knobs(), 132);
+  EXPECT_EQ(lp.m_tiles, 2);
+  EXPECT_EQ(lp.grid_y, 2);
+}
+
+#ifdef ATTNBENCH_WITH_CUDA
+TEST(CudaUnifiedKernel, PlanCarriesWorkspaceGraphAndSummary) {
+  auto k = make_cuda_unified();
+  EXPECT_EQ(k->name(), "cuda.unified");
+  const auto p = uniform(1, 1, 4096, 32, 8, 128);
+  auto plan = k->plan(p, knobs({{"ATTNBENCH_3D_SPLITS", "4"}}));
+  EXPECT_EQ(plan->workspace_bytes, decode_workspace_bytes(p, 4));
+  EXPECT_TRUE(plan->graph_replay);
+  EXPECT_NE(plan->summary.find("3d splits=4"), std::string::npos);
+  auto plan2 = k->plan(uniform(1, 2048, 2048, 8, 8, 64), knobs({{"ATTNBENCH_SM90_NARROW_WARPS", "8"}}));
+  EXPECT_EQ(plan2->workspace_bytes, 0u);
+  EXPECT_FALSE(plan2->graph_replay);
+  EXPECT_NE(plan2->summary.find("2d warps=8"), std::string::npos);
+  EXPECT_FALSE(k->supports(uniform(1, 8, 8, 4, 4, 96)).ok);
+}
+#endif
+
+}  // namespace
+}  // namespace attnbench::cuda
