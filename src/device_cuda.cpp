@@ -53,12 +53,16 @@ class CudaDevice final : public Device {
     ATTNBENCH_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, 0));
     nvml_ = std::make_unique<Nvml>(bus);
     nvml_->read(start_facts_, "_start");
-    ATTNBENCH_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&flag_host_), sizeof(int), cudaHostAllocMapped));
-    ATTNBENCH_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&flag_dev_), flag_host_, 0));
+    void* host = nullptr;
+    void* dev = nullptr;
+    ATTNBENCH_CUDA_CHECK(cudaHostAlloc(&host, sizeof(int), cudaHostAllocMapped));
+    ATTNBENCH_CUDA_CHECK(cudaHostGetDevicePointer(&dev, host, 0));
+    flag_host_ = static_cast<volatile int*>(host);
+    flag_dev_ = static_cast<volatile int*>(dev);
     *flag_host_ = 0;
   }
   ~CudaDevice() override {
-    if (flag_host_) cudaFreeHost(const_cast<int*>(flag_host_));
+    if (flag_host_) cudaFreeHost(const_cast<int*>(const_cast<volatile int*>(flag_host_)));
   }
 
   Backend backend() const override { return Backend::cuda; }

@@ -1,6 +1,7 @@
 #include "inputs.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <random>
 #include <stdexcept>
@@ -16,15 +17,34 @@ BlockOrder parse_block_order(const std::string& s) {
 const char* block_order_name(BlockOrder o) { return o == BlockOrder::contiguous ? "contiguous" : "shuffled"; }
 
 namespace {
-// Fills with N(0, 1) rounded to the dtype; a value that rounds to exactly 0 is nudged so no element is zero.
-void fill_normal(std::vector<uint16_t>& v, std::size_t n, DType dt, std::mt19937_64& rng) {
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Fills with N(0, 1) rounded to the dtype. Counter-based (Box-Muller over a hash of (seed, stream, index)), so
+// the values do not depend on the thread count; a value that rounds to zero is nudged so no element is zero.
+void fill_normal(std::vector<uint16_t>& v, std::size_t n, DType dt, uint64_t seed, uint64_t stream) {
   v.resize(n);
-  std::normal_distribution<float> dist(0.f, 1.f);
-  for (auto& x : v) {
-    float f = dist(rng);
-    if (f == 0.f) f = 1e-3f;
-    x = float_to_half(f, dt);
-    if ((x & 0x7fff) == 0) x = float_to_half(1e-3f, dt);
+  const uint64_t key = splitmix64(seed ^ splitmix64(stream));
+  const int64_t pairs = static_cast<int64_t>((n + 1) / 2);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < pairs; ++i) {
+    const uint64_t h = splitmix64(key + static_cast<uint64_t>(i));
+    const float u1 = (static_cast<float>(h >> 40) + 0.5f) * (1.0f / 16777216.0f);  // (0, 1)
+    const float u2 = static_cast<float>((h >> 16) & 0xffffffu) * (1.0f / 16777216.0f);
+    const float r = std::sqrt(-2.0f * std::log(u1));
+    const float a = 6.2831853f * u2;
+    const float z[2] = {r * std::cos(a), r * std::sin(a)};
+    for (int k = 0; k < 2; ++k) {
+      const std::size_t idx = static_cast<std::size_t>(2 * i + k);
+      if (idx >= n) break;
+      uint16_t x = float_to_half(z[k], dt);
+      if ((x & 0x7fff) == 0) x = float_to_half(1e-3f, dt);
+      v[idx] = x;
+    }
   }
 }
 }  // namespace
@@ -53,10 +73,10 @@ HostInputs build_inputs(const AttentionProblem& p, uint64_t seed, BlockOrder ord
     for (int b = 0; b < nb; ++b) in.block_table[static_cast<std::size_t>(s) * mbps + b] = physical[next++];
   }
   const std::size_t hs = static_cast<std::size_t>(p.head_size);
-  fill_normal(in.q, static_cast<std::size_t>(p.total_q()) * p.heads * hs, p.dtype, rng);
+  fill_normal(in.q, static_cast<std::size_t>(p.total_q()) * p.heads * hs, p.dtype, seed, 1);
   const std::size_t cache = static_cast<std::size_t>(in.num_blocks) * p.block_size * p.kv_heads * hs;
-  fill_normal(in.k_cache, cache, p.dtype, rng);
-  fill_normal(in.v_cache, cache, p.dtype, rng);
+  fill_normal(in.k_cache, cache, p.dtype, seed, 2);
+  fill_normal(in.v_cache, cache, p.dtype, seed, 3);
   return in;
 }
 

@@ -10,9 +10,8 @@
 #include <regex>
 #include <sstream>
 
-#include "attnbench/reference.hpp"
-#include "check_rows.hpp"
 #include "errors.hpp"
+#include "op_case.hpp"
 #include "registry.hpp"
 
 #ifndef ATTNBENCH_VERSION
@@ -69,21 +68,6 @@ nlohmann::json base_provenance(const std::string& command_line, uint64_t seed) {
 }
 
 namespace {
-
-nlohmann::json attention_dims(const AttentionProblem& p) {
-  nlohmann::json seq = nlohmann::json::array();
-  bool uniform = true;
-  for (int s = 0; s < p.num_seqs(); ++s) {
-    seq.push_back({p.q_lens[s], p.kv_lens[s]});
-    uniform = uniform && p.q_lens[s] == p.q_lens[0] && p.kv_lens[s] == p.kv_lens[0];
-  }
-  nlohmann::json d = {{"heads", p.heads},       {"kv_heads", p.kv_heads},     {"head_size", p.head_size},
-                      {"block_size", p.block_size}, {"causal", p.causal},     {"batch", p.num_seqs()},
-                      {"max_seqlen_q", p.max_seqlen_q()}, {"max_seqlen_k", p.max_seqlen_k()},
-                      {"scale", p.softmax_scale()}};
-  if (!uniform) d["seqlens"] = seq;
-  return d;
-}
 
 std::string shell_quote(const std::string& s) {
   if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/=:,") ==
@@ -160,20 +144,23 @@ bool backend_selected(const std::string& sel, Backend b, bool cuda_available) {
   return cuda_available ? b == Backend::cuda : b == Backend::cpu;  // auto
 }
 
-// The reference output of the checked rows of one case, computed once and shared by every kernel.
-struct Checked {
-  std::vector<int64_t> flat_rows;  // token * heads + head
-  std::vector<float> ref;
-};
+std::vector<double> to_us(std::vector<double> s) {
+  for (auto& x : s) x *= 1e6;
+  return s;
+}
 
-Checked compute_reference(const HostInputs& in, const RunOptions& o) {
-  Checked c;
-  const auto rows = select_check_rows(in.problem, o.reference_gflop * 1e9, o.seed);
-  c.ref.resize(rows.size() * in.problem.head_size);
-  reference::paged_attention(in.params(), rows, c.ref.data());
-  c.flat_rows.reserve(rows.size());
-  for (const auto& r : rows) c.flat_rows.push_back(r.token * in.problem.heads + r.head);
-  return c;
+// Times one row: the mode's samples, eager's device time, and the rates from the declared work.
+void time_row(ResultRow& r, Device& dev, Mode m, const std::function<void()>& call, const RunOptions& o) {
+  r.time_us = summarize(to_us(collect(dev.make_sampler(m, o.l2, call), o.stop)));
+  if (m == Mode::eager && o.l2 == L2Mode::hot)
+    if (auto ds = dev.make_device_sampler(call)) r.device_time_us = summarize(to_us(collect(ds, o.stop)));
+  const double sec = r.time_us->median * 1e-6;
+  if (sec > 0) {
+    r.tflops = r.flops / sec * 1e-12;
+    r.gbps = r.bytes / sec * 1e-9;
+    if (o.peak_tflops) r.pct_peak_flops = 100.0 * *r.tflops / *o.peak_tflops;
+    if (o.peak_gbps) r.pct_peak_bw = 100.0 * *r.gbps / *o.peak_gbps;
+  }
 }
 
 }  // namespace
@@ -214,6 +201,11 @@ ResultsFile run_benchmarks(const RunOptions& o, std::ostream& out) {
   if (!cuda_available) file.provenance["cuda"] = why;
   print_header(out);
 
+  CaseSettings settings;
+  settings.seed = o.seed;
+  settings.block_order = o.block_order;
+  settings.reference_gflop = o.reference_gflop;
+  settings.gate = !o.no_gate;
   const bool tty = isatty(STDERR_FILENO);
   int case_index = 0;
   for (const auto& c : cases) {
@@ -221,6 +213,7 @@ ResultsFile run_benchmarks(const RunOptions& o, std::ostream& out) {
     if (o.progress && tty)
       std::cerr << "\r[" << case_index << "/" << cases.size() << "] " << c.group << "/" << c.name << " "
                 << dtype_name(c.dtype) << "\033[K" << std::flush;
+    std::unique_ptr<OpCase> op_case = make_op_case(c);
     auto base_row = [&](const std::string& kernel, Backend b, Mode m) {
       ResultRow r;
       r.group = c.group;
@@ -233,9 +226,9 @@ ResultsFile run_benchmarks(const RunOptions& o, std::ostream& out) {
       r.l2 = l2_name(o.l2);
       r.knobs = knobs.all();
       r.repro = repro_command(o, c, kernel, m, knobs.all());
-      if (c.op == Op::attention) {
-        r.dims = attention_dims(c.attention);
-        const WorkModel w = attention_work(c.attention);
+      if (op_case) {
+        r.dims = op_case->dims();
+        const WorkModel w = op_case->work();
         r.flops = w.flops;
         r.bytes = w.bytes;
       }
@@ -252,7 +245,7 @@ ResultsFile run_benchmarks(const RunOptions& o, std::ostream& out) {
     for (const auto& k : kernel_registry())
       if (k.op == c.op && glob_match(o.kernel_glob, k.name) && backend_selected(o.backend, k.backend, cuda_available))
         entries.push_back(&k);
-    if (entries.empty()) {
+    if (entries.empty() || !op_case) {
       for (Mode m : o.modes) {
         ResultRow r = base_row("-", cuda_available ? Backend::cuda : Backend::cpu, m);
         r.status = "declined";
@@ -262,70 +255,39 @@ ResultsFile run_benchmarks(const RunOptions& o, std::ostream& out) {
       continue;
     }
 
-    std::unique_ptr<HostInputs> inputs;
-    std::unique_ptr<Checked> checked;
     for (const KernelEntry* e : entries) {
-      auto decline_all = [&](const std::string& why_not) {
+      auto rows_with = [&](const std::string& status, const std::string& reason) {
         for (Mode m : o.modes) {
           ResultRow r = base_row(e->name, e->backend, m);
-          r.status = "declined";
-          r.reason = why_not;
+          r.status = status;
+          r.reason = reason;
           emit(r);
         }
       };
       std::string why_not;
       Device* dev = devices.get(e->backend, &why_not);
       if (!dev) {
-        decline_all(why_not);
+        rows_with("declined", why_not);
         continue;
       }
-      const Support s = e->attention->supports(c.attention);
+      const Support s = op_case->supports(*e);
       if (!s.ok) {
-        decline_all(s.reason);
+        rows_with("declined", s.reason);
         continue;
       }
       try {
-        if (!inputs) inputs = std::make_unique<HostInputs>(build_inputs(c.attention, o.seed, o.block_order));
-        if (!checked && !o.no_gate) checked = std::make_unique<Checked>(compute_reference(*inputs, o));
-        const auto plan = e->attention->plan(c.attention, knobs);
-        const std::size_t qb = inputs->q.size() * 2, kvb = inputs->k_cache.size() * 2;
-        Buffer q(*dev, qb), k(*dev, kvb), v(*dev, kvb), outb(*dev, qb);
-        Buffer cu(*dev, inputs->cu_seqlens_q.size() * 4), su(*dev, inputs->seqused_k.size() * 4),
-            bt(*dev, inputs->block_table.size() * 4), ws(*dev, plan->workspace_bytes);
-        dev->upload(q.data(), inputs->q.data(), qb);
-        dev->upload(k.data(), inputs->k_cache.data(), kvb);
-        dev->upload(v.data(), inputs->v_cache.data(), kvb);
-        dev->upload(cu.data(), inputs->cu_seqlens_q.data(), cu.bytes());
-        dev->upload(su.data(), inputs->seqused_k.data(), su.bytes());
-        dev->upload(bt.data(), inputs->block_table.data(), bt.bytes());
-        dev->poison(outb.data(), qb);
-        AttentionParams prm = make_attention_params(c.attention);
-        prm.q = q.data();
-        prm.k_cache = k.data();
-        prm.v_cache = v.data();
-        prm.out = outb.data();
-        prm.cu_seqlens_q = static_cast<const int32_t*>(cu.data());
-        prm.seqused_k = static_cast<const int32_t*>(su.data());
-        prm.block_table = static_cast<const int32_t*>(bt.data());
-        prm.workspace = ws.data();
-        const AttentionKernel& kern = *e->attention;
-        void* stream = dev->stream();
-        auto call = [&] { kern.run(*plan, prm, stream); };
+        op_case->prepare(settings);
+        auto bound = op_case->bind(*e, *dev, knobs);
+        auto call = [&] { bound->call(); };
         call();
         dev->synchronize();
-
         std::optional<GateResult> gate;
-        if (!o.no_gate) {
-          std::vector<uint16_t> host_out(inputs->q.size());
-          dev->download(host_out.data(), outb.data(), qb);
-          gate = gate_rows(host_out.data(), static_cast<int64_t>(host_out.size()), c.dtype, c.attention.head_size,
-                           checked->flat_rows, checked->ref.data(), o.atol.value_or(default_atol(c.dtype)));
-        }
+        if (!o.no_gate) gate = bound->gate(o.atol.value_or(default_atol(c.dtype)));
         for (Mode m : o.modes) {
           ResultRow r = base_row(e->name, e->backend, m);
           r.gate = gate;
-          r.plan = plan->summary;
-          if (e->backend == Backend::cuda) r.graph_recommended = plan->graph_replay;
+          r.plan = bound->plan_summary;
+          r.graph_recommended = bound->graph_recommended;
           if (gate && !gate->passed) {
             r.status = "mismatch";
             r.reason = "gate failed: max_abs " + (std::isfinite(gate->max_abs) ? fmt(gate->max_abs, 5) : "inf") +
@@ -341,39 +303,13 @@ ResultsFile run_benchmarks(const RunOptions& o, std::ostream& out) {
             continue;
           }
           r.status = "ok";
-          if (!o.gate_only) {
-            auto sampler = dev->make_sampler(m, o.l2, call);
-            r.time_us = summarize([&] {
-              auto s = collect(sampler, o.stop);
-              for (auto& x : s) x *= 1e6;
-              return s;
-            }());
-            if (m == Mode::eager && o.l2 == L2Mode::hot) {
-              if (auto ds = dev->make_device_sampler(call)) {
-                auto s = collect(ds, o.stop);
-                for (auto& x : s) x *= 1e6;
-                r.device_time_us = summarize(s);
-              }
-            }
-            const double sec = r.time_us->median * 1e-6;
-            if (sec > 0) {
-              r.tflops = r.flops / sec * 1e-12;
-              r.gbps = r.bytes / sec * 1e-9;
-              if (o.peak_tflops) r.pct_peak_flops = 100.0 * *r.tflops / *o.peak_tflops;
-              if (o.peak_gbps) r.pct_peak_bw = 100.0 * *r.gbps / *o.peak_gbps;
-            }
-          }
+          if (!o.gate_only) time_row(r, *dev, m, call, o);
           emit(r);
         }
       } catch (const UsageError&) {
         throw;
       } catch (const std::exception& ex) {
-        for (Mode m : o.modes) {
-          ResultRow r = base_row(e->name, e->backend, m);
-          r.status = "error";
-          r.reason = ex.what();
-          emit(r);
-        }
+        rows_with("error", ex.what());
       }
     }
   }

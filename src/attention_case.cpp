@@ -1,0 +1,121 @@
+// The attention op in the runner: paged inputs, the Eigen reference on the checked rows, device binding.
+#include "attnbench/reference.hpp"
+#include "check_rows.hpp"
+#include "op_case.hpp"
+
+namespace attnbench {
+
+namespace {
+
+class AttentionBound final : public BoundKernel {
+ public:
+  AttentionBound(const AttentionKernel& k, Device& dev, const HostInputs& in, const std::vector<int64_t>* rows,
+                 const std::vector<float>* ref, const KnobValues& knobs)
+      : kern_(k), dev_(dev), in_(in), rows_(rows), ref_(ref), plan_(k.plan(in.problem, knobs)),
+        q_(dev, in.q.size() * 2), k_(dev, in.k_cache.size() * 2), v_(dev, in.v_cache.size() * 2),
+        out_(dev, in.q.size() * 2), cu_(dev, in.cu_seqlens_q.size() * 4), su_(dev, in.seqused_k.size() * 4),
+        bt_(dev, in.block_table.size() * 4), ws_(dev, plan_->workspace_bytes) {
+    dev.upload(q_.data(), in.q.data(), q_.bytes());
+    dev.upload(k_.data(), in.k_cache.data(), k_.bytes());
+    dev.upload(v_.data(), in.v_cache.data(), v_.bytes());
+    dev.upload(cu_.data(), in.cu_seqlens_q.data(), cu_.bytes());
+    dev.upload(su_.data(), in.seqused_k.data(), su_.bytes());
+    dev.upload(bt_.data(), in.block_table.data(), bt_.bytes());
+    dev.poison(out_.data(), out_.bytes());
+    prm_ = make_attention_params(in.problem);
+    prm_.q = q_.data();
+    prm_.k_cache = k_.data();
+    prm_.v_cache = v_.data();
+    prm_.out = out_.data();
+    prm_.cu_seqlens_q = static_cast<const int32_t*>(cu_.data());
+    prm_.seqused_k = static_cast<const int32_t*>(su_.data());
+    prm_.block_table = static_cast<const int32_t*>(bt_.data());
+    prm_.workspace = ws_.data();
+    plan_summary = plan_->summary;
+    if (k.backend() == Backend::cuda) graph_recommended = plan_->graph_replay;
+  }
+
+  void call() override { kern_.run(*plan_, prm_, dev_.stream()); }
+
+  GateResult gate(double atol) override {
+    dev_.synchronize();
+    std::vector<uint16_t> host(in_.q.size());
+    dev_.download(host.data(), out_.data(), out_.bytes());
+    return gate_rows(host.data(), static_cast<int64_t>(host.size()), in_.problem.dtype, in_.problem.head_size, *rows_,
+                     ref_->data(), atol);
+  }
+
+ private:
+  const AttentionKernel& kern_;
+  Device& dev_;
+  const HostInputs& in_;
+  const std::vector<int64_t>* rows_;
+  const std::vector<float>* ref_;
+  std::unique_ptr<AttentionPlan> plan_;
+  Buffer q_, k_, v_, out_, cu_, su_, bt_, ws_;
+  AttentionParams prm_;
+};
+
+class AttentionCase final : public OpCase {
+ public:
+  explicit AttentionCase(const ShapeCase& c) : p_(c.attention) {}
+
+  WorkModel work() const override { return attention_work(p_); }
+
+  nlohmann::json dims() const override {
+    nlohmann::json d = {{"heads", p_.heads},       {"kv_heads", p_.kv_heads},         {"head_size", p_.head_size},
+                        {"block_size", p_.block_size}, {"causal", p_.causal},         {"batch", p_.num_seqs()},
+                        {"max_seqlen_q", p_.max_seqlen_q()}, {"max_seqlen_k", p_.max_seqlen_k()},
+                        {"scale", p_.softmax_scale()}};
+    bool uniform = true;
+    nlohmann::json seq = nlohmann::json::array();
+    for (int s = 0; s < p_.num_seqs(); ++s) {
+      seq.push_back({p_.q_lens[s], p_.kv_lens[s]});
+      uniform = uniform && p_.q_lens[s] == p_.q_lens[0] && p_.kv_lens[s] == p_.kv_lens[0];
+    }
+    if (!uniform) d["seqlens"] = seq;
+    return d;
+  }
+
+  Support supports(const KernelEntry& k) const override {
+    if (!k.attention) return Support::no("kernel " + k.name + " does not implement op attention");
+    return k.attention->supports(p_);
+  }
+
+  void prepare(const CaseSettings& s) override {
+    if (!inputs_) inputs_ = std::make_unique<HostInputs>(build_inputs(p_, s.seed, s.block_order));
+    if (s.gate && ref_.empty()) {
+      const auto rows = select_check_rows(p_, s.reference_gflop * 1e9, s.seed);
+      ref_.resize(rows.size() * p_.head_size);
+      reference::paged_attention(inputs_->params(), rows, ref_.data());
+      rows_.reserve(rows.size());
+      for (const auto& r : rows) rows_.push_back(r.token * p_.heads + r.head);
+    }
+  }
+
+  std::unique_ptr<BoundKernel> bind(const KernelEntry& k, Device& dev, const KnobValues& knobs) override {
+    return std::make_unique<AttentionBound>(*k.attention, dev, *inputs_, &rows_, &ref_, knobs);
+  }
+
+ private:
+  AttentionProblem p_;
+  std::unique_ptr<HostInputs> inputs_;
+  std::vector<int64_t> rows_;
+  std::vector<float> ref_;
+};
+
+}  // namespace
+
+std::unique_ptr<OpCase> make_attention_case(const ShapeCase& c) { return std::make_unique<AttentionCase>(c); }
+
+std::unique_ptr<OpCase> make_op_case(const ShapeCase& c) {
+  switch (c.op) {
+    case Op::attention:
+      return make_attention_case(c);
+    case Op::gated_block:
+      return nullptr;  // no harness binding for this op yet: its rows are declined
+  }
+  return nullptr;
+}
+
+}  // namespace attnbench

@@ -1,0 +1,52 @@
+// What the runner needs from one (shape, dtype) case of an op, independent of the op: declared work, dims,
+// host inputs + reference (prepared once, shared by every kernel), and a kernel bound to a device.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "attnbench/attention.hpp"
+#include "device.hpp"
+#include "gate.hpp"
+#include "inputs.hpp"
+#include "registry.hpp"
+#include "shapes.hpp"
+
+namespace attnbench {
+
+struct CaseSettings {
+  uint64_t seed = 1234;
+  BlockOrder block_order = BlockOrder::contiguous;
+  double reference_gflop = 8.0;  // reference work before the gate samples rows
+  bool gate = true;              // compute the reference
+};
+
+// A kernel with its inputs uploaded, its plan made, its buffers allocated and its output poisoned.
+class BoundKernel {
+ public:
+  virtual ~BoundKernel() = default;
+  virtual void call() = 0;                         // enqueue one complete call on the device's stream
+  virtual GateResult gate(double atol) = 0;        // download the output and compare with the reference
+  std::string plan_summary;
+  std::optional<bool> graph_recommended;
+};
+
+class OpCase {
+ public:
+  virtual ~OpCase() = default;
+  virtual WorkModel work() const = 0;
+  virtual nlohmann::json dims() const = 0;
+  virtual Support supports(const KernelEntry& k) const = 0;
+  // Builds host inputs and the reference once (later calls do nothing).
+  virtual void prepare(const CaseSettings& s) = 0;
+  virtual std::unique_ptr<BoundKernel> bind(const KernelEntry& k, Device& dev, const KnobValues& knobs) = 0;
+};
+
+std::unique_ptr<OpCase> make_op_case(const ShapeCase& c);
+
+// Implementations, one per op.
+std::unique_ptr<OpCase> make_attention_case(const ShapeCase& c);
+
+}  // namespace attnbench
