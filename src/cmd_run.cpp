@@ -17,6 +17,7 @@ struct RunCli {
   std::string out, csv;
   double atol = -1, peak_tflops = 0, peak_gbps = 0;
   bool no_progress = false;
+  std::string shard;
 };
 
 std::string default_out(const RunOptions& o) {
@@ -50,6 +51,18 @@ void run_callback(RunCli& c, Context& ctx) {
     const std::string err = check_knob(name, value);
     if (!err.empty()) throw UsageError("--set: " + err);
     o.knob_overrides[name] = value;
+  }
+  if (!c.shard.empty()) {
+    const std::string bad = "--shard: expected K/N with 1 <= K <= N (e.g. 2/4), got '" + c.shard + "'";
+    const auto slash = c.shard.find('/');
+    if (slash == std::string::npos) throw UsageError(bad);
+    const std::string k = c.shard.substr(0, slash), n = c.shard.substr(slash + 1);
+    const auto digits = [](const std::string& s) {
+      return !s.empty() && s.size() < 7 && s.find_first_not_of("0123456789") == std::string::npos;
+    };
+    if (!digits(k) || !digits(n)) throw UsageError(bad);
+    o.shard = {std::stoi(k), std::stoi(n)};
+    if (o.shard.first < 1 || o.shard.first > o.shard.second) throw UsageError(bad);
   }
   if (c.atol >= 0) o.atol = c.atol;
   if (c.peak_tflops > 0) o.peak_tflops = c.peak_tflops;
@@ -111,6 +124,9 @@ void add_run_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--peak-tflops", c->peak_tflops, "Device peak TFLOP/s for % of peak (from attnbench info)");
   cmd->add_option("--peak-gbps", c->peak_gbps, "Device peak GB/s for % of peak (from attnbench info)");
   cmd->add_flag("--no-progress", c->no_progress, "No progress line on a terminal");
+  cmd->add_flag("--breakdown", c->opt.breakdown,
+                "Also time each stage of staged kernels (gated block): a 'breakdown' field in their rows");
+  cmd->add_option("--shard", c->shard, "K/N: only the K-th (1-based) of N slices of the selected cases");
   cmd->callback([c, &ctx] { run_callback(*c, ctx); });
 }
 

@@ -14,5 +14,8 @@ struct Context {
 void add_run_command(CLI::App& app, Context& ctx);
 void add_list_command(CLI::App& app, Context& ctx);
 void add_info_command(CLI::App& app, Context& ctx);
+void add_compare_command(CLI::App& app, Context& ctx);
+void add_sweep_command(CLI::App& app, Context& ctx);
+void add_merge_command(CLI::App& app, Context& ctx);
 
 }  // namespace attnbench

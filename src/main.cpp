@@ -18,6 +18,9 @@ int main(int argc, char** argv) {
   attnbench::add_run_command(app, ctx);
   attnbench::add_list_command(app, ctx);
   attnbench::add_info_command(app, ctx);
+  attnbench::add_compare_command(app, ctx);
+  attnbench::add_sweep_command(app, ctx);
+  attnbench::add_merge_command(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,9 +1,13 @@
 // What the runner needs from one (shape, dtype) case of an op, independent of the op: declared work, dims,
 // host inputs + reference (prepared once, shared by every kernel), and a kernel bound to a device.
 #pragma once
+#include <functional>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -23,12 +27,20 @@ struct CaseSettings {
   bool gate = true;              // compute the reference
 };
 
+// bind() throws this when the kernel declines only once its options are known (they come from the knobs): the
+// runner writes declined rows with the reason, not error rows.
+struct BindDeclined : std::runtime_error {
+  explicit BindDeclined(const std::string& why) : std::runtime_error(why) {}
+};
+
 // A kernel with its inputs uploaded, its plan made, its buffers allocated and its output poisoned.
 class BoundKernel {
  public:
   virtual ~BoundKernel() = default;
   virtual void call() = 0;                         // enqueue one complete call on the device's stream
   virtual GateResult gate(double atol) = 0;        // download the output and compare with the reference
+  // The stages of one call, each enqueued alone on the device's stream, for --breakdown; empty when none.
+  virtual std::vector<std::pair<std::string, std::function<void()>>> stages() { return {}; }
   std::string plan_summary;
   std::optional<bool> graph_recommended;
 };
@@ -48,5 +60,6 @@ std::unique_ptr<OpCase> make_op_case(const ShapeCase& c);
 
 // Implementations, one per op.
 std::unique_ptr<OpCase> make_attention_case(const ShapeCase& c);
+std::unique_ptr<OpCase> make_gated_case(const ShapeCase& c);
 
 }  // namespace attnbench

@@ -1,6 +1,7 @@
 #include "registry.hpp"
 
 #include "attnbench/backends.hpp"
+#include "attnbench/gated_block.hpp"
 
 namespace attnbench {
 
@@ -8,11 +9,19 @@ const std::vector<KernelEntry>& kernel_registry() {
   static const std::vector<KernelEntry> table = [] {
     std::vector<KernelEntry> t;
     auto add = [&t](std::shared_ptr<const AttentionKernel> k, const char* what) {
-      t.push_back({Op::attention, k, k->name(), k->backend(), what});
+      t.push_back({Op::attention, k, k->name(), k->backend(), what, nullptr});
+    };
+    auto add_gated = [&t](std::shared_ptr<const GatedBlockKernel> k, const char* what) {
+      t.push_back({Op::gated_block, nullptr, k->name(), k->backend(), what, k});
     };
     add(make_cpu_unified(), "paged attention, online-softmax over KV tiles; prefill and split-KV decode paths");
 #ifdef ATTNBENCH_WITH_CUDA
     add(make_cuda_unified(), "paged attention, sm_90a: 2D prefill (mma.sync) and 3D split-KV decode + combine");
+#endif
+    add_gated(make_cpu_gated_block(), "gated attention block: fp32 GEMMs over rounded stages, cpu.unified SDPA");
+#ifdef ATTNBENCH_WITH_CUDA
+    add_gated(make_cuda_gated_block(),
+              "gated attention block: cuBLASLt projections, norm+RoPE kernel, cuda.unified SDPA, sigmoid gate");
 #endif
     return t;
   }();

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "attnbench/gated_block.hpp"
 #include "attnbench/kernel.hpp"
 #include "shapes.hpp"
 
@@ -15,6 +16,7 @@ struct KernelEntry {
   std::string name;
   Backend backend;
   std::string description;
+  std::shared_ptr<const GatedBlockKernel> gated = nullptr;  // op == gated_block
 };
 
 const std::vector<KernelEntry>& kernel_registry();

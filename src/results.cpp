@@ -51,6 +51,7 @@ json row_to_json(const ResultRow& r) {
   j["pct_peak_flops"] = opt(r.pct_peak_flops);
   j["pct_peak_bw"] = opt(r.pct_peak_bw);
   j["graph_recommended"] = opt(r.graph_recommended);
+  if (!r.breakdown.is_null()) j["breakdown"] = r.breakdown;
   return j;
 }
 

@@ -29,6 +29,7 @@ struct ResultRow {
   std::string plan;                     // the plan's summary
   std::optional<bool> graph_recommended;
   std::string repro;
+  nlohmann::json breakdown;             // --breakdown: {"stages": [{name, median_us, ...}], "sum_us"}; null otherwise
 };
 
 nlohmann::json row_to_json(const ResultRow& r);

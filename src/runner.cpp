@@ -54,6 +54,12 @@ std::vector<ShapeCase> select_cases(const RunOptions& o) {
     if (re && !std::regex_search(id, *re)) continue;
     out.push_back(std::move(c));
   }
+  if (o.shard.second > 1) {  // by index modulo N, so every slice gets a share of each group's shapes
+    std::vector<ShapeCase> slice;
+    for (size_t i = 0; i < out.size(); ++i)
+      if (static_cast<int>(i % o.shard.second) == o.shard.first - 1) slice.push_back(std::move(out[i]));
+    out = std::move(slice);
+  }
   return out;
 }
 
@@ -161,6 +167,26 @@ void time_row(ResultRow& r, Device& dev, Mode m, const std::function<void()>& ca
     if (o.peak_tflops) r.pct_peak_flops = 100.0 * *r.tflops / *o.peak_tflops;
     if (o.peak_gbps) r.pct_peak_bw = 100.0 * *r.gbps / *o.peak_gbps;
   }
+}
+
+// --breakdown: device time of each stage run alone (events where the device has them, else wall clock), hot L2.
+// Printed as one line under the kernel's rows' header and returned for the rows' "breakdown" field.
+nlohmann::json time_stages(BoundKernel& bound, Device& dev, const RunOptions& o, std::ostream& out) {
+  const auto stages = bound.stages();
+  if (stages.empty()) return nullptr;
+  nlohmann::json list = nlohmann::json::array();
+  double sum = 0;
+  std::string line = "  breakdown (median us):";
+  for (const auto& [name, fn] : stages) {
+    Sampler s = dev.make_device_sampler(fn);
+    if (!s) s = dev.make_sampler(Mode::eager, L2Mode::hot, fn);
+    const Stats st = summarize(to_us(collect(s, o.stop)));
+    list.push_back({{"name", name}, {"median_us", st.median}, {"q1_us", st.q1}, {"q3_us", st.q3}, {"n", st.n}});
+    sum += st.median;
+    line += " " + name + " " + fmt(st.median, 1);
+  }
+  out << line << " | sum " << fmt(sum, 1) << "\n" << std::flush;
+  return {{"stages", list}, {"sum_us", sum}};
 }
 
 }  // namespace
@@ -283,11 +309,14 @@ ResultsFile run_benchmarks(const RunOptions& o, std::ostream& out) {
         dev->synchronize();
         std::optional<GateResult> gate;
         if (!o.no_gate) gate = bound->gate(o.atol.value_or(default_atol(c.dtype)));
+        nlohmann::json breakdown;
+        if (o.breakdown && !o.gate_only && (!gate || gate->passed)) breakdown = time_stages(*bound, *dev, o, out);
         for (Mode m : o.modes) {
           ResultRow r = base_row(e->name, e->backend, m);
           r.gate = gate;
           r.plan = bound->plan_summary;
           r.graph_recommended = bound->graph_recommended;
+          r.breakdown = breakdown;
           if (gate && !gate->passed) {
             r.status = "mismatch";
             r.reason = "gate failed: max_abs " + (std::isfinite(gate->max_abs) ? fmt(gate->max_abs, 5) : "inf") +
@@ -308,6 +337,8 @@ ResultsFile run_benchmarks(const RunOptions& o, std::ostream& out) {
         }
       } catch (const UsageError&) {
         throw;
+      } catch (const BindDeclined& d) {
+        rows_with("declined", d.what());
       } catch (const std::exception& ex) {
         rows_with("error", ex.what());
       }

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "device.hpp"
@@ -32,9 +33,11 @@ struct RunOptions {
   StopRule stop;
   double reference_gflop = 8.0;     // reference work before the gate samples rows
   std::map<std::string, std::string> knob_overrides;
+  std::pair<int, int> shard{1, 1};  // K-th of N (1-based): keeps selected cases whose index % N == K - 1
   std::optional<double> peak_tflops, peak_gbps;
   std::string command_line;
   bool progress = false;
+  bool breakdown = false;           // time each stage of kernels that have stages (gated block): row "breakdown"
 };
 
 // Resolves the selected cases; throws UsageError for unknown groups, bad files, bad filters.

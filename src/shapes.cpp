@@ -179,7 +179,7 @@ std::string auto_name(const ShapeCase& c) {
 }  // namespace
 
 std::vector<ShapeCase> load_shape_file(const std::string& path) {
-  Where top{path};
+  Where top{path, -1, ""};
   std::ifstream f(path);
   if (!f) throw UsageError(path + ": cannot open shape file");
   json doc;
@@ -217,7 +217,7 @@ std::vector<ShapeCase> load_shape_file(const std::string& path) {
   std::set<std::string> names;
   int i = 0;
   for (const auto& raw : doc["shapes"]) {
-    Where w{path, i};
+    Where w{path, i, ""};
     if (!raw.is_object()) w.fail("", "expected an object, got " + raw.dump());
     if (raw.contains("name")) {
       if (!raw["name"].is_string() || raw["name"].get<std::string>().empty()) w.fail("name", "expected a non-empty string");

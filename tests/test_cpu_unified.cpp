@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -232,6 +233,18 @@ TEST(CpuUnified, DeclinesHeadSizesItDoesNotHandle) {
   EXPECT_FALSE(k->supports(make_problem({8}, {8}, 2, 1, 520)).ok);
   EXPECT_TRUE(k->supports(make_problem({8}, {8}, 2, 1, 512)).ok);
   EXPECT_FALSE(k->supports(make_problem({8}, {8}, 3, 2, 64)).ok);  // heads not a multiple of kv_heads
+}
+
+TEST(CpuUnified, ExpIsAccurateOverTheSoftmaxRange) {
+  double worst = 0;
+  for (int i = 0; i <= 200000; ++i) {
+    const float x = -87.f * static_cast<float>(i) / 200000.f;
+    worst = std::max(worst, std::abs(cpu_unified_exp(x) / std::exp(static_cast<double>(x)) - 1.0));
+  }
+  EXPECT_LT(worst, 5e-7);  // a few float ulps
+  EXPECT_EQ(cpu_unified_exp(0.f), 1.f);
+  EXPECT_LT(cpu_unified_exp(-200.f), 1e-37f);
+  EXPECT_LT(cpu_unified_exp(-std::numeric_limits<float>::infinity()), 1e-37f);
 }
 
 TEST(CpuUnified, SplitHeuristic) {

@@ -14,11 +14,18 @@ const std::vector<KnobSpec>& knob_table() {
       {"ATTNBENCH_Q_MAJOR_GRID", {"0", "1"}, "0",
        "cuda.unified 2D prefill: 1 puts the q-tile index on grid.x (q-major order), 0 puts heads first"},
       {"ATTNBENCH_3D_SPLITS", {}, "0",
-       "cuda.unified 3D decode: number of KV splits per (sequence, kv head); 0 = heuristic"},
+       "cuda.unified 3D decode: KV splits per (sequence, kv head, 16-row tile); 0 = heuristic; "
+       "capped at 128 and at the 64-key tiles"},
       {"ATTNBENCH_2D_GRAPH", {"0", "1"}, "1",
        "cuda.unified: allow recommend_graph_replay() to say yes for 2D prefill problems"},
       {"ATTNBENCH_3D_GRAPH", {"0", "1"}, "1",
        "cuda.unified: allow recommend_graph_replay() to say yes for 3D decode problems"},
+      {"ATTNBENCH_GATED_FUSE_GATE", {"0", "1"}, "1",
+       "*.gated_block: 1 applies O * sigmoid(GATE) in the SDPA epilogue (declined where the SDPA kernel has none)"},
+      {"ATTNBENCH_GATED_FUSE_NORM_ROPE", {"0", "1"}, "0",
+       "*.gated_block: 1 fuses QK-RMSNorm + RoPE into the projection epilogue (declined: the projection is cuBLASLt)"},
+      {"ATTNBENCH_GATED_QGATE_LAYOUT", {"flat", "interleaved"}, "flat",
+       "*.gated_block: W_qkvg column blocks Q | GATE | K | V (flat) or per-head [q_h | g_h] then K | V (interleaved)"},
   };
   return table;
 }

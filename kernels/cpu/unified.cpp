@@ -1,7 +1,7 @@
 // cpu.unified: paged attention on the host. One work item is (sequence, kv head, q-tile, KV split): the q-tile's
 // rows times the GQA group of query heads form M query vectors that stream over the item's KV range in tiles with
-// the online-softmax recurrence. Each K/V tile is converted once to fp32 (K transposed) and serves all M vectors
-// through two small GEMMs. splits == 1 writes the output directly (prefill); splits > 1 writes (max, sum-exp,
+// the online-softmax recurrence. Each K/V tile is converted once to fp32 and serves all M vectors through two small
+// GEMMs (S^T = K Q^T, O += P V); query vectors are the columns of S^T so the softmax vectorises across them. splits == 1 writes the output directly (prefill); splits > 1 writes (max, sum-exp,
 // partial output) into the workspace and a combine step merges them (decode). The math lives in DESIGN.md.
 #include "cpu/unified.hpp"
 
@@ -21,17 +21,26 @@
 namespace attnbench {
 namespace {
 
-constexpr int kNB = 8;           // micro-kernel columns (two SSE / one AVX vector)
-constexpr int kMR = 4;           // micro-kernel rows
+constexpr int kNB = 8;              // micro-kernel columns of the PV gemm (two SSE / one AVX vector)
 constexpr int kTargetVectors = 64;  // query vectors per work item
+constexpr int kPrefetchTokens = 8;     // K/V rows in flight ahead of the conversion (measured: 4..16 are close)
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// e^x, branch-free so loops over it vectorise; x <= 0 here. Cephes expf polynomial, ~1 ulp; below -87 it returns
-// ~1e-38 instead of 0, which no softmax weight can notice.
+// The softmax loops must vectorise under the default -ftrapping-math: g++ will not turn a branch that guards a
+// float operation into a select, so these helpers keep every lane's work unconditional and do their clamping and
+// masking on the bits.
+
+// e^x for x <= 0 (every caller subtracts a running max). Cephes expf polynomial, ~1 ulp. |x| is clamped to 87 on
+// the integer bits (a float compare there becomes a branch); e^-87 ~ 1e-38 stands in for 0, which no softmax
+// weight can notice.
 inline float fast_exp(float x) {
-  x = std::min(std::max(x, -87.0f), 88.0f);
-  const float t = x * 1.44269504088896341f;
-  const int n = static_cast<int>(t + (t < 0.f ? -0.5f : 0.5f));  // round to nearest
+  int32_t ix;
+  std::memcpy(&ix, &x, 4);
+  ix &= 0x7fffffff;
+  ix = ix < 0x42ae0000 ? ix : 0x42ae0000;  // 0x42ae0000 = 87.0f
+  std::memcpy(&x, &ix, 4);
+  x = -x;
+  const int n = static_cast<int>(x * 1.44269504088896341f - 0.5f);  // truncation of a value <= 0: round to nearest
   const float fn = static_cast<float>(n);
   const float r = (x - fn * 0.693359375f) - fn * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
@@ -47,45 +56,66 @@ inline float fast_exp(float x) {
   return e * scale;
 }
 
-// C[R x kNB] (+)= A[R x K] * B[K x kNB]; the accumulators stay in registers (the local copy of B's row and the
-// simd pragmas are what lets g++ -O3 keep them there as packed vectors).
-template <int R, bool Accumulate>
-inline void micro_kernel(int K, const float* __restrict A, int lda, const float* __restrict B, int ldb,
+// keep ? v : +0, as a bit mask (v may be NaN where keep is false).
+inline float keep_if(bool keep, float v) {
+  int32_t b;
+  std::memcpy(&b, &v, 4);
+  b &= -static_cast<int32_t>(keep);
+  std::memcpy(&v, &b, 4);
+  return v;
+}
+
+// Four floats in one register: a GCC/Clang generic vector, lowered to the target's SIMD (SSE2 with the default
+// x86-64 flags, NEON on arm64). The micro-kernel needs it because the auto-vectoriser keeps a local accumulator
+// array in memory (a store and a reload per multiply-add); named vectors stay in registers.
+using f32x4 = float __attribute__((vector_size(16)));
+
+// C[R x NB] (+)= A[R x K] * B[K x NB], A(r, k) = A[r * ars + k * acs] (so A may be read transposed), B and C
+// row-major; R * NB / 4 accumulator registers.
+template <int R, int NB, bool Accumulate>
+inline void micro_kernel(int K, const float* __restrict A, int ars, int acs, const float* __restrict B, int ldb,
                          float* __restrict C, int ldc) {
-  float c[R][kNB];
+  static_assert(NB % 4 == 0, "column block is whole vectors");
+  constexpr int V = NB / 4;
+  f32x4 c[R][V];
   for (int r = 0; r < R; ++r)
-#pragma omp simd
-    for (int n = 0; n < kNB; ++n) c[r][n] = Accumulate ? C[r * ldc + n] : 0.f;
+    for (int v = 0; v < V; ++v) {
+      if constexpr (Accumulate)
+        std::memcpy(&c[r][v], C + r * ldc + 4 * v, sizeof(f32x4));
+      else
+        c[r][v] = f32x4{0.f, 0.f, 0.f, 0.f};
+    }
   for (int k = 0; k < K; ++k) {
-    const float* b = B + static_cast<std::size_t>(k) * ldb;
-    float bk[kNB];
-    for (int n = 0; n < kNB; ++n) bk[n] = b[n];
+    f32x4 b[V];
+    for (int v = 0; v < V; ++v) std::memcpy(&b[v], B + static_cast<std::size_t>(k) * ldb + 4 * v, sizeof(f32x4));
     for (int r = 0; r < R; ++r) {
-      const float a = A[r * lda + k];
-#pragma omp simd
-      for (int n = 0; n < kNB; ++n) c[r][n] += a * bk[n];
+      const float a = A[r * ars + k * acs];
+      for (int v = 0; v < V; ++v) c[r][v] += a * b[v];
     }
   }
   for (int r = 0; r < R; ++r)
-#pragma omp simd
-    for (int n = 0; n < kNB; ++n) C[r * ldc + n] = c[r][n];
+    for (int v = 0; v < V; ++v) std::memcpy(C + r * ldc + 4 * v, &c[r][v], sizeof(f32x4));
 }
 
-// C[M x N] (+)= A[M x K] * B[K x N], row-major, N a multiple of kNB.
-template <bool Accumulate>
-void gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc) {
-  for (int n0 = 0; n0 < N; n0 += kNB) {
+// The last rows - fewer than R - of a gemm.
+template <int R, int NB, bool Accumulate>
+void micro_kernel_tail(int rows, int K, const float* A, int ars, int acs, const float* B, int ldb, float* C,
+                       int ldc) {
+  if constexpr (R > 0) {
+    if (rows == R) return micro_kernel<R, NB, Accumulate>(K, A, ars, acs, B, ldb, C, ldc);
+    micro_kernel_tail<R - 1, NB, Accumulate>(rows, K, A, ars, acs, B, ldb, C, ldc);
+  }
+}
+
+// C[M x N] (+)= A[M x K] * B[K x N], N a multiple of NB.
+template <int R, int NB, bool Accumulate>
+void gemm(int M, int N, int K, const float* A, int ars, int acs, const float* B, int ldb, float* C, int ldc) {
+  for (int n0 = 0; n0 < N; n0 += NB) {
     int m0 = 0;
-    for (; m0 + kMR <= M; m0 += kMR)
-      micro_kernel<kMR, Accumulate>(K, A + m0 * lda, lda, B + n0, ldb, C + m0 * ldc + n0, ldc);
-    const float* a = A + m0 * lda;
-    float* c = C + m0 * ldc + n0;
-    switch (M - m0) {
-      case 3: micro_kernel<3, Accumulate>(K, a, lda, B + n0, ldb, c, ldc); break;
-      case 2: micro_kernel<2, Accumulate>(K, a, lda, B + n0, ldb, c, ldc); break;
-      case 1: micro_kernel<1, Accumulate>(K, a, lda, B + n0, ldb, c, ldc); break;
-      default: break;
-    }
+    for (; m0 + R <= M; m0 += R)
+      micro_kernel<R, NB, Accumulate>(K, A + m0 * ars, ars, acs, B + n0, ldb, C + m0 * ldc + n0, ldc);
+    micro_kernel_tail<R - 1, NB, Accumulate>(M - m0, K, A + m0 * ars, ars, acs, B + n0, ldb, C + m0 * ldc + n0,
+                                             ldc);
   }
 }
 
@@ -99,120 +129,157 @@ struct CpuPlan : AttentionPlan {
   int64_t total_q = 0;
   DType dtype = DType::bf16;
   bool causal = true;
-  int q_tile = 1, kv_tile = 64, kv_tile_pad = 64, splits = 1, threads = 1;
-  std::vector<WorkTile> tiles;  // costliest first, so dynamic scheduling ends balanced
+  int q_tile = 1, kv_tile = 64, splits = 1, threads = 1;
+  int vec_cols = 8;   // query vectors per micro-kernel column block of the QK gemm: 4 or 8
+  int m_pad = 8;      // q_tile * group rounded up to vec_cols: leading dimension of the transposed buffers
+  std::vector<WorkTile> tiles;          // costliest first, so dynamic scheduling ends balanced
   std::size_t scratch_floats = 0;       // per thread
   mutable std::vector<float> scratch;  // threads * scratch_floats, written only by run()
 };
 
-// One thread's fp32 scratch, carved from the plan's buffer.
+// One thread's fp32 scratch, carved from the plan's buffer. Query vectors are columns of the transposed buffers
+// (qt, st) so that the softmax vectorises across them.
 struct Scratch {
-  float* q;    // [M, d], pre-scaled
-  float* acc;  // [M, d]
-  float* s;    // [M, kv_tile_pad], scores then probabilities
-  float* kt;   // [d, kv_tile_pad], K tile transposed
+  float* qt;   // [d, m_pad]: Q transposed, pre-scaled
+  float* st;   // [kv_tile, m_pad]: scores, then probabilities
+  float* k;    // [kv_tile, d]
   float* v;    // [kv_tile, d]
-  float* m;    // [M] running max
-  float* l;    // [M] running sum of exponentials
+  float* acc;  // [m_pad, d]: unnormalised output
+  float* m;    // [m_pad] running max
+  float* l;    // [m_pad] running sum of exponentials
+  float* vis;  // [m_pad] visible end (keys [0, vis) are visible) of each query vector
+  float* tmp;  // [3 * m_pad] per-tile max, rescale factor, sum
 };
 
 std::size_t round16(std::size_t n) { return (n + 15) / 16 * 16; }
 
+// Floats of one thread's scratch; with a base, also points the Scratch's arrays into it.
+std::size_t scratch_layout(int m_pad, int d, int kv_tile, float* base, Scratch* s) {
+  const std::size_t mp = m_pad, dd = d, t = kv_tile;
+  const std::size_t sizes[] = {dd * mp, t * mp, t * dd, t * dd, mp * dd, mp, mp, mp, 3 * mp};
+  float* Scratch::*parts[] = {&Scratch::qt, &Scratch::st, &Scratch::k, &Scratch::v, &Scratch::acc,
+                              &Scratch::m,  &Scratch::l,  &Scratch::vis, &Scratch::tmp};
+  std::size_t off = 0;
+  for (int i = 0; i < 9; ++i) {
+    if (base) s->*parts[i] = base + off;
+    off += round16(sizes[i]);  // arrays start 64 bytes apart (multiples of 16 floats)
+  }
+  return off + 16;  // a 64-byte gap between threads
+}
+
 Scratch carve(const CpuPlan& pl, int thread) {
-  const std::size_t M = static_cast<std::size_t>(pl.q_tile) * (pl.heads / pl.kv_heads);
-  const std::size_t d = pl.head_size, tp = pl.kv_tile_pad;
-  float* base = pl.scratch.data() + thread * pl.scratch_floats;
   Scratch s;
-  s.q = base;
-  s.acc = s.q + round16(M * d);
-  s.s = s.acc + round16(M * d);
-  s.kt = s.s + round16(M * tp);
-  s.v = s.kt + round16(d * tp);
-  s.m = s.v + round16(static_cast<std::size_t>(pl.kv_tile) * d);
-  s.l = s.m + round16(M);
+  scratch_layout(pl.m_pad, pl.head_size, pl.kv_tile, pl.scratch.data() + thread * pl.scratch_floats, &s);
   return s;
 }
 
-std::size_t scratch_floats_for(int M, int d, int kv_tile, int kv_tile_pad) {
-  const std::size_t m = M, dd = d, tp = kv_tile_pad;
-  return round16(m * dd) * 2 + round16(m * tp) + round16(dd * tp) + round16(static_cast<std::size_t>(kv_tile) * dd) +
-         round16(m) * 2 + 16;  // + 16: a 64-byte gap between threads
-}
-
 // Attends rows [row0, row0 + rows) of sequence `seq` (all heads of kv head `kh`) to keys [k0, k1): leaves the
-// unnormalised output in sc.acc and the running max / sum in sc.m / sc.l.
-template <DType DT>
+// unnormalised output in sc.acc and the running max / sum in sc.m / sc.l. VC: the QK gemm's column block.
+template <DType DT, int VC>
 void attend(const AttentionParams& p, const CpuPlan& pl, const Scratch& sc, int seq, int kh, int row0, int rows,
             int q_len, int kv_len, int k0, int k1) {
-  const int g = p.heads / p.kv_heads, d = p.head_size, M = rows * g, T = pl.kv_tile, tp = pl.kv_tile_pad;
+  const int g = p.heads / p.kv_heads, d = p.head_size, M = rows * g, T = pl.kv_tile, mp = pl.m_pad;
+  const int mcols = (M + VC - 1) / VC * VC;  // query columns the loops touch; [M, mcols) are padding
   const uint16_t* q = static_cast<const uint16_t*>(p.q);
   const uint16_t* kc = static_cast<const uint16_t*>(p.k_cache);
   const uint16_t* vc = static_cast<const uint16_t*>(p.v_cache);
   const int64_t q_token0 = p.cu_seqlens_q[seq] + row0;
+  const int shift = kv_len - q_len;  // bottom-right causal: row i sees keys [0, i + shift]
 
-  for (int r = 0; r < rows; ++r)
-    for (int hh = 0; hh < g; ++hh) {
-      const uint16_t* src = q + (q_token0 + r) * p.q_stride_token + static_cast<int64_t>(kh * g + hh) * p.q_stride_head;
-      float* dst = sc.q + static_cast<std::size_t>(r * g + hh) * d;
-      for (int c = 0; c < d; ++c) dst[c] = half_to_float(src[c], DT) * p.scale;
+  for (int mi = 0; mi < mcols; ++mi) {
+    if (mi < M) {
+      const uint16_t* src = q + (q_token0 + mi / g) * p.q_stride_token +
+                            static_cast<int64_t>(kh * g + mi % g) * p.q_stride_head;
+      for (int c = 0; c < d; ++c) sc.qt[static_cast<std::size_t>(c) * mp + mi] = half_to_float(src[c], DT) * p.scale;
+      sc.vis[mi] = static_cast<float>(p.causal ? row0 + mi / g + shift + 1 : kv_len);
+    } else {
+      for (int c = 0; c < d; ++c) sc.qt[static_cast<std::size_t>(c) * mp + mi] = 0.f;
+      sc.vis[mi] = -1.f;  // sees nothing
     }
+    sc.m[mi] = kNegInf;
+    sc.l[mi] = 0.f;
+  }
   std::fill(sc.acc, sc.acc + static_cast<std::size_t>(M) * d, 0.f);
-  std::fill(sc.m, sc.m + M, kNegInf);
-  std::fill(sc.l, sc.l + M, 0.f);
+  float* __restrict tile_max = sc.tmp;
+  float* __restrict alpha = sc.tmp + mp;
+  float* __restrict tile_sum = sc.tmp + 2 * mp;
+  float* __restrict run_max = sc.m;
+  const float* __restrict vis = sc.vis;
 
-  // Bottom-right causal: row i sees keys [0, i + kv_len - q_len]; keys past the last row's end are skipped.
-  const int shift = kv_len - q_len;
-  if (p.causal) k1 = std::min(k1, row0 + rows + shift);
+  if (p.causal) k1 = std::min(k1, row0 + rows + shift);  // tiles past the last row's visible end: skipped
   const int32_t* table = p.block_table + static_cast<int64_t>(seq) * p.block_table_stride;
 
+  int ahead = std::min(k1, k0 + kPrefetchTokens);  // the next token to prefetch, and where it lives
+  int ahead_blk = ahead / p.block_size, ahead_off = ahead % p.block_size;
   for (int j0 = k0; j0 < k1; j0 += T) {
-    const int n = std::min(T, k1 - j0), npad = (n + kNB - 1) / kNB * kNB;
+    const int n = std::min(T, k1 - j0);
+    // Convert the tile, token by token through the block table, prefetching kPrefetchTokens ahead: a kv head's
+    // row is a short piece of each token's run of lines, which the hardware prefetcher does not run ahead on.
     int blk = j0 / p.block_size, off = j0 % p.block_size;
     for (int t = 0; t < n; ++t) {
+      if (ahead < k1) {
+        const int64_t pb = static_cast<int64_t>(table[ahead_blk]) * p.kv_stride_block +
+                           ahead_off * p.kv_stride_token + static_cast<int64_t>(kh) * p.kv_stride_head;
+        for (int c = 0; c < d; c += 32) __builtin_prefetch(kc + pb + c), __builtin_prefetch(vc + pb + c);
+        ++ahead;
+        if (++ahead_off == p.block_size) ahead_off = 0, ++ahead_blk;
+      }
       const int64_t base = static_cast<int64_t>(table[blk]) * p.kv_stride_block + off * p.kv_stride_token +
                            static_cast<int64_t>(kh) * p.kv_stride_head;
-      const uint16_t* ks = kc + base;
-      const uint16_t* vs = vc + base;
+      float* kd = sc.k + static_cast<std::size_t>(t) * d;
       float* vd = sc.v + static_cast<std::size_t>(t) * d;
-      for (int c = 0; c < d; ++c) sc.kt[static_cast<std::size_t>(c) * tp + t] = half_to_float(ks[c], DT);
-      for (int c = 0; c < d; ++c) vd[c] = half_to_float(vs[c], DT);
+      for (int c = 0; c < d; ++c) kd[c] = half_to_float(kc[base + c], DT);
+      for (int c = 0; c < d; ++c) vd[c] = half_to_float(vc[base + c], DT);
       if (++off == p.block_size) off = 0, ++blk;
     }
-    for (int c = 0; c < d; ++c)
-      for (int t = n; t < npad; ++t) sc.kt[static_cast<std::size_t>(c) * tp + t] = 0.f;
 
-    gemm<false>(M, npad, d, sc.q, d, sc.kt, tp, sc.s, tp);
+    // S^T[n x mcols] = K_tile[n x d] * Q^T[d x mcols]
+    gemm<6, VC, false>(n, mcols, d, sc.k, d, 1, sc.qt, mp, sc.st, mp);
 
+    // Online softmax, vectorised across query vectors; key j is visible to vector m iff j0 + j < vis[m]. Operands
+    // are loaded into values first: std::max on references, or a load under a condition, is control flow too.
+    const float jbase = static_cast<float>(j0);
+    for (int mi = 0; mi < mcols; ++mi) tile_max[mi] = kNegInf, tile_sum[mi] = 0.f;
+    for (int j = 0; j < n; ++j) {
+      const float* __restrict row = sc.st + static_cast<std::size_t>(j) * mp;
+      const float key = jbase + static_cast<float>(j);
+#pragma omp simd
+      for (int mi = 0; mi < mcols; ++mi) {
+        const float v = row[mi], lim = vis[mi], t = tile_max[mi];
+        const float masked = key < lim ? v : kNegInf;
+        tile_max[mi] = t < masked ? masked : t;
+      }
+    }
+#pragma omp simd
+    for (int mi = 0; mi < mcols; ++mi) {
+      const float m_old = run_max[mi], t = tile_max[mi];
+      const float m_new = m_old < t ? t : m_old;
+      alpha[mi] = keep_if(m_old != kNegInf, fast_exp(m_old - m_new));  // the exp is NaN when both are -inf
+      run_max[mi] = m_new;
+      tile_max[mi] = keep_if(m_new != kNegInf, m_new);  // the exponent base; a vector that saw nothing yet gets 0
+    }
+    for (int j = 0; j < n; ++j) {
+      float* __restrict row = sc.st + static_cast<std::size_t>(j) * mp;
+      const float key = jbase + static_cast<float>(j);
+#pragma omp simd
+      for (int mi = 0; mi < mcols; ++mi) {
+        const float v = row[mi], base = tile_max[mi], lim = vis[mi];
+        const float pe = keep_if(key < lim, fast_exp(v - base));
+        row[mi] = pe;
+        tile_sum[mi] += pe;
+      }
+    }
     for (int mi = 0; mi < M; ++mi) {
-      float* s = sc.s + static_cast<std::size_t>(mi) * tp;
-      const int visible = p.causal ? row0 + mi / g + shift + 1 : k1;
-      const int nvalid = std::max(0, std::min(n, visible - j0));
-      if (nvalid == 0) {  // this row sees none of the tile (other rows of the q-tile do)
-        std::fill(s, s + n, 0.f);
-        continue;
-      }
-      float mx = kNegInf;
-#pragma omp simd reduction(max : mx)
-      for (int j = 0; j < nvalid; ++j) mx = std::max(mx, s[j]);
-      const float m_new = std::max(sc.m[mi], mx);
-      float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-      for (int j = 0; j < nvalid; ++j) {
-        const float e = fast_exp(s[j] - m_new);
-        s[j] = e;
-        sum += e;
-      }
-      for (int j = nvalid; j < n; ++j) s[j] = 0.f;
-      const float alpha = sc.m[mi] == kNegInf ? 0.f : fast_exp(sc.m[mi] - m_new);
-      sc.l[mi] = sc.l[mi] * alpha + sum;
-      sc.m[mi] = m_new;
-      if (alpha != 1.f) {
+      sc.l[mi] = sc.l[mi] * alpha[mi] + tile_sum[mi];
+      if (alpha[mi] != 1.f) {
         float* a = sc.acc + static_cast<std::size_t>(mi) * d;
-        for (int c = 0; c < d; ++c) a[c] *= alpha;
+        const float f = alpha[mi];
+        for (int c = 0; c < d; ++c) a[c] *= f;
       }
     }
 
-    gemm<true>(M, d, n, sc.s, tp, sc.v, d, sc.acc, d);
+    // O[M x d] += P[M x n] * V_tile[n x d], P read transposed out of S^T.
+    gemm<4, kNB, true>(M, d, n, sc.st, 1, mp, sc.v, d, sc.acc, d);
   }
 }
 
@@ -285,7 +352,7 @@ void combine(const AttentionParams& p, const CpuPlan& pl, const Scratch& sc, int
   for (int c = 0; c < d; ++c) dst[c] = float_to_half(o[c] * inv, DT);
 }
 
-template <DType DT>
+template <DType DT, int VC>
 void run_typed(const CpuPlan& pl, const AttentionParams& p) {
   const int64_t per_tile = static_cast<int64_t>(p.kv_heads) * pl.splits;
   const int64_t items = static_cast<int64_t>(pl.tiles.size()) * per_tile;
@@ -301,13 +368,13 @@ void run_typed(const CpuPlan& pl, const AttentionParams& p) {
       const int row0 = wt.q_tile * pl.q_tile, rows = std::min(pl.q_tile, q_len - row0);
       if (rows <= 0) continue;
       if (pl.splits == 1) {
-        attend<DT>(p, pl, sc, wt.seq, kh, row0, rows, q_len, kv_len, 0, kv_len);
+        attend<DT, VC>(p, pl, sc, wt.seq, kh, row0, rows, q_len, kv_len, 0, kv_len);
         write_out<DT>(p, sc, wt.seq, kh, row0, rows);
       } else {
         // Split boundaries on KV-tile multiples; trailing splits of a short sequence are empty.
         const int chunk = ((kv_len + pl.splits - 1) / pl.splits + pl.kv_tile - 1) / pl.kv_tile * pl.kv_tile;
         const int k0 = std::min(kv_len, split * chunk), k1 = std::min(kv_len, k0 + chunk);
-        attend<DT>(p, pl, sc, wt.seq, kh, row0, rows, q_len, kv_len, k0, k1);
+        attend<DT, VC>(p, pl, sc, wt.seq, kh, row0, rows, q_len, kv_len, k0, k1);
         write_partial(p, pl, sc, wt.seq, kh, row0, rows, split);
       }
     }
@@ -347,7 +414,6 @@ class CpuUnified final : public AttentionKernel {
     pl->threads = std::max(1, omp_get_max_threads());
     pl->q_tile = opts_.q_tile > 0 ? std::min(opts_.q_tile, p.max_seqlen_q()) : cpu_q_tile(p);
     pl->kv_tile = cpu_kv_tile(p);
-    pl->kv_tile_pad = (pl->kv_tile + kNB - 1) / kNB * kNB;
 
     // Split path: decode, or queries that fit one q-tile against a long KV (too few items to fill the threads).
     const bool split_path = opts_.split_path || opts_.splits > 0 || p.max_seqlen_q() == 1 ||
@@ -366,7 +432,9 @@ class CpuUnified final : public AttentionKernel {
                      [&](const WorkTile& a, const WorkTile& b) { return cost(a) > cost(b); });
 
     const int M = pl->q_tile * p.group_size();
-    pl->scratch_floats = scratch_floats_for(M, p.head_size, pl->kv_tile, pl->kv_tile_pad);
+    pl->vec_cols = M <= 4 ? 4 : 8;  // decode with a small group: no wasted half column block
+    pl->m_pad = (M + pl->vec_cols - 1) / pl->vec_cols * pl->vec_cols;
+    pl->scratch_floats = scratch_layout(pl->m_pad, p.head_size, pl->kv_tile, nullptr, nullptr);
     pl->scratch.assign(pl->scratch_floats * pl->threads, 0.f);
     pl->workspace_bytes = pl->splits > 1 ? sizeof(float) * static_cast<std::size_t>(pl->total_q) * p.heads *
                                                pl->splits * (p.head_size + 2)
@@ -391,10 +459,11 @@ class CpuUnified final : public AttentionKernel {
     if (pl->workspace_bytes > 0 && !p.workspace)
       throw std::invalid_argument("cpu.unified: plan needs " + std::to_string(pl->workspace_bytes) +
                                   " workspace bytes, params.workspace is null");
+    // The one dispatch point: runtime dtype and column block become template parameters.
     if (p.dtype == DType::f16)
-      run_typed<DType::f16>(*pl, p);
+      pl->vec_cols == 4 ? run_typed<DType::f16, 4>(*pl, p) : run_typed<DType::f16, 8>(*pl, p);
     else
-      run_typed<DType::bf16>(*pl, p);
+      pl->vec_cols == 4 ? run_typed<DType::bf16, 4>(*pl, p) : run_typed<DType::bf16, 8>(*pl, p);
   }
 
  private:
@@ -402,6 +471,8 @@ class CpuUnified final : public AttentionKernel {
 };
 
 }  // namespace
+
+float cpu_unified_exp(float x) { return fast_exp(x); }
 
 int cpu_q_tile(const AttentionProblem& p) {
   return std::max(1, std::min(kTargetVectors / std::max(1, p.group_size()), p.max_seqlen_q()));

@@ -23,6 +23,9 @@ int cpu_kv_tile(const AttentionProblem& p);
 // Splits so that about 4 work items per thread exist, each split keeping at least two KV tiles.
 int cpu_decode_splits(const AttentionProblem& p, int threads, int q_tile, int kv_tile);
 
+// The kernel's e^x for x <= 0 (a branch-free polynomial), exposed for its accuracy test.
+float cpu_unified_exp(float x);
+
 // supports() with explicit knobs (supports() itself reads the environment's knobs).
 Support cpu_unified_support(const AttentionProblem& p, const KnobValues& knobs);
 

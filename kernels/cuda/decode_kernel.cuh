@@ -1,7 +1,7 @@
 // 3D split-KV decode: one CTA per (KV split, kv head x row tile, sequence). The query rows of a whole GQA group
 // (q_len x group, packed token-major) form the 16 M rows of mma.sync, so each K/V byte is read once per row tile.
 // 4 warps each take 16 keys of a 64-key tile (their own online-softmax state, merged through shared memory at
-// the end); tiles stream through a 3-stage cp.async pipeline (2 at d256). With one split the CTA writes the
+// the end); tiles stream through a 3-stage cp.async pipeline. With one split the CTA writes the
 // output; otherwise it writes a base-2 LSE and a normalised fp32 partial, and combine_kernel merges the splits.
 #pragma once
 #include <cuda_runtime.h>
@@ -22,7 +22,7 @@ struct DecodeTile {
   static constexpr int kBM = kDecodeRowsPerCta;
   static constexpr int kBN = kDecodeBlockN;
   static constexpr bool kQInRegs = D <= 128;
-  static constexpr int kStages = D <= 128 ? 3 : 2;
+  static constexpr int kStages = 3;  // d256: 200 KB, one CTA per SM with two tiles in flight
   static constexpr int kQBytes = kBM * D * 2;
   static constexpr int kTileBytes = kBN * D * 2;
   static constexpr int kPipeBytes = kStages * 2 * kTileBytes;
@@ -207,20 +207,39 @@ __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ At
   if (grow >= rows_total) return;
   const float* lse = static_cast<const float*>(p.workspace);
   const float* po = lse + splits * rows_total;
+  // Each lane holds the LSEs of splits lane + 32k (kMaxSplits <= 128); weights are broadcast by shuffle so the
+  // O loop below has no dependent loads and keeps several splits' rows in flight.
+  static_assert(kMaxSplits <= 128, "four LSE registers per lane");
+  float l4[4];
   float mx = -INFINITY;
-  for (int s = lane; s < splits; s += 32) mx = fmaxf(mx, lse[s * rows_total + grow]);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int s = lane + 32 * k;
+    l4[k] = s < splits ? lse[s * rows_total + grow] : -INFINITY;
+    mx = fmaxf(mx, l4[k]);
+  }
 #pragma unroll
   for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
   if (mx == -INFINITY) mx = 0.f;
-  float acc[kPer] = {};
   float wsum = 0.f;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    l4[k] = exp2_approx(l4[k] - mx);  // weight of split lane + 32k (0 past `splits`)
+    wsum += l4[k];
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) wsum += __shfl_xor_sync(0xffffffffu, wsum, off);
+  float acc[kPer] = {};
+#pragma unroll 8
   for (int s = 0; s < splits; ++s) {
-    const float w = exp2_approx(lse[s * rows_total + grow] - mx);
-    wsum += w;
+    const float w0 = __shfl_sync(0xffffffffu, l4[0], s % 32), w1 = __shfl_sync(0xffffffffu, l4[1], s % 32);
+    const float w2 = __shfl_sync(0xffffffffu, l4[2], s % 32), w3 = __shfl_sync(0xffffffffu, l4[3], s % 32);
+    const int k = s / 32;
+    const float w = k == 0 ? w0 : k == 1 ? w1 : k == 2 ? w2 : w3;
     const float* src = po + (s * rows_total + grow) * D + lane * kPer;
 #pragma unroll
     for (int i = 0; i < kPer; i += 2) {
-      const float2 v = *reinterpret_cast<const float2*>(src + i);
+      const float2 v = __ldg(reinterpret_cast<const float2*>(src + i));
       acc[i] += w * v.x;
       acc[i + 1] += w * v.y;
     }

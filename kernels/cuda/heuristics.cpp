@@ -83,7 +83,7 @@ UnifiedLaunchPlan make_unified_launch_plan(const AttentionProblem& p, const Knob
     const int n_tiles = (p.max_seqlen_k() + lp.block_n - 1) / lp.block_n;
     const int forced = knobs.get_int("ATTNBENCH_3D_SPLITS");
     lp.splits = forced > 0 ? std::min({forced, kMaxSplits, std::max(1, n_tiles)})
-                           : num_splits_heuristic(ctas, num_sms, n_tiles);
+                           : num_splits_heuristic(ctas, num_sms * decode_ctas_per_sm(p.head_size), n_tiles);
     lp.grid_x = lp.splits;
     lp.grid_y = p.kv_heads * lp.m_tiles;
     lp.grid_z = p.num_seqs();

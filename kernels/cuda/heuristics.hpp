@@ -26,6 +26,8 @@ constexpr int kDecodeRowsPerCta = 16;
 constexpr int kDecodeWarps = 4;
 constexpr int kDecodeBlockN = 16 * kDecodeWarps;
 constexpr int kMaxSplits = 128;
+// Resident 3D CTAs per SM (shared memory: 100 KB at d<=128, 200 KB at d256); the split heuristic fills these slots.
+constexpr int decode_ctas_per_sm(int head_size) { return head_size <= 128 ? 2 : 1; }
 
 // Shapes the CUDA kernels serve: head_size 64/128/256, block_size a multiple of 16, fp16/bf16.
 Support unified_supports(const AttentionProblem& p);
@@ -36,7 +38,8 @@ UnifiedPath choose_path(const AttentionProblem& p);
 
 // FA3-style split count: 1 when the unsplit grid already fills >= 80% of the SMs or there are <= 4 KV tiles;
 // else the smallest split count whose wave efficiency is within 85% of the best, capped by the SM count,
-// kMaxSplits and the KV tiles (each split gets at least one tile).
+// kMaxSplits and the KV tiles (each split gets at least one tile). `num_sms` here means resident CTA slots
+// (the plan passes SMs x decode_ctas_per_sm).
 int num_splits_heuristic(int64_t ctas_unsplit, int num_sms, int num_n_tiles);
 
 // recommend_graph_replay: decode yes, max_seqlen_q <= 768 yes, longer no, never while the caller is

@@ -21,6 +21,7 @@ struct AttentionProblem {
   bool causal = true;
   float scale = 0.f;  // 0 means 1/sqrt(head_size)
   DType dtype = DType::bf16;
+  bool output_gate = false;  // the epilogue applies O * sigmoid(gate) (params.gate); kernels that can't decline
 
   int num_seqs() const { return static_cast<int>(q_lens.size()); }
   int64_t total_q() const;
@@ -60,6 +61,10 @@ struct AttentionParams {
   const int32_t* seqused_k = nullptr;     // [num_seqs]
   const int32_t* block_table = nullptr;   // [num_seqs, block_table_stride]
   void* workspace = nullptr;              // plan().workspace_bytes, owned by the caller
+  // Output gate (problem.output_gate, the gated block's fuse_gate): the epilogue writes O * sigmoid(gate) with
+  // gate[token * gate_stride_token + head * gate_stride_head + d], same dtype as O.
+  const void* gate = nullptr;
+  int64_t gate_stride_token = 0, gate_stride_head = 0;
 
   int64_t q_stride_token = 0, q_stride_head = 0;
   int64_t o_stride_token = 0, o_stride_head = 0;

@@ -1,0 +1,168 @@
+#include "attnbench/gated_block.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace attnbench {
+
+GatedDecline::GatedDecline(std::string field, std::string reason)
+    : std::invalid_argument("field '" + field + "': " + reason), field_(std::move(field)), reason_(std::move(reason)) {}
+
+GatedGeometry::GatedGeometry(const GatedDims& d) : d_(d) {
+  auto num = [](int v) { return std::to_string(v); };
+  if (d.batch < 1) throw GatedDecline("batch", "must be >= 1, got " + num(d.batch));
+  if (d.seqlen < 1) throw GatedDecline("seqlen", "must be >= 1, got " + num(d.seqlen));
+  if (static_cast<int64_t>(d.batch) * d.seqlen > std::numeric_limits<int32_t>::max())
+    throw GatedDecline("seqlen", "batch * seqlen must be < 2^31 (int32 sequence offsets)");
+  if (d.d_model < 1) throw GatedDecline("d_model", "must be >= 1, got " + num(d.d_model));
+  if (d.d_model % 8 != 0)
+    throw GatedDecline("d_model", "must be a multiple of 8 (16-byte rows of h, W and out), got " + num(d.d_model));
+  if (d.h_q < 1) throw GatedDecline("h_q", "must be >= 1, got " + num(d.h_q));
+  if (d.h_kv < 1) throw GatedDecline("h_kv", "must be >= 1, got " + num(d.h_kv));
+  if (d.h_q % d.h_kv != 0)
+    throw GatedDecline("h_kv", "h_q " + num(d.h_q) + " is not a multiple of h_kv " + num(d.h_kv));
+  if (!gated_head_size_supported(d.d_head))
+    throw GatedDecline("d_head", num(d.d_head) + " not in {64, 128, 256}");
+  if (d.rope_dim < 0 || d.rope_dim > d.d_head || d.rope_dim % 2 != 0)
+    throw GatedDecline("rope_dim", "must be even and in [0, d_head = " + num(d.d_head) + "], got " + num(d.rope_dim));
+  if (d.dtype != DType::bf16 && d.dtype != DType::f16) throw GatedDecline("dtype", "not bf16 or fp16");
+}
+
+const char* q_gate_layout_name(QGateLayout l) { return l == QGateLayout::flat ? "flat" : "interleaved"; }
+
+QGateLayout parse_q_gate_layout(const std::string& s) {
+  if (s == "flat") return QGateLayout::flat;
+  if (s == "interleaved") return QGateLayout::interleaved;
+  throw GatedDecline("q_gate_layout", "'" + s + "' is not flat|interleaved");
+}
+
+float GatedOptions::softmax_scale(int d_head) const {
+  return attn_scale > 0.f ? attn_scale : 1.0f / std::sqrt(static_cast<float>(d_head));
+}
+
+void validate_gated_options(const GatedOptions& o) {
+  if (!std::isfinite(o.attn_scale) || o.attn_scale < 0.f)
+    throw GatedDecline("attn_scale", "must be finite and >= 0 (0 = d_head^-0.5)");
+  if (!std::isfinite(o.norm_weight_offset)) throw GatedDecline("norm_weight_offset", "must be finite");
+}
+
+GatedColumns gated_columns(const GatedGeometry& g, QGateLayout layout) {
+  const int64_t d = g.d_head(), qw = g.attn_width();
+  GatedColumns c;
+  if (layout == QGateLayout::flat) {
+    c.q0 = 0;
+    c.q_head_stride = d;
+    c.g0 = qw;
+    c.g_head_stride = d;
+  } else {
+    c.q0 = 0;
+    c.q_head_stride = 2 * d;
+    c.g0 = d;
+    c.g_head_stride = 2 * d;
+  }
+  c.k0 = 2 * qw;
+  c.v0 = 2 * qw + static_cast<int64_t>(g.h_kv()) * d;
+  return c;
+}
+
+std::vector<uint16_t> build_w_qkvg(const GatedGeometry& g, QGateLayout layout, const uint16_t* wq,
+                                   const uint16_t* wgate, const uint16_t* wk, const uint16_t* wv) {
+  if (!wq || !wgate || !wk || !wv) throw std::invalid_argument("build_w_qkvg: a weight pointer is null");
+  const std::size_t dm = static_cast<std::size_t>(g.d_model()), d = static_cast<std::size_t>(g.d_head());
+  std::vector<uint16_t> w(static_cast<std::size_t>(g.n_qkvg()) * dm);
+  const GatedColumns c = gated_columns(g, layout);
+  auto rows = [&](int64_t dst_row, const uint16_t* src, std::size_t n_rows) {
+    std::memcpy(w.data() + static_cast<std::size_t>(dst_row) * dm, src, n_rows * dm * sizeof(uint16_t));
+  };
+  for (int h = 0; h < g.h_q(); ++h) {
+    rows(c.q0 + h * c.q_head_stride, wq + h * d * dm, d);
+    rows(c.g0 + h * c.g_head_stride, wgate + h * d * dm, d);
+  }
+  rows(c.k0, wk, g.h_kv() * d);
+  rows(c.v0, wv, g.h_kv() * d);
+  return w;
+}
+
+int gated_block_size(const GatedGeometry& g) {
+  if (g.batch() == 1) return 64;
+  for (int bs : {64, 32, 16})
+    if (g.seqlen() % bs == 0) return bs;
+  return 0;
+}
+
+AttentionProblem gated_sdpa_problem(const GatedGeometry& g, const GatedOptions& o, int block_size) {
+  AttentionProblem p;
+  p.q_lens.assign(g.batch(), g.seqlen());
+  p.kv_lens.assign(g.batch(), g.seqlen());
+  p.heads = g.h_q();
+  p.kv_heads = g.h_kv();
+  p.head_size = g.d_head();
+  p.block_size = block_size > 0 ? block_size : 64;
+  p.causal = o.is_causal;  // square attention: bottom-right and top-left alignment coincide
+  p.scale = o.softmax_scale(g.d_head());
+  p.dtype = g.dtype();
+  p.output_gate = o.fuse_gate;
+  return p;
+}
+
+WorkModel gated_block_work(const GatedGeometry& g, const GatedOptions& o) {
+  WorkModel w;
+  const double t = static_cast<double>(g.tokens()), dm = g.d_model();
+  const double n = static_cast<double>(g.n_qkvg()), aw = static_cast<double>(g.attn_width());
+  w.flops = 2.0 * t * dm * (n + aw) + attention_work(gated_sdpa_problem(g, o, 64)).flops;
+  const double eb = static_cast<double>(dtype_bytes(g.dtype()));
+  w.bytes = eb * (t * dm            // h
+                  + n * dm          // W_qkvg
+                  + dm * aw         // W_o
+                  + 2.0 * t * g.rope_dim()  // cos, sin
+                  + (o.qk_norm ? 2.0 * g.d_head() : 0.0)
+                  + t * dm);        // out
+  return w;
+}
+
+namespace {
+std::size_t align_up(std::size_t v) { return (v + kGatedWorkspaceAlign - 1) / kGatedWorkspaceAlign * kGatedWorkspaceAlign; }
+}  // namespace
+
+GatedWorkspaceLayout gated_workspace_layout(const GatedGeometry& g, int block_size, std::size_t sdpa_bytes,
+                                            std::size_t gemm_bytes) {
+  if (block_size <= 0) throw std::invalid_argument("gated_workspace_layout: block_size must be > 0");
+  GatedWorkspaceLayout l;
+  const std::size_t eb = dtype_bytes(g.dtype());
+  const std::size_t t = static_cast<std::size_t>(g.tokens());
+  l.block_size = block_size;
+  l.blocks_per_seq = (g.seqlen() + block_size - 1) / block_size;
+  l.sdpa_bytes = sdpa_bytes;
+  l.gemm_bytes = gemm_bytes;
+  std::size_t at = 0;
+  auto take = [&](std::size_t bytes) {
+    const std::size_t off = at;
+    at = align_up(at + bytes);
+    return off;
+  };
+  l.proj = take(t * static_cast<std::size_t>(g.n_qkvg()) * eb);
+  l.attn = take(t * static_cast<std::size_t>(g.attn_width()) * eb);
+  l.sdpa = take(sdpa_bytes);
+  l.cu_seqlens_q = take(sizeof(int32_t) * (g.batch() + 1));
+  l.seqused_k = take(sizeof(int32_t) * g.batch());
+  l.block_table = take(sizeof(int32_t) * static_cast<std::size_t>(g.batch()) * l.blocks_per_seq);
+  l.gemm = take(gemm_bytes);
+  l.total = at;
+  return l;
+}
+
+GatedBlockParams make_gated_params(const GatedGeometry& g) {
+  GatedBlockParams p;
+  p.batch = g.batch();
+  p.seqlen = g.seqlen();
+  p.d_model = g.d_model();
+  p.h_q = g.h_q();
+  p.h_kv = g.h_kv();
+  p.d_head = g.d_head();
+  p.rope_dim = g.rope_dim();
+  p.dtype = g.dtype();
+  return p;
+}
+
+}  // namespace attnbench

@@ -1,0 +1,180 @@
+// The gated attention block (op gated_block): h -> QKVG projection -> per-head RMSNorm + partial RoPE of Q and K
+// -> SDPA (GQA) -> O * sigmoid(GATE) -> output projection. The geometry (validated when constructed), the
+// options, the params struct (pointers + explicit dims), the block interface (built once, then execute() only
+// launches), the fused-weight builder, the workspace layout and the declared work model. DESIGN.md has the math.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "attnbench/attention.hpp"
+#include "attnbench/dtype.hpp"
+#include "attnbench/kernel.hpp"
+#include "attnbench/knobs.hpp"
+
+namespace attnbench {
+
+// A request the block cannot serve, naming the field: what() is "field 'F': reason" (as AttentionProblem's).
+// Thrown by GatedGeometry's constructor and GatedBlockKernel::create(); supports() returns it as Support::no.
+class GatedDecline : public std::invalid_argument {
+ public:
+  GatedDecline(std::string field, std::string reason);
+  const std::string& field() const { return field_; }
+  const std::string& reason() const { return reason_; }
+
+ private:
+  std::string field_, reason_;
+};
+
+struct GatedDims {
+  int batch = 1, seqlen = 0, d_model = 0, h_q = 0, h_kv = 0, d_head = 0, rope_dim = 0;
+  DType dtype = DType::bf16;
+};
+
+// Head sizes the block serves (those of the SDPA kernels).
+inline bool gated_head_size_supported(int d) { return d == 64 || d == 128 || d == 256; }
+
+// Validated dims: batch, seqlen >= 1; h_q % h_kv == 0; d_head in {64, 128, 256}; rope_dim even, 0 <= rope_dim
+// <= d_head; d_model a multiple of 8 (16-byte rows); batch * seqlen < 2^31 (int32 sequence offsets).
+class GatedGeometry {
+ public:
+  explicit GatedGeometry(const GatedDims& d);  // throws GatedDecline naming the field
+  const GatedDims& dims() const { return d_; }
+  int batch() const { return d_.batch; }
+  int seqlen() const { return d_.seqlen; }
+  int d_model() const { return d_.d_model; }
+  int h_q() const { return d_.h_q; }
+  int h_kv() const { return d_.h_kv; }
+  int d_head() const { return d_.d_head; }
+  int rope_dim() const { return d_.rope_dim; }
+  DType dtype() const { return d_.dtype; }
+  int64_t tokens() const { return static_cast<int64_t>(d_.batch) * d_.seqlen; }
+  int64_t n_qkvg() const { return static_cast<int64_t>(2 * d_.h_q + 2 * d_.h_kv) * d_.d_head; }  // N
+  int64_t attn_width() const { return static_cast<int64_t>(d_.h_q) * d_.d_head; }                  // h_q * d
+
+ private:
+  GatedDims d_;
+};
+
+enum class QGateLayout { flat, interleaved };  // flat: Q | GATE | K | V; interleaved: [q_h | g_h] per head | K | V
+const char* q_gate_layout_name(QGateLayout l);
+QGateLayout parse_q_gate_layout(const std::string& s);  // throws GatedDecline("q_gate_layout", ...)
+
+struct GatedOptions {
+  bool is_causal = true;
+  // Bottom-right (true) or top-left alignment of the causal mask. The block's attention is square (S queries,
+  // S keys), where the two coincide; both are accepted.
+  bool causal_bottom_right = true;
+  bool qk_norm = true;
+  float norm_weight_offset = 0.f;  // effective RMSNorm weight = offset + w: 0 plain, 1 Gemma-style (1 + w)
+  QGateLayout q_gate_layout = QGateLayout::flat;
+  float attn_scale = 0.f;  // 0 means d_head^-0.5
+  bool fuse_gate = false;       // O * sigmoid(GATE) inside the SDPA epilogue (AttentionProblem::output_gate)
+  bool fuse_norm_rope = false;  // norm + RoPE inside the projection epilogue
+  float softmax_scale(int d_head) const;
+};
+// Option values a block never accepts (scale or offset not finite, scale < 0). Throws GatedDecline.
+void validate_gated_options(const GatedOptions& o);
+
+constexpr float kGatedNormEps = 1e-6f;
+
+// Where each head's columns sit in a row of the projection output [tokens, N].
+struct GatedColumns {
+  int64_t q0 = 0, q_head_stride = 0;  // Q head h: q0 + h * q_head_stride
+  int64_t g0 = 0, g_head_stride = 0;  // GATE head h
+  int64_t k0 = 0, v0 = 0;             // K / V head h: k0 + h * d_head, v0 + h * d_head
+};
+GatedColumns gated_columns(const GatedGeometry& g, QGateLayout layout);
+
+// W_qkvg [N, d_model] from Wq, Wgate [h_q * d, d_model] and Wk, Wv [h_kv * d, d_model] (row-major halves): row n of
+// W_qkvg produces column n of the projection, in the order gated_columns(layout) describes.
+std::vector<uint16_t> build_w_qkvg(const GatedGeometry& g, QGateLayout layout, const uint16_t* wq,
+                                   const uint16_t* wgate, const uint16_t* wk, const uint16_t* wv);
+
+// The SDPA problem over the projection output: B sequences of S queries and S keys, h_q / h_kv heads, the
+// projection viewed as a paged cache of `block_size`-token blocks (identity block table).
+AttentionProblem gated_sdpa_problem(const GatedGeometry& g, const GatedOptions& o, int block_size);
+// The cache block size: 64 when batch == 1 or 64 divides seqlen, else 32 or 16 when it divides seqlen; 0 when
+// none does (a sequence's first token must start a block of the shared view).
+int gated_block_size(const GatedGeometry& g);
+
+// Declared work: FLOPs of both projections (2 * tokens * d_model * (N + h_q * d)) plus the SDPA's (causal counts
+// the visible pairs); bytes: the fewest moved (h, W_qkvg, W_o, cos, sin, norm weights read once, out written).
+WorkModel gated_block_work(const GatedGeometry& g, const GatedOptions& o);
+
+// The caller's workspace, carved in this order at 256-byte aligned offsets: the projection output
+// [tokens, N], the attention output [tokens, h_q * d] (gated in place), the SDPA kernel's workspace, the int32
+// tables (cu_seqlens_q [B + 1], seqused_k [B], block_table [B, blocks_per_seq]), the GEMM workspace.
+struct GatedWorkspaceLayout {
+  std::size_t proj = 0, attn = 0, sdpa = 0, cu_seqlens_q = 0, seqused_k = 0, block_table = 0, gemm = 0;
+  std::size_t sdpa_bytes = 0, gemm_bytes = 0;
+  int block_size = 0, blocks_per_seq = 0;
+  std::size_t total = 0;
+};
+constexpr std::size_t kGatedWorkspaceAlign = 256;
+GatedWorkspaceLayout gated_workspace_layout(const GatedGeometry& g, int block_size, std::size_t sdpa_bytes,
+                                            std::size_t gemm_bytes);
+
+// One call's data, in the backend's memory. h [B, S, d_model]; W_qkvg [N, d_model] in the block's layout;
+// q_norm_weight, k_norm_weight [d] (unused without qk_norm); cos, sin [B, S, rope_dim] (unused when rope_dim is
+// 0); W_o [d_model, h_q * d]; out [B, S, d_model]; all dtype halves, rows contiguous. workspace: workspace_size()
+// bytes, prepared once with prepare_workspace(). The dims must equal the block's geometry.
+struct GatedBlockParams {
+  const void* h = nullptr;
+  const void* w_qkvg = nullptr;
+  const void* q_norm_weight = nullptr;
+  const void* k_norm_weight = nullptr;
+  const void* cos = nullptr;
+  const void* sin = nullptr;
+  const void* w_o = nullptr;
+  void* out = nullptr;
+  void* workspace = nullptr;
+  int batch = 0, seqlen = 0, d_model = 0, h_q = 0, h_kv = 0, d_head = 0, rope_dim = 0;
+  DType dtype = DType::bf16;
+};
+// Params with the dims of `g` (pointers null).
+GatedBlockParams make_gated_params(const GatedGeometry& g);
+
+// A block built for one (geometry, dtype, options): every plan, descriptor and algorithm chosen at construction.
+class GatedBlock {
+ public:
+  virtual ~GatedBlock() = default;
+  virtual const GatedGeometry& geometry() const = 0;
+  virtual const GatedOptions& options() const = 0;
+  virtual std::size_t workspace_size() const = 0;
+  // Writes the workspace's constant tables (cu_seqlens_q, seqused_k, the identity block table), enqueued on
+  // `stream`. Once per workspace, before the first execute() and before any graph capture.
+  virtual void prepare_workspace(void* workspace, void* stream) = 0;
+  // One complete call on `stream` (a cudaStream_t; ignored on the CPU): allocates nothing, copies nothing to the
+  // host, so it captures into a CUDA graph. Throws std::invalid_argument when params do not match the block or
+  // the workspace was not prepared.
+  virtual void execute(const GatedBlockParams& p, void* stream) const = 0;
+  // The stages execute() runs, in order, for --breakdown: each can be run alone on the same params (stages after
+  // the first read what earlier ones left in the workspace).
+  virtual std::vector<std::string> stage_names() const = 0;
+  virtual void execute_stage(int stage, const GatedBlockParams& p, void* stream) const = 0;
+  virtual std::string summary() const = 0;
+};
+
+// A backend's gated block. supports() never throws; create() throws GatedDecline for what supports() declines.
+class GatedBlockKernel {
+ public:
+  virtual ~GatedBlockKernel() = default;
+  virtual std::string name() const = 0;
+  virtual Backend backend() const = 0;
+  virtual Support supports(const GatedGeometry& g, const GatedOptions& o, const KnobValues& knobs) const = 0;
+  virtual std::unique_ptr<GatedBlock> create(const GatedGeometry& g, const GatedOptions& o,
+                                             const KnobValues& knobs) const = 0;
+};
+
+// cpu.gated_block: fp32 math over dtype-rounded stage outputs, OpenMP; SDPA through cpu.unified.
+std::unique_ptr<GatedBlockKernel> make_cpu_gated_block();
+#ifdef ATTNBENCH_WITH_CUDA
+// cuda.gated_block: cuBLASLt projections, a norm+RoPE kernel, cuda.unified SDPA, a sigmoid-gate kernel.
+std::unique_ptr<GatedBlockKernel> make_cuda_gated_block();
+#endif
+
+}  // namespace attnbench

@@ -1,0 +1,75 @@
+// attnbench compare: BASE vs NEW result files (or kernels against one kernel), a verdict per row, CI exit code.
+#include <iostream>
+
+#include "commands.hpp"
+#include "compare.hpp"
+#include "errors.hpp"
+#include "results.hpp"
+
+namespace attnbench {
+
+namespace {
+struct CompareCli {
+  std::vector<std::string> files;
+  std::string threshold = "2%";
+  std::vector<std::string> fail_on;
+  std::string json_out;
+  std::string against;
+};
+
+void compare_callback(const CompareCli& c, Context& ctx) {
+  CompareOptions o;
+  o.threshold = parse_threshold(c.threshold);
+  o.against = c.against;
+  const FailPolicy policy = parse_fail_on(c.fail_on);
+  if (o.against.empty() && c.files.size() != 2)
+    throw UsageError("compare: expected BASE.json NEW.json (or --against KERNEL with one or more files), got " +
+                     std::to_string(c.files.size()) + " file(s)");
+  if (!c.json_out.empty()) check_writable(c.json_out);
+
+  Comparison cmp;
+  std::string base_path, new_path;
+  if (o.against.empty()) {
+    base_path = c.files[0];
+    new_path = c.files[1];
+    const auto base = load_timed_rows(base_path);
+    const auto now = load_timed_rows(new_path);
+    cmp = compare_rows(base, now, o);
+  } else {
+    std::vector<TimedRow> all;
+    for (const auto& f : c.files) {
+      auto rows = load_timed_rows(f);
+      all.insert(all.end(), rows.begin(), rows.end());
+      new_path += (new_path.empty() ? "" : " ") + f;
+    }
+    base_path = new_path;
+    cmp = compare_against(all, o);
+  }
+  std::cout << format_comparison(cmp, o);
+  if (!c.json_out.empty()) {
+    write_file_atomic(c.json_out, comparison_to_json(cmp, o, base_path, new_path).dump(2) + "\n");
+    std::cout << "wrote " << c.json_out << "\n";
+  }
+  ctx.exit_code = compare_exit_code(cmp, policy);
+}
+}  // namespace
+
+void add_compare_command(CLI::App& app, Context& ctx) {
+  auto c = std::make_shared<CompareCli>();
+  CLI::App* cmd = app.add_subcommand(
+      "compare", "Compare two result files row by row (SAME/FAST/SLOW/AMBIG/GATE), or kernels against one kernel");
+  cmd->add_option("files", c->files, "BASE.json NEW.json; with --against: one or more result files")->required();
+  cmd->add_option("--threshold", c->threshold,
+                  "Smallest median difference that counts, and the largest IQR/median of a quiet row (2% or 0.02)")
+      ->capture_default_str();
+  cmd->add_option("--fail-on", c->fail_on,
+                  "Exit 1 on: slow (SLOW rows), mismatch (mismatch/error rows in NEW), any (those and rows missing "
+                  "from NEW); GATE rows fail under each. Default: never")
+      ->delimiter(',');
+  cmd->add_option("--json", c->json_out, "Write the comparison as JSON (schema attnbench.compare/1)");
+  cmd->add_option("--against", c->against,
+                  "Compare every other kernel's rows with this kernel's rows (same group, shape, dtype, mode)");
+  cmd->callback([c, &ctx] { compare_callback(*c, ctx); });
+}
+
+}  // namespace attnbench

@@ -1,0 +1,78 @@
+// attnbench sweep: run a group once per knob setting (cartesian over --knob), one file, a side-by-side table.
+#include <filesystem>
+#include <iostream>
+
+#include "commands.hpp"
+#include "errors.hpp"
+#include "runner.hpp"
+#include "sweep.hpp"
+
+namespace attnbench {
+
+namespace {
+struct SweepCli {
+  RunOptions opt;
+  std::vector<std::string> knobs;
+  std::vector<std::string> modes{"eager", "graph"};
+  std::string out, csv;
+  bool no_progress = false;
+};
+
+void sweep_callback(SweepCli& c, Context& ctx) {
+  RunOptions& o = c.opt;
+  if (o.groups.empty() && o.shape_files.empty()) throw UsageError("sweep: give --group or --shapes FILE");
+  const auto axes = parse_knob_axes(c.knobs);  // before any work: a typo must not cost a run
+  o.modes.clear();
+  for (const auto& m : c.modes) {
+    if (m == "eager") o.modes.push_back(Mode::eager);
+    else if (m == "graph") o.modes.push_back(Mode::graph);
+    else throw UsageError("--mode: '" + m + "' is not eager|graph");
+  }
+  o.progress = !c.no_progress;
+  o.command_line = ctx.command_line;
+  std::string out = c.out;
+  if (out.empty()) {
+    std::string stem;
+    for (const auto& g : o.groups) stem += (stem.empty() ? "" : "+") + g;
+    if (stem.empty()) stem = std::filesystem::path(o.shape_files.front()).stem().string();
+    out = "results/sweep_" + stem + ".json";
+    std::filesystem::create_directories("results");
+  }
+  const std::string csv = c.csv.empty() ? std::filesystem::path(out).replace_extension(".csv").string() : c.csv;
+  check_writable(out);
+  check_writable(csv);
+
+  const ResultsFile f = run_sweep(o, axes, std::cout);
+  write_file_atomic(out, results_to_json(f).dump(2) + "\n");
+  write_file_atomic(csv, results_to_csv(f));
+  std::cout << "\n" << sweep_table(f, knob_settings(axes)) << "rows: " << f.rows.size() << "\nwrote " << out
+            << " and " << csv << "\n";
+  ctx.exit_code = exit_code_for(f);
+}
+}  // namespace
+
+void add_sweep_command(CLI::App& app, Context& ctx) {
+  auto c = std::make_shared<SweepCli>();
+  CLI::App* cmd = app.add_subcommand("sweep", "Run shapes once per knob setting (cartesian over --knob); one file");
+  cmd->add_option("--knob", c->knobs, "NAME=v1,v2,... (repeatable; see list --knobs)")->required();
+  cmd->add_option("--group,-g", c->opt.groups, "Shape group (repeatable)");
+  cmd->add_option("--shapes", c->opt.shape_files, "A shape file (repeatable)");
+  cmd->add_option("--kernel,-k", c->opt.kernel_glob, "Kernel name glob")->capture_default_str();
+  cmd->add_option("--backend", c->opt.backend, "auto | cpu | cuda | all")->capture_default_str();
+  cmd->add_option("--dtype", c->opt.dtypes, "Keep only these dtypes (bf16, fp16)")->delimiter(',');
+  cmd->add_option("--mode", c->modes, "Timing modes: eager, graph")->delimiter(',')->capture_default_str();
+  cmd->add_option("--filter", c->opt.filter, "Regex over 'group/shape/dtype'");
+  cmd->add_option("--seed", c->opt.seed, "Input RNG seed")->capture_default_str();
+  cmd->add_option("--min-samples", c->opt.stop.min_samples, "Timing samples at least")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-noise", c->opt.stop.max_noise, "Stop when relative stdev <= this")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--timeout", c->opt.stop.timeout_s, "Seconds per measurement at most")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--out,-o", c->out, "Results JSON (default results/sweep_<groups>.json)");
+  cmd->add_option("--csv", c->csv, "Results CSV (default: the JSON path with .csv)");
+  cmd->add_flag("--no-progress", c->no_progress, "No progress line on a terminal");
+  cmd->callback([c, &ctx] { sweep_callback(*c, ctx); });
+}
+
+}  // namespace attnbench

@@ -1,0 +1,367 @@
+#include "compare.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <deque>
+#include <iomanip>
+#include <sstream>
+#include <unordered_map>
+
+#include "attnbench/knobs.hpp"
+#include "errors.hpp"
+#include "results.hpp"
+
+using nlohmann::json;
+
+namespace attnbench {
+
+namespace {
+
+[[noreturn]] void row_error(const std::string& path, size_t index, const std::string& field, const std::string& why) {
+  throw UsageError(path + ": row #" + std::to_string(index) + ": field '" + field + "': " + why);
+}
+
+std::string get_string(const json& row, const char* field, const std::string& path, size_t i, const char* fallback) {
+  if (!row.contains(field) || row[field].is_null()) {
+    if (fallback) return fallback;
+    row_error(path, i, field, "missing");
+  }
+  if (!row[field].is_string()) row_error(path, i, field, "expected a string, got " + row[field].dump());
+  return row[field].get<std::string>();
+}
+
+std::optional<Stats> get_stats(const json& row, const std::string& path, size_t i) {
+  if (!row.contains("time_us") || row["time_us"].is_null()) return std::nullopt;
+  const json& t = row["time_us"];
+  if (!t.is_object()) row_error(path, i, "time_us", "expected an object or null, got " + t.dump());
+  Stats s;
+  auto num = [&](const char* k, double& dst, bool required) {
+    if (!t.contains(k)) {
+      if (required) row_error(path, i, std::string("time_us.") + k, "missing");
+      return;
+    }
+    if (!t[k].is_number()) row_error(path, i, std::string("time_us.") + k, "expected a number, got " + t[k].dump());
+    dst = t[k].get<double>();
+  };
+  num("median", s.median, true);
+  num("q1", s.q1, true);
+  num("q3", s.q3, true);
+  num("min", s.min, false);
+  num("mean", s.mean, false);
+  num("stdev", s.stdev, false);
+  if (t.contains("n") && t["n"].is_number_integer()) s.n = t["n"].get<int>();
+  return s;
+}
+
+// Knobs that differ from the table's default (unknown knobs always count), as "NAME=VALUE;...".
+std::string knob_key(const std::map<std::string, std::string>& knobs) {
+  std::string key;
+  for (const auto& [k, v] : knobs) {
+    const KnobSpec* spec = find_knob(k);
+    if (spec && spec->default_value == v) continue;
+    key += (key.empty() ? "" : ";") + k + "=" + v;
+  }
+  return key;
+}
+
+std::string row_key(const TimedRow& r, bool with_kernel_and_knobs) {
+  std::string k = r.group + '\x1f' + r.shape + '\x1f' + r.dtype + '\x1f' + r.mode + '\x1f' + r.l2;
+  if (with_kernel_and_knobs) k += '\x1f' + r.kernel + '\x1f' + knob_key(r.knobs);
+  return k;
+}
+
+bool failed(const std::string& status) { return status == "mismatch" || status == "error"; }
+
+double spread(const Stats& s) { return s.median > 0 ? (s.q3 - s.q1) / s.median : INFINITY; }
+
+CompareRow describe(const TimedRow& r) {
+  CompareRow c;
+  c.group = r.group;
+  c.shape = r.shape;
+  c.dtype = r.dtype;
+  c.kernel = r.kernel;
+  c.mode = r.mode;
+  c.l2 = r.l2;
+  c.knobs = r.knobs;
+  return c;
+}
+
+CompareRow judge(const TimedRow& base, const TimedRow& now, double threshold) {
+  CompareRow c = describe(now);
+  c.base_kernel = base.kernel;
+  c.base_status = base.status;
+  c.new_status = now.status;
+  c.base_time = base.time_us;
+  c.new_time = now.time_us;
+  if (base.status == "ok" && failed(now.status)) {
+    c.verdict = Verdict::gate;
+    c.note = "ok in BASE, " + now.status + " in NEW";
+    return c;
+  }
+  if (base.status == "ok" && now.status == "ok" && base.time_us && now.time_us) {
+    if (base.time_us->median > 0) c.ratio = now.time_us->median / base.time_us->median;
+    c.verdict = c.ratio ? timing_verdict(*base.time_us, *now.time_us, threshold) : Verdict::ambig;
+    if (c.verdict == Verdict::ambig)
+      c.note = "IQR/median " + std::to_string(static_cast<int>(std::lround(100 * spread(*base.time_us)))) + "% | " +
+               std::to_string(static_cast<int>(std::lround(100 * spread(*now.time_us)))) + "%";
+    return c;
+  }
+  c.verdict = Verdict::na;
+  if (base.status != "ok" || now.status != "ok") c.note = "BASE " + base.status + ", NEW " + now.status;
+  else c.note = "not timed";
+  return c;
+}
+
+Comparison finish(std::vector<CompareRow> rows, int new_failures) {
+  Comparison c;
+  c.rows = std::move(rows);
+  for (Verdict v : {Verdict::same, Verdict::fast, Verdict::slow, Verdict::ambig, Verdict::gate, Verdict::na,
+                    Verdict::only_base, Verdict::only_new})
+    c.counts[v] = 0;
+  for (const auto& r : c.rows) ++c.counts[r.verdict];
+  c.new_failures = new_failures;
+  return c;
+}
+
+std::string fmt(double v, int prec) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(prec) << v;
+  return os.str();
+}
+
+std::string percent(double fraction) {
+  std::ostringstream os;
+  os << fraction * 100 << "%";
+  return os.str();
+}
+
+}  // namespace
+
+const char* verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::same: return "SAME";
+    case Verdict::fast: return "FAST";
+    case Verdict::slow: return "SLOW";
+    case Verdict::ambig: return "AMBIG";
+    case Verdict::gate: return "GATE";
+    case Verdict::na: return "n/a";
+    case Verdict::only_base: return "only-in-base";
+    case Verdict::only_new: return "only-in-new";
+  }
+  return "?";
+}
+
+std::vector<TimedRow> timed_rows_from_json(const json& doc, const std::string& path) {
+  std::vector<TimedRow> out;
+  const json& rows = doc.at("rows");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const json& r = rows[i];
+    if (!r.is_object()) throw UsageError(path + ": row #" + std::to_string(i) + ": expected an object");
+    TimedRow t;
+    t.group = get_string(r, "group", path, i, nullptr);
+    t.shape = get_string(r, "shape", path, i, nullptr);
+    t.dtype = get_string(r, "dtype", path, i, nullptr);
+    t.kernel = get_string(r, "kernel", path, i, nullptr);
+    t.mode = get_string(r, "mode", path, i, nullptr);
+    t.status = get_string(r, "status", path, i, nullptr);
+    t.l2 = get_string(r, "l2", path, i, "hot");
+    if (r.contains("knobs") && !r["knobs"].is_null()) {
+      if (!r["knobs"].is_object()) row_error(path, i, "knobs", "expected an object, got " + r["knobs"].dump());
+      for (auto it = r["knobs"].begin(); it != r["knobs"].end(); ++it)
+        t.knobs[it.key()] = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
+    }
+    t.time_us = get_stats(r, path, i);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::vector<TimedRow> load_timed_rows(const std::string& path) {
+  return timed_rows_from_json(read_results_json(path), path);
+}
+
+Verdict timing_verdict(const Stats& base, const Stats& now, double threshold) {
+  if (!(base.median > 0) || !(now.median > 0)) return Verdict::ambig;
+  const double ratio = now.median / base.median;
+  const bool separate = now.q1 > base.q3 || now.q3 < base.q1;
+  if (separate && std::abs(ratio - 1) > threshold) return ratio > 1 ? Verdict::slow : Verdict::fast;
+  // Not a practical difference that the quartiles support: SAME when both rows are quiet enough to tell.
+  return spread(base) < threshold && spread(now) < threshold ? Verdict::same : Verdict::ambig;
+}
+
+Comparison compare_rows(const std::vector<TimedRow>& base, const std::vector<TimedRow>& now,
+                        const CompareOptions& o) {
+  std::unordered_map<std::string, std::deque<size_t>> by_key;
+  for (size_t i = 0; i < base.size(); ++i) by_key[row_key(base[i], true)].push_back(i);
+  std::vector<bool> used(base.size(), false);
+  std::vector<CompareRow> rows;
+  int new_failures = 0;
+  for (const auto& n : now) {
+    new_failures += failed(n.status);
+    auto it = by_key.find(row_key(n, true));
+    if (it == by_key.end() || it->second.empty()) {
+      CompareRow c = describe(n);
+      c.new_status = n.status;
+      c.new_time = n.time_us;
+      c.verdict = Verdict::only_new;
+      rows.push_back(std::move(c));
+      continue;
+    }
+    const size_t b = it->second.front();
+    it->second.pop_front();
+    used[b] = true;
+    rows.push_back(judge(base[b], n, o.threshold));
+  }
+  for (size_t i = 0; i < base.size(); ++i) {
+    if (used[i]) continue;
+    CompareRow c = describe(base[i]);
+    c.base_kernel = base[i].kernel;
+    c.base_status = base[i].status;
+    c.base_time = base[i].time_us;
+    c.verdict = Verdict::only_base;
+    rows.push_back(std::move(c));
+  }
+  return finish(std::move(rows), new_failures);
+}
+
+Comparison compare_against(const std::vector<TimedRow>& all, const CompareOptions& o) {
+  std::unordered_map<std::string, size_t> ref;
+  bool any_ref = false;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i].kernel != o.against) continue;
+    any_ref = true;
+    ref.emplace(row_key(all[i], false), i);  // the first such row
+  }
+  if (!any_ref) {
+    std::string known;
+    std::map<std::string, int> kernels;
+    for (const auto& r : all) kernels[r.kernel] = 1;
+    for (const auto& [k, _] : kernels) known += (known.empty() ? "" : ", ") + k;
+    throw UsageError("--against: no row of kernel '" + o.against + "' (kernels in the files: " + known + ")");
+  }
+  std::vector<CompareRow> rows;
+  int new_failures = 0;
+  for (const auto& r : all) {
+    new_failures += failed(r.status);
+    if (r.kernel == o.against) continue;
+    auto it = ref.find(row_key(r, false));
+    if (it == ref.end()) {
+      CompareRow c = describe(r);
+      c.base_kernel = o.against;
+      c.new_status = r.status;
+      c.new_time = r.time_us;
+      c.verdict = Verdict::only_new;
+      c.note = "no " + o.against + " row";
+      rows.push_back(std::move(c));
+      continue;
+    }
+    rows.push_back(judge(all[it->second], r, o.threshold));
+  }
+  return finish(std::move(rows), new_failures);
+}
+
+FailPolicy parse_fail_on(const std::vector<std::string>& items) {
+  FailPolicy p;
+  for (const auto& s : items) {
+    if (s == "slow") p.slow = true;
+    else if (s == "mismatch") p.mismatch = true;
+    else if (s == "any") p.slow = p.mismatch = p.missing = true;
+    else throw UsageError("--fail-on: '" + s + "' is not slow|mismatch|any");
+  }
+  return p;
+}
+
+int compare_exit_code(const Comparison& c, const FailPolicy& p) {
+  if (!p.slow && !p.mismatch && !p.missing) return 0;
+  const auto count = [&](Verdict v) { return c.counts.count(v) ? c.counts.at(v) : 0; };
+  if (count(Verdict::gate) > 0) return 1;
+  if (p.slow && count(Verdict::slow) > 0) return 1;
+  if (p.mismatch && c.new_failures > 0) return 1;
+  if (p.missing && count(Verdict::only_base) > 0) return 1;
+  return 0;
+}
+
+double parse_threshold(const std::string& text) {
+  const std::string bad = "--threshold: '" + text + "' is not a fraction such as 0.02 or a percentage such as 2%";
+  if (text.empty()) throw UsageError(bad);
+  const bool pct = text.back() == '%';
+  const std::string num = pct ? text.substr(0, text.size() - 1) : text;
+  char* end = nullptr;
+  const double v = std::strtod(num.c_str(), &end);
+  if (num.empty() || end != num.c_str() + num.size() || !std::isfinite(v)) throw UsageError(bad);
+  const double t = pct ? v / 100 : v;
+  if (!(t > 0 && t < 1)) throw UsageError("--threshold: " + text + " must lie between 0 and 1 (0% and 100%)");
+  return t;
+}
+
+std::string summary_line(const Comparison& c, const CompareOptions& o) {
+  const auto n = [&](Verdict v) { return std::to_string(c.counts.count(v) ? c.counts.at(v) : 0); };
+  std::ostringstream os;
+  os << "compare: " << c.rows.size() << " rows (threshold " << percent(o.threshold) << "): SAME " << n(Verdict::same)
+     << ", FAST " << n(Verdict::fast) << ", SLOW " << n(Verdict::slow) << ", AMBIG " << n(Verdict::ambig) << ", GATE "
+     << n(Verdict::gate) << ", n/a " << n(Verdict::na) << ", only in base " << n(Verdict::only_base)
+     << ", only in new " << n(Verdict::only_new) << "; mismatch/error in new " << c.new_failures;
+  return os.str();
+}
+
+std::string format_comparison(const Comparison& c, const CompareOptions& o) {
+  std::ostringstream os;
+  const bool against = !o.against.empty();
+  if (against) os << "ratio = kernel median / " << o.against << " median (same group, shape, dtype, mode, l2)\n";
+  else os << "ratio = NEW median / BASE median; < 1 is faster\n";
+  os << std::left << std::setw(48) << "shape" << std::setw(6) << "dtype" << std::setw(22) << "kernel" << std::setw(11)
+     << "mode" << std::right << std::setw(11) << (against ? "ref_us" : "base_us") << std::setw(11) << "new_us"
+     << std::setw(8) << "ratio" << "  " << std::left << std::setw(13) << "verdict" << "note\n";
+  for (const auto& r : c.rows) {
+    std::string note = r.note;
+    const std::string knobs = knob_key(r.knobs);
+    if (!knobs.empty() && !against) note += (note.empty() ? "[" : " [") + knobs + "]";
+    os << std::left << std::setw(48) << (r.group + "/" + r.shape) << std::setw(6) << r.dtype << std::setw(22)
+       << r.kernel << std::setw(11) << (r.l2 == "hot" ? r.mode : r.mode + "/" + r.l2) << std::right << std::setw(11)
+       << (r.base_time ? fmt(r.base_time->median, 2) : r.base_status.empty() ? "-" : r.base_status) << std::setw(11)
+       << (r.new_time ? fmt(r.new_time->median, 2) : r.new_status.empty() ? "-" : r.new_status) << std::setw(8)
+       << (r.ratio ? fmt(*r.ratio, 3) : "-") << "  " << std::left << std::setw(13) << verdict_name(r.verdict) << note
+       << "\n";
+  }
+  os << summary_line(c, o) << "\n";
+  return os.str();
+}
+
+json comparison_to_json(const Comparison& c, const CompareOptions& o, const std::string& base_path,
+                        const std::string& new_path) {
+  auto stats = [](const std::optional<Stats>& s) -> json {
+    if (!s) return nullptr;
+    return {{"median", s->median}, {"q1", s->q1}, {"q3", s->q3}, {"min", s->min}, {"n", s->n}};
+  };
+  json rows = json::array();
+  for (const auto& r : c.rows) {
+    rows.push_back({{"group", r.group},
+                    {"shape", r.shape},
+                    {"dtype", r.dtype},
+                    {"kernel", r.kernel},
+                    {"base_kernel", r.base_kernel.empty() ? json(nullptr) : json(r.base_kernel)},
+                    {"mode", r.mode},
+                    {"l2", r.l2},
+                    {"knobs", r.knobs},
+                    {"verdict", verdict_name(r.verdict)},
+                    {"base_status", r.base_status.empty() ? json(nullptr) : json(r.base_status)},
+                    {"new_status", r.new_status.empty() ? json(nullptr) : json(r.new_status)},
+                    {"base_time_us", stats(r.base_time)},
+                    {"new_time_us", stats(r.new_time)},
+                    {"ratio", r.ratio ? json(*r.ratio) : json(nullptr)},
+                    {"speedup", r.ratio && *r.ratio > 0 ? json(1.0 / *r.ratio) : json(nullptr)},
+                    {"note", r.note}});
+  }
+  json summary = json::object();
+  for (const auto& [v, n] : c.counts) summary[verdict_name(v)] = n;
+  summary["new_mismatch_or_error"] = c.new_failures;
+  return {{"schema", kCompareSchema},
+          {"base", base_path},
+          {"new", new_path},
+          {"threshold", o.threshold},
+          {"against", o.against.empty() ? json(nullptr) : json(o.against)},
+          {"summary", summary},
+          {"rows", rows}};
+}
+
+}  // namespace attnbench

@@ -1,0 +1,85 @@
+// compare: two result files (or kernels within files) row by row, with a noise-aware verdict per row.
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "measure.hpp"
+
+namespace attnbench {
+
+// The fields of a result row that compare reads; attnbench and peer rows alike.
+struct TimedRow {
+  std::string group, shape, dtype, kernel, mode, l2 = "hot", status;
+  std::map<std::string, std::string> knobs;
+  std::optional<Stats> time_us;
+};
+
+// Reads the rows of a results file (read_results_json's checks, then each row's fields); UsageError naming the
+// file and the row otherwise.
+std::vector<TimedRow> load_timed_rows(const std::string& path);
+std::vector<TimedRow> timed_rows_from_json(const nlohmann::json& doc, const std::string& path);
+
+// SAME: no practical difference. FAST/SLOW: [q1, q3] of the two rows separate and the medians differ by more
+// than the threshold. AMBIG: too noisy to say. GATE: ok in BASE, mismatch/error in NEW. NA: nothing to time
+// on one side (declined, gate-only, failed in both). ONLY_BASE/ONLY_NEW: no matching row on the other side.
+enum class Verdict { same, fast, slow, ambig, gate, na, only_base, only_new };
+const char* verdict_name(Verdict v);
+
+// The timing rule alone, on two rows' stats (lower is better); threshold is a fraction (0.02 = 2%).
+Verdict timing_verdict(const Stats& base, const Stats& now, double threshold);
+
+struct CompareRow {
+  std::string group, shape, dtype, kernel, mode, l2;
+  std::map<std::string, std::string> knobs;  // NEW's (BASE's for rows only in BASE)
+  std::string base_kernel;                   // the kernel it was compared against (differs under --against)
+  std::string base_status, new_status;
+  std::optional<Stats> base_time, new_time;
+  std::optional<double> ratio;  // new median / base median; > 1 is slower
+  Verdict verdict = Verdict::na;
+  std::string note;
+};
+
+struct CompareOptions {
+  double threshold = 0.02;
+  std::string against;  // non-empty: compare every other kernel's rows with this kernel's rows
+};
+
+struct Comparison {
+  std::vector<CompareRow> rows;
+  std::map<Verdict, int> counts;
+  int new_failures = 0;  // NEW rows with status mismatch or error (GATE or not)
+};
+
+// BASE vs NEW: rows match by (group, shape, dtype, kernel, mode, l2, knobs); knobs at their table default are
+// left out of the key, so a knob added to the table later does not break matching against old baselines.
+Comparison compare_rows(const std::vector<TimedRow>& base, const std::vector<TimedRow>& now, const CompareOptions& o);
+// --against: within `rows`, every row of another kernel against the row of `o.against` with the same
+// (group, shape, dtype, mode, l2); knobs are not part of that key.
+Comparison compare_against(const std::vector<TimedRow>& rows, const CompareOptions& o);
+
+// What fails CI. GATE rows fail under every policy.
+struct FailPolicy {
+  bool slow = false;      // SLOW rows
+  bool mismatch = false;  // NEW rows with status mismatch or error
+  bool missing = false;   // rows only in BASE
+};
+// Parses "slow", "mismatch", "any" (all three) items; UsageError otherwise.
+FailPolicy parse_fail_on(const std::vector<std::string>& items);
+// 1 when the policy is on and the comparison trips it, else 0. An empty policy never fails.
+int compare_exit_code(const Comparison& c, const FailPolicy& p);
+
+// "2%" or "0.02" -> 0.02; UsageError unless 0 < t < 1.
+double parse_threshold(const std::string& text);
+
+std::string format_comparison(const Comparison& c, const CompareOptions& o);  // table + summary line
+std::string summary_line(const Comparison& c, const CompareOptions& o);
+nlohmann::json comparison_to_json(const Comparison& c, const CompareOptions& o, const std::string& base_path,
+                                  const std::string& new_path);
+
+inline constexpr const char* kCompareSchema = "attnbench.compare/1";
+
+}  // namespace attnbench

@@ -1,0 +1,320 @@
+// The gated attention block in the runner: inputs, reference rows and the tolerance rule (gated_case.hpp), the
+// OpCase, and a block bound to a device. Options come from knobs, so a kernel's decline of them (fuse_gate, the
+// CPU work limit) is known only at bind(): it surfaces as BindDeclined, i.e. declined rows.
+#include "gated_case.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <set>
+
+#include "op_case.hpp"
+
+namespace attnbench {
+
+GatedGeometry gated_geometry(const GatedShape& s, DType dtype) {
+  GatedDims d;
+  d.batch = s.batch;
+  d.seqlen = s.seqlen;
+  d.d_model = s.d_model;
+  d.h_q = s.h_q;
+  d.h_kv = s.h_kv;
+  d.d_head = s.d_head;
+  d.rope_dim = s.rope_dim;
+  d.dtype = dtype;
+  return GatedGeometry(d);
+}
+
+GatedOptions gated_options(const GatedShape& s, const KnobValues& knobs) {
+  GatedOptions o;
+  o.is_causal = s.causal;
+  o.qk_norm = s.qk_norm;
+  o.fuse_gate = knobs.get_bool("ATTNBENCH_GATED_FUSE_GATE");
+  o.fuse_norm_rope = knobs.get_bool("ATTNBENCH_GATED_FUSE_NORM_ROPE");
+  o.q_gate_layout = parse_q_gate_layout(knobs.get("ATTNBENCH_GATED_QGATE_LAYOUT"));
+  return o;
+}
+
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// mean + std * N(0, 1), rounded to the dtype. Counter-based (Box-Muller over a hash of (seed, stream, index)): the
+// values do not depend on the thread count.
+std::vector<uint16_t> normal(std::size_t n, float mean, float std, DType dt, uint64_t seed, uint64_t stream) {
+  std::vector<uint16_t> v(n);
+  const uint64_t key = splitmix64(seed ^ splitmix64(stream + 0x6a7e));
+  const int64_t pairs = static_cast<int64_t>((n + 1) / 2);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < pairs; ++i) {
+    const uint64_t h = splitmix64(key + static_cast<uint64_t>(i));
+    const float u1 = (static_cast<float>(h >> 40) + 0.5f) * (1.0f / 16777216.0f);
+    const float u2 = static_cast<float>((h >> 16) & 0xffffffu) * (1.0f / 16777216.0f);
+    const float r = std::sqrt(-2.0f * std::log(u1));
+    const float a = 6.2831853f * u2;
+    const float z[2] = {r * std::cos(a), r * std::sin(a)};
+    for (int k = 0; k < 2; ++k) {
+      const std::size_t idx = static_cast<std::size_t>(2 * i + k);
+      if (idx < n) v[idx] = float_to_half(mean + std * z[k], dt);
+    }
+  }
+  return v;
+}
+
+}  // namespace
+
+reference::GatedRefInputs GatedHostInputs::ref() const {
+  reference::GatedRefInputs r;
+  r.h = h.data();
+  r.wq = wq.data();
+  r.wgate = wgate.data();
+  r.wk = wk.data();
+  r.wv = wv.data();
+  r.q_norm_weight = q_norm_weight.data();
+  r.k_norm_weight = k_norm_weight.data();
+  r.cos = cos.empty() ? nullptr : cos.data();
+  r.sin = sin.empty() ? nullptr : sin.data();
+  r.w_o = w_o.data();
+  return r;
+}
+
+GatedHostInputs build_gated_inputs(const GatedGeometry& g, uint64_t seed) {
+  const DType dt = g.dtype();
+  const std::size_t dm = g.d_model(), aw = g.attn_width(), kvw = static_cast<std::size_t>(g.h_kv()) * g.d_head();
+  const std::size_t t = static_cast<std::size_t>(g.tokens());
+  const float w_std = 1.0f / std::sqrt(static_cast<float>(dm)), o_std = 1.0f / std::sqrt(static_cast<float>(aw));
+  GatedHostInputs in;
+  in.h = normal(t * dm, 0.f, 1.f, dt, seed, 1);
+  in.wq = normal(aw * dm, 0.f, w_std, dt, seed, 2);
+  in.wgate = normal(aw * dm, 0.f, w_std, dt, seed, 3);
+  in.wk = normal(kvw * dm, 0.f, w_std, dt, seed, 4);
+  in.wv = normal(kvw * dm, 0.f, w_std, dt, seed, 5);
+  in.w_o = normal(dm * aw, 0.f, o_std, dt, seed, 6);
+  in.q_norm_weight = normal(g.d_head(), 1.f, 0.1f, dt, seed, 7);
+  in.k_norm_weight = normal(g.d_head(), 1.f, 0.1f, dt, seed, 8);
+  const int rd = g.rope_dim(), half = rd / 2;
+  if (rd > 0) {
+    in.cos.resize(t * rd);
+    in.sin.resize(t * rd);
+    for (std::size_t tok = 0; tok < t; ++tok) {
+      const double pos = static_cast<double>(tok % static_cast<std::size_t>(g.seqlen()));
+      for (int i = 0; i < rd; ++i) {
+        const double inv_freq = std::pow(10000.0, -2.0 * (i % half) / rd);
+        in.cos[tok * rd + i] = float_to_half(static_cast<float>(std::cos(pos * inv_freq)), dt);
+        in.sin[tok * rd + i] = float_to_half(static_cast<float>(std::sin(pos * inv_freq)), dt);
+      }
+    }
+  }
+  return in;
+}
+
+std::vector<int64_t> gated_check_rows(const GatedGeometry& g, const GatedOptions& o, double budget_flops,
+                                      uint64_t seed) {
+  const int64_t T = g.tokens();
+  const int S = g.seqlen();
+  std::vector<int64_t> all(T);
+  for (int64_t t = 0; t < T; ++t) all[t] = t;
+  const double aw = static_cast<double>(g.attn_width()), dm = g.d_model();
+  auto row_cost = [&](int64_t r) {
+    const double keys = o.is_causal ? static_cast<double>(r % S + 1) : S;
+    return 4.0 * dm * aw + 4.0 * keys * aw + 2.0 * aw * dm;
+  };
+  double full = 0;
+  for (int64_t t = 0; t < T; ++t) full += row_cost(t);
+  if (full <= budget_flops) return all;
+
+  std::set<int64_t> rows;
+  for (int b = 0; b < g.batch(); ++b) {
+    const int64_t base = static_cast<int64_t>(b) * S;
+    auto add = [&](int64_t s) {
+      if (s >= 0 && s < S) rows.insert(base + s);
+    };
+    add(0);
+    add(S - 1);
+    for (int tile : {64, 128}) {
+      add(tile - 1);
+      add(tile);
+      const int64_t last_edge = (S - 1) / tile * tile;  // the start of the last tile
+      add(last_edge - 1);
+      add(last_edge);
+    }
+  }
+  double spent = 0;
+  for (int64_t r : rows) spent += row_cost(r);
+  std::mt19937_64 rng(seed ^ 0x6a7edb10c4ull);
+  std::uniform_int_distribution<int64_t> pick(0, T - 1);
+  const std::size_t min_rows = static_cast<std::size_t>(std::min<int64_t>(16, T));
+  while ((spent < budget_flops || rows.size() < min_rows) && static_cast<int64_t>(rows.size()) < T) {
+    const int64_t r = pick(rng);
+    if (rows.insert(r).second) spent += row_cost(r);
+  }
+  return {rows.begin(), rows.end()};
+}
+
+double gated_atol(double base, const float* ref, std::size_t n) {
+  double ss = 0;
+  for (std::size_t i = 0; i < n; ++i) ss += static_cast<double>(ref[i]) * ref[i];
+  const double rms = n > 0 ? std::sqrt(ss / static_cast<double>(n)) : 0.0;
+  return base * std::max(1.0, rms);
+}
+
+namespace {
+
+// The reference-side data of one case, shared by every kernel bound to it.
+struct GatedData {
+  GatedHostInputs in;
+  std::map<QGateLayout, std::vector<uint16_t>> w_qkvg;  // built per layout on first use
+  std::vector<int64_t> rows;
+  std::vector<float> ref;  // rows.size() * d_model
+};
+
+class GatedBound final : public BoundKernel {
+ public:
+  GatedBound(std::unique_ptr<GatedBlock> block, Device& dev, const GatedData& data, const std::vector<uint16_t>& w_qkvg)
+      : block_(std::move(block)), dev_(dev), data_(data), g_(block_->geometry()),
+        h_(dev, data.in.h.size() * 2), w_(dev, w_qkvg.size() * 2), qn_(dev, data.in.q_norm_weight.size() * 2),
+        kn_(dev, data.in.k_norm_weight.size() * 2), cos_(dev, data.in.cos.size() * 2),
+        sin_(dev, data.in.sin.size() * 2), wo_(dev, data.in.w_o.size() * 2),
+        out_(dev, static_cast<std::size_t>(g_.tokens()) * g_.d_model() * 2), ws_(dev, block_->workspace_size()) {
+    dev.upload(h_.data(), data.in.h.data(), h_.bytes());
+    dev.upload(w_.data(), w_qkvg.data(), w_.bytes());
+    dev.upload(qn_.data(), data.in.q_norm_weight.data(), qn_.bytes());
+    dev.upload(kn_.data(), data.in.k_norm_weight.data(), kn_.bytes());
+    if (cos_.bytes()) dev.upload(cos_.data(), data.in.cos.data(), cos_.bytes());
+    if (sin_.bytes()) dev.upload(sin_.data(), data.in.sin.data(), sin_.bytes());
+    dev.upload(wo_.data(), data.in.w_o.data(), wo_.bytes());
+    dev.poison(out_.data(), out_.bytes());
+    dev.poison(ws_.data(), ws_.bytes());  // every intermediate must be written before it is read
+    block_->prepare_workspace(ws_.data(), dev.stream());
+    dev.synchronize();
+    prm_ = make_gated_params(g_);
+    prm_.h = h_.data();
+    prm_.w_qkvg = w_.data();
+    prm_.q_norm_weight = qn_.data();
+    prm_.k_norm_weight = kn_.data();
+    prm_.cos = cos_.data();
+    prm_.sin = sin_.data();
+    prm_.w_o = wo_.data();
+    prm_.out = out_.data();
+    prm_.workspace = ws_.data();
+    plan_summary = block_->summary();
+    if (dev.backend() == Backend::cuda) graph_recommended = true;  // a fixed launch sequence, nothing on the host
+  }
+
+  void call() override { block_->execute(prm_, dev_.stream()); }
+
+  GateResult gate(double atol) override {
+    dev_.synchronize();
+    const std::size_t n = static_cast<std::size_t>(g_.tokens()) * g_.d_model();
+    std::vector<uint16_t> host(n);
+    dev_.download(host.data(), out_.data(), n * 2);
+    const double eff = gated_atol(atol, data_.ref.data(), data_.ref.size());
+    return gate_rows(host.data(), static_cast<int64_t>(n), g_.dtype(), g_.d_model(), data_.rows, data_.ref.data(), eff);
+  }
+
+  std::vector<std::pair<std::string, std::function<void()>>> stages() override {
+    std::vector<std::pair<std::string, std::function<void()>>> out;
+    const auto names = block_->stage_names();
+    for (int i = 0; i < static_cast<int>(names.size()); ++i)
+      out.emplace_back(names[i], [this, i] { block_->execute_stage(i, prm_, dev_.stream()); });
+    return out;
+  }
+
+ private:
+  std::unique_ptr<GatedBlock> block_;
+  Device& dev_;
+  const GatedData& data_;
+  const GatedGeometry& g_;
+  Buffer h_, w_, qn_, kn_, cos_, sin_, wo_, out_, ws_;
+  GatedBlockParams prm_;
+};
+
+class GatedCase final : public OpCase {
+ public:
+  explicit GatedCase(const ShapeCase& c) : shape_(c.gated), dtype_(c.dtype) {
+    try {
+      geom_ = std::make_unique<GatedGeometry>(gated_geometry(shape_, dtype_));
+    } catch (const GatedDecline& e) {
+      geom_error_ = e.what();
+    }
+  }
+
+  WorkModel work() const override {
+    if (!geom_) return {};
+    return gated_block_work(*geom_, shape_options());
+  }
+
+  nlohmann::json dims() const override {
+    nlohmann::json d = {{"batch", shape_.batch}, {"seqlen", shape_.seqlen},  {"d_model", shape_.d_model},
+                        {"h_q", shape_.h_q},     {"h_kv", shape_.h_kv},      {"d_head", shape_.d_head},
+                        {"rope_dim", shape_.rope_dim}, {"qk_norm", shape_.qk_norm}, {"causal", shape_.causal}};
+    if (geom_) {
+      d["n_qkvg"] = geom_->n_qkvg();
+      d["scale"] = shape_options().softmax_scale(shape_.d_head);
+    }
+    return d;
+  }
+
+  Support supports(const KernelEntry& k) const override {
+    if (!k.gated) return Support::no("kernel " + k.name + " does not implement op gated_block");
+    if (!geom_) return Support::no(geom_error_);
+    return Support::yes();
+  }
+
+  // Inputs and reference are built in bind(), once, after the first kernel accepted its options: a run whose
+  // kernels all decline (the CPU work limit on the 397B shapes) pays for neither.
+  void prepare(const CaseSettings& s) override { settings_ = s; }
+
+  std::unique_ptr<BoundKernel> bind(const KernelEntry& k, Device& dev, const KnobValues& knobs) override {
+    std::unique_ptr<GatedBlock> block;
+    try {
+      const GatedOptions o = gated_options(shape_, knobs);
+      block = k.gated->create(*geom_, o, knobs);
+    } catch (const GatedDecline& e) {
+      throw BindDeclined(e.what());
+    }
+    if (!data_) {
+      data_ = std::make_unique<GatedData>();
+      data_->in = build_gated_inputs(*geom_, settings_.seed);
+      if (settings_.gate) {
+        data_->rows = gated_check_rows(*geom_, shape_options(), settings_.reference_gflop * 1e9, settings_.seed);
+        data_->ref.resize(data_->rows.size() * geom_->d_model());
+        reference::gated_block(*geom_, shape_options(), data_->in.ref(), data_->rows, data_->ref.data());
+      }
+    }
+    const QGateLayout layout = block->options().q_gate_layout;
+    auto& w = data_->w_qkvg[layout];
+    if (w.empty())
+      w = build_w_qkvg(*geom_, layout, data_->in.wq.data(), data_->in.wgate.data(), data_->in.wk.data(),
+                       data_->in.wv.data());
+    return std::make_unique<GatedBound>(std::move(block), dev, *data_, w);
+  }
+
+ private:
+  // What changes the math (the reference's view): the shape's mask and norm; defaults for the rest.
+  GatedOptions shape_options() const {
+    GatedOptions o;
+    o.is_causal = shape_.causal;
+    o.qk_norm = shape_.qk_norm;
+    return o;
+  }
+
+  GatedShape shape_;
+  DType dtype_;
+  std::unique_ptr<GatedGeometry> geom_;
+  std::string geom_error_;
+  CaseSettings settings_;
+  std::unique_ptr<GatedData> data_;
+};
+
+}  // namespace
+
+std::unique_ptr<OpCase> make_gated_case(const ShapeCase& c) { return std::make_unique<GatedCase>(c); }
+
+}  // namespace attnbench

@@ -1,0 +1,38 @@
+// The gated block in the runner (op gated_block): seeded inputs, the options the knobs select, the checked rows,
+// the tolerance rule. make_gated_case() (op_case.hpp) is the OpCase; the pieces are here for the tests.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "attnbench/gated_block.hpp"
+#include "attnbench/gated_block_ref.hpp"
+#include "shapes.hpp"
+
+namespace attnbench {
+
+GatedGeometry gated_geometry(const GatedShape& s, DType dtype);  // throws GatedDecline
+// The shape's causal and qk_norm, and the knobs ATTNBENCH_GATED_FUSE_GATE, _FUSE_NORM_ROPE, _QGATE_LAYOUT.
+GatedOptions gated_options(const GatedShape& s, const KnobValues& knobs);
+
+// Seeded host inputs (16-bit halves of the dtype): h ~ N(0, 1); Wq, Wgate, Wk, Wv ~ N(0, 1/d_model);
+// W_o ~ N(0, 1/(h_q d)); norm weights 1 + N(0, 0.1^2); cos, sin of rotate-half RoPE at positions 0..S-1 of each
+// sequence, inverse frequencies 10000^(-2i/rope_dim), i < rope_dim/2, the angle repeated over both halves.
+struct GatedHostInputs {
+  std::vector<uint16_t> h, wq, wgate, wk, wv, q_norm_weight, k_norm_weight, cos, sin, w_o;
+  reference::GatedRefInputs ref() const;
+};
+GatedHostInputs build_gated_inputs(const GatedGeometry& g, uint64_t seed);
+
+// Output rows (flat tokens b * S + s) the gate checks: all of them when the reference's per-row work fits
+// budget_flops; else the first and last row of each sequence, both sides of the 64- and 128-row tile
+// boundaries at the start and the end of each sequence, and seeded random rows until the budget is spent
+// (at least 16 rows). Sorted, unique.
+std::vector<int64_t> gated_check_rows(const GatedGeometry& g, const GatedOptions& o, double budget_flops,
+                                      uint64_t seed);
+
+// The tolerance rule of the gated block: atol = base * max(1, rms(ref)), base being the dtype's max_abs tolerance
+// (bf16 4e-2, fp16 2e-2, or --atol): outputs of larger magnitude get the same relative slack.
+double gated_atol(double base, const float* ref, std::size_t n);
+
+}  // namespace attnbench

@@ -1,0 +1,94 @@
+// sweep: knob validation, the cartesian product, and a real sweep on the CPU backend.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "cli_helpers.hpp"
+#include "errors.hpp"
+#include "sweep.hpp"
+
+using namespace attnbench;
+using namespace testcli;
+
+namespace {
+const char* kTinyShapes = R"({"group": "tiny", "defaults": {"heads": 4, "kv_heads": 2, "head_size": 64, "block_size": 16},
+  "shapes": [{"name": "prefill", "seqlens": [[3, 40], [17, 17]]},
+             {"name": "decode", "batch": 2, "seqlen_q": 1, "seqlen_k": 70}]})";
+
+std::string usage_message(const std::string& spec) {
+  try {
+    parse_knob_axes({spec});
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(Sweep, KnobValidation) {
+  const std::string unknown = usage_message("ATTNBENCH_BOGUS=1,2");
+  EXPECT_TRUE(contains(unknown, "unknown knob 'ATTNBENCH_BOGUS'")) << unknown;
+  EXPECT_TRUE(contains(unknown, "ATTNBENCH_SM90_NARROW_WARPS")) << "lists the known knobs: " << unknown;
+  EXPECT_TRUE(contains(usage_message("ATTNBENCH_SM90_NARROW_WARPS=4,5"), "'5' not in 4|8"));
+  EXPECT_TRUE(contains(usage_message("ATTNBENCH_3D_SPLITS=2,x"), "not a non-negative integer"));
+  EXPECT_TRUE(contains(usage_message("ATTNBENCH_SM90_NARROW_WARPS"), "NAME=v1,v2"));
+  EXPECT_TRUE(contains(usage_message("ATTNBENCH_SM90_NARROW_WARPS="), "NAME=v1,v2"));
+  EXPECT_TRUE(contains(usage_message("ATTNBENCH_SM90_NARROW_WARPS=4,4"), "listed twice"));
+  EXPECT_TRUE(contains(usage_message("ATTNBENCH_SM90_NARROW_WARPS=4,"), "empty value"));
+  EXPECT_THROW(parse_knob_axes({"ATTNBENCH_3D_SPLITS=1", "ATTNBENCH_3D_SPLITS=2"}), UsageError);
+  EXPECT_THROW(parse_knob_axes({}), UsageError);
+  const auto axes = parse_knob_axes({"ATTNBENCH_SM90_NARROW_WARPS=8,4"});
+  ASSERT_EQ(axes.size(), 1u);
+  EXPECT_EQ(axes[0].values, (std::vector<std::string>{"8", "4"}));  // order kept: the first is the reference
+}
+
+TEST(Sweep, CartesianProductFirstAxisSlowest) {
+  const auto s = knob_settings(parse_knob_axes({"ATTNBENCH_SM90_NARROW_WARPS=4,8", "ATTNBENCH_3D_SPLITS=0,2,16"}));
+  ASSERT_EQ(s.size(), 6u);
+  EXPECT_EQ(s[0].at("ATTNBENCH_SM90_NARROW_WARPS"), "4");
+  EXPECT_EQ(s[0].at("ATTNBENCH_3D_SPLITS"), "0");
+  EXPECT_EQ(s[2].at("ATTNBENCH_3D_SPLITS"), "16");
+  EXPECT_EQ(s[3].at("ATTNBENCH_SM90_NARROW_WARPS"), "8");
+  EXPECT_EQ(s[3].at("ATTNBENCH_3D_SPLITS"), "0");
+  std::set<std::map<std::string, std::string>> distinct(s.begin(), s.end());
+  EXPECT_EQ(distinct.size(), 6u);
+}
+
+TEST(Sweep, CpuSweepWritesEverySettingsRowsInOneFile) {
+  const std::string shapes = write_text("tiny.json", kTinyShapes);
+  const std::string out = tmp_path("sweep.json");
+  // A knob set in the environment outside attnbench is recorded in every row.
+  const Result r = run_cli("sweep --shapes " + shapes + " --backend cpu --mode eager --min-samples 3 --max-noise 1 --timeout 1 "
+                           "--knob ATTNBENCH_CPU_MAX_GFLOP=0,64 -o " + out,
+                           "ATTNBENCH_SM90_NARROW_WARPS=8");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "S1: ATTNBENCH_CPU_MAX_GFLOP=0")) << r.output;
+  EXPECT_TRUE(contains(r.output, "S2: ATTNBENCH_CPU_MAX_GFLOP=64")) << r.output;
+  EXPECT_TRUE(contains(r.output, "(1.000)")) << "ratio of the first setting to itself:\n" << r.output;
+  const auto j = read_json(out);
+  EXPECT_EQ(j["schema"], "attnbench.results/1");
+  EXPECT_EQ(j["provenance"]["sweep"]["settings"].size(), 2u);
+  ASSERT_EQ(j["rows"].size(), 8u);  // 2 settings x 2 shapes x 2 dtypes x eager
+  std::map<std::string, int> per_setting;
+  for (const auto& row : j["rows"]) {
+    EXPECT_EQ(row["status"], "ok") << row.dump();
+    EXPECT_EQ(row["knobs"]["ATTNBENCH_SM90_NARROW_WARPS"], "8");
+    ++per_setting[row["knobs"]["ATTNBENCH_CPU_MAX_GFLOP"].get<std::string>()];
+  }
+  EXPECT_EQ(per_setting["0"], 4);
+  EXPECT_EQ(per_setting["64"], 4);
+}
+
+TEST(Sweep, BadKnobFailsBeforeAnyWork) {
+  const std::string shapes = write_text("tiny.json", kTinyShapes);
+  const std::string out = tmp_path("sweep_bad.json");
+  Result r = run_cli("sweep --shapes " + shapes + " --backend cpu --knob ATTNBENCH_NOPE=1 -o " + out);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "unknown knob 'ATTNBENCH_NOPE' (known: ATTNBENCH_CPU_MAX_GFLOP")) << r.output;
+  EXPECT_FALSE(contains(r.output, "cpu.unified")) << "nothing should have run:\n" << r.output;
+  r = run_cli("sweep --shapes " + shapes + " --backend cpu --knob ATTNBENCH_Q_MAJOR_GRID=0,2 -o " + out);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "not in 0|1")) << r.output;
+  EXPECT_EQ(run_cli("sweep --shapes " + shapes + " -o " + out).code, 2);  // --knob is required
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
