@@ -224,6 +224,8 @@ std::vector<ShapeCase> load_shape_file(const std::string& path) {
       w.name = raw["name"].get<std::string>();
     }
     check_keys(raw, keys, w, "a shape");
+    if (raw.contains("seqlens") && (raw.contains("batch") || raw.contains("seqlen_q") || raw.contains("seqlen_k")))
+      w.fail("seqlens", "give either seqlens or batch/seqlen_q/seqlen_k, not both");
     json s = defaults;
     s.update(raw);
     if (s.contains("seqlens") && !raw.contains("seqlens") && (raw.contains("seqlen_k") || raw.contains("batch"))) s.erase("seqlens");

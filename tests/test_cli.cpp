@@ -1,36 +1,17 @@
 // The command line as a user meets it: exit codes, error messages, and the result files of a small run.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
-#include <nlohmann/json.hpp>
+#include "cli_helpers.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
-struct Result {
-  int code;
-  std::string output;
-};
-
-Result run_cli(const std::string& args) {
-  const std::string cmd = "cd " + fs::temp_directory_path().string() + " && ATTNBENCH_SHAPES_DIR=" ATTNBENCH_SOURCE_DIR
-                          "/shapes " ATTNBENCH_BINARY " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {WEXITSTATUS(status), out};
-}
-
-std::string tmp_path(const std::string& name) {
-  return (fs::temp_directory_path() / ("attnbench_cli_" + std::to_string(::getpid()) + "_" + name)).string();
-}
+using testcli::Result;
+using testcli::run_cli;
+using testcli::tmp_path;
 
 const char* kSmallShapes = R"({"group": "tiny", "defaults": {"heads": 4, "kv_heads": 2, "head_size": 64, "block_size": 16},
   "shapes": [{"name": "prefill", "seqlens": [[3, 40], [17, 17]]},

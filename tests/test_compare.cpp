@@ -1,6 +1,7 @@
 // compare: the verdict rule, row matching, the CI exit codes, and the CLI's errors.
 #include <gtest/gtest.h>
 
+#include "attnbench/knobs.hpp"
 #include "cli_helpers.hpp"
 #include "compare.hpp"
 #include "errors.hpp"
@@ -76,14 +77,17 @@ TEST(CompareRule, EveryVerdictFromFiles) {
 
 TEST(CompareRule, MatchesOnModeKernelAndNonDefaultKnobs) {
   // A knob at its table default matches a row that does not carry it (a knob added to the table later).
+  const KnobSpec* spec = find_knob("ATTNBENCH_Q_MAJOR_GRID");
+  ASSERT_NE(spec, nullptr);
+  const std::string other = spec->default_value == "0" ? "1" : "0";
   const json base = json::array({row("s", "k", "graph", "ok", 100, 99.5, 100.5)});
-  const json now = json::array({row("s", "k", "graph", "ok", 100, 99.5, 100.5, {{"ATTNBENCH_SM90_NARROW_WARPS", "4"}}),
-                                row("s", "k", "graph", "ok", 100, 99.5, 100.5, {{"ATTNBENCH_SM90_NARROW_WARPS", "8"}}),
+  const json now = json::array({row("s", "k", "graph", "ok", 100, 99.5, 100.5, {{spec->name, spec->default_value}}),
+                                row("s", "k", "graph", "ok", 100, 99.5, 100.5, {{spec->name, other}}),
                                 row("s", "k", "eager", "ok", 100, 99.5, 100.5), row("s", "k2", "graph", "ok", 1, 1, 1)});
   const Comparison c = compare_rows(rows_of(base), rows_of(now), {});
   ASSERT_EQ(c.rows.size(), 4u);
   EXPECT_EQ(c.rows[0].verdict, Verdict::same);
-  EXPECT_EQ(c.rows[1].verdict, Verdict::only_new);  // NARROW_WARPS=8 is another configuration
+  EXPECT_EQ(c.rows[1].verdict, Verdict::only_new);  // a non-default value is another configuration
   EXPECT_EQ(c.rows[2].verdict, Verdict::only_new);  // eager vs graph never match
   EXPECT_EQ(c.rows[3].verdict, Verdict::only_new);
 }

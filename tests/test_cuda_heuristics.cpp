@@ -45,6 +45,12 @@ TEST(CudaSplitHeuristic, SmallGridIsSplitToFillTheSms) {
   EXPECT_EQ(num_splits_heuristic(64, 132, 64), 2);  // B8 x KV8: 128 CTAs
 }
 
+TEST(CudaSplitHeuristic, SplitsKeepAtLeastFourTiles) {
+  EXPECT_LE(num_splits_heuristic(8, 264, 64), 64 / kMinTilesPerSplit);  // B1 kv4k, 2 CTA slots per SM
+  EXPECT_GE(num_splits_heuristic(8, 264, 64), 8);
+  EXPECT_EQ(num_splits_heuristic(8, 264, 7), 1);  // 7 tiles: one split of >= 4 tiles
+}
+
 TEST(CudaSplitHeuristic, NeverMoreSplitsThanTilesOrCap) {
   EXPECT_LE(num_splits_heuristic(1, 132, 7), 7);
   EXPECT_LE(num_splits_heuristic(1, 1000, 100000), kMaxSplits);
@@ -101,23 +107,46 @@ TEST(CudaSupports, DeclinesWithAReason) {
 
 TEST(CudaLaunchPlan, PrefillGridFollowsTheKnobs) {
   const auto p = uniform(2, 1000, 1000, 16, 4, 128);
-  auto lp = make_unified_launch_plan(p, knobs(), 132);
+  auto lp = make_unified_launch_plan(p, knobs(), 132);  // default 4x32: 4 warps x 32 rows
   EXPECT_EQ(lp.path, UnifiedPath::prefill_2d);
+  EXPECT_EQ(lp.warps, 4);
+  EXPECT_EQ(lp.rows_per_warp, 32);
+  EXPECT_EQ(lp.block_m, 128);
+  EXPECT_EQ(lp.m_tiles, 8);
+  EXPECT_EQ(lp.grid_x, 16);  // heads first by default
+  EXPECT_EQ(lp.grid_y, 8);
+  EXPECT_EQ(lp.grid_z, 2);
+  EXPECT_EQ(lp.workspace_bytes, 0u);
+  lp = make_unified_launch_plan(p, knobs({{"ATTNBENCH_SM90_NARROW_WARPS", "8"}}), 132);
+  EXPECT_EQ(lp.warps, 8);
+  EXPECT_EQ(lp.rows_per_warp, 16);
+  EXPECT_EQ(lp.block_m, 128);
+  lp = make_unified_launch_plan(p, knobs({{"ATTNBENCH_SM90_NARROW_WARPS", "4"}, {"ATTNBENCH_Q_MAJOR_GRID", "1"}}),
+                                132);
   EXPECT_EQ(lp.warps, 4);
   EXPECT_EQ(lp.block_m, 64);
   EXPECT_EQ(lp.m_tiles, 16);
-  EXPECT_EQ(lp.grid_x, 16);  // heads first by default
-  EXPECT_EQ(lp.grid_y, 16);
-  EXPECT_EQ(lp.grid_z, 2);
-  EXPECT_EQ(lp.workspace_bytes, 0u);
-  lp = make_unified_launch_plan(p, knobs({{"ATTNBENCH_SM90_NARROW_WARPS", "8"}, {"ATTNBENCH_Q_MAJOR_GRID", "1"}}),
-                                132);
-  EXPECT_EQ(lp.block_m, 128);
-  EXPECT_EQ(lp.m_tiles, 8);
-  EXPECT_EQ(lp.grid_x, 8);  // q-tiles on x
+  EXPECT_EQ(lp.grid_x, 16);  // q-tiles on x
   EXPECT_EQ(lp.grid_y, 16);
   EXPECT_TRUE(lp.q_major);
   EXPECT_EQ(make_unified_launch_plan(uniform(1, 300, 300, 8, 8, 256), knobs(), 132).block_n, 32);
+}
+
+TEST(CudaLaunchPlan, ThirtyTwoRowsPerWarpVariant) {
+  const auto w4x32 = knobs({{"ATTNBENCH_SM90_NARROW_WARPS", "4x32"}});
+  auto lp = make_unified_launch_plan(uniform(1, 1000, 1000, 8, 8, 128), w4x32, 132);
+  EXPECT_EQ(lp.warps, 4);
+  EXPECT_EQ(lp.rows_per_warp, 32);
+  EXPECT_EQ(lp.block_m, 128);
+  EXPECT_EQ(lp.m_tiles, 8);
+  EXPECT_NE(lp.summary.find("rows/warp=32"), std::string::npos);
+  EXPECT_EQ(make_unified_launch_plan(uniform(1, 100, 100, 8, 8, 64), w4x32, 132).rows_per_warp, 32);
+  // d256 has no 32-row kernel: the same 128-row tile from 8 warps x 16 rows.
+  lp = make_unified_launch_plan(uniform(1, 1000, 1000, 8, 8, 256), w4x32, 132);
+  EXPECT_EQ(lp.warps, 8);
+  EXPECT_EQ(lp.rows_per_warp, 16);
+  EXPECT_EQ(lp.block_m, 128);
+  EXPECT_THROW(knobs({{"ATTNBENCH_SM90_NARROW_WARPS", "8x32"}}), std::invalid_argument);
 }
 
 TEST(CudaLaunchPlan, DecodeWorkspaceMatchesSplits) {
@@ -127,11 +156,14 @@ TEST(CudaLaunchPlan, DecodeWorkspaceMatchesSplits) {
   EXPECT_GT(lp.splits, 1);
   EXPECT_EQ(lp.grid_x, lp.splits);
   EXPECT_EQ(lp.grid_y, 8);  // kv heads x one row tile (group 4 <= 16 rows)
-  EXPECT_EQ(lp.workspace_bytes, static_cast<std::size_t>(lp.splits) * 32 * (128 + 1) * 4);
+  // Partials (LSE + O per split and row), then one int32 arrival counter per (sequence, kv head, row tile).
+  EXPECT_EQ(decode_counter_count(p), 8);
+  EXPECT_EQ(lp.workspace_bytes, static_cast<std::size_t>(lp.splits) * 32 * (128 + 1) * 4 + 8 * 4);
   // Forced splits, capped by the KV tiles.
   lp = make_unified_launch_plan(p, knobs({{"ATTNBENCH_3D_SPLITS", "3"}}), 132);
   EXPECT_EQ(lp.splits, 3);
-  EXPECT_EQ(lp.workspace_bytes, 3u * 32 * 129 * 4);
+  EXPECT_EQ(lp.workspace_bytes, 3u * 32 * 129 * 4 + 8 * 4);
+  EXPECT_NE(lp.summary.find("+combine"), std::string::npos);
   lp = make_unified_launch_plan(uniform(1, 1, 100, 32, 8, 128), knobs({{"ATTNBENCH_3D_SPLITS", "50"}}), 132);
   EXPECT_EQ(lp.splits, 2);  // 100 keys = 2 tiles of 64
   // One split: the kernel writes the output directly, no workspace.
@@ -142,6 +174,17 @@ TEST(CudaLaunchPlan, DecodeWorkspaceMatchesSplits) {
   lp = make_unified_launch_plan(uniform(2, 1, 2048, 32, 1, 128), knobs(), 132);
   EXPECT_EQ(lp.m_tiles, 2);
   EXPECT_EQ(lp.grid_y, 2);
+  EXPECT_EQ(decode_counter_count(uniform(2, 1, 2048, 32, 1, 128)), 2 * 1 * 2);
+  EXPECT_EQ(decode_workspace_bytes(uniform(2, 1, 2048, 32, 1, 128), 1), 0u);
+}
+
+TEST(CudaSupports, AcceptsTheOutputGateOnBothPaths) {
+  auto p = uniform(1, 1, 4096, 32, 8, 128);
+  p.output_gate = true;
+  EXPECT_TRUE(unified_supports(p).ok);
+  p = uniform(1, 512, 512, 8, 8, 64);
+  p.output_gate = true;
+  EXPECT_TRUE(unified_supports(p).ok);
 }
 
 #ifdef ATTNBENCH_WITH_CUDA
@@ -157,6 +200,12 @@ TEST(CudaUnifiedKernel, PlanCarriesWorkspaceGraphAndSummary) {
   EXPECT_EQ(plan2->workspace_bytes, 0u);
   EXPECT_FALSE(plan2->graph_replay);
   EXPECT_NE(plan2->summary.find("2d warps=8"), std::string::npos);
+  EXPECT_NE(k->plan(uniform(1, 2048, 2048, 8, 8, 128), knobs())->summary.find("2d warps=4 rows/warp=32"),
+            std::string::npos);
+  auto gp = uniform(1, 2048, 2048, 8, 8, 64);
+  gp.output_gate = true;
+  EXPECT_TRUE(k->supports(gp).ok);
+  EXPECT_NE(k->plan(gp, knobs())->summary.find("+gate"), std::string::npos);
   EXPECT_FALSE(k->supports(uniform(1, 8, 8, 4, 4, 96)).ok);
 }
 #endif

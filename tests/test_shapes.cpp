@@ -112,6 +112,11 @@ TEST(Shapes, ZeroOrNegativeSizes) {
   expect_error(R"({"shapes": [{"name": "a", "heads": 8, "kv_heads": 2, "head_size": 64, "seqlens": [[0, 4]]}]})",
                {"field 'seqlens'"});
 }
+TEST(Shapes, RaggedAndUniformLengthsExcludeEachOther) {
+  expect_error(R"({"shapes": [{"name": "a", "heads": 8, "kv_heads": 2, "head_size": 64, "batch": 2,
+                               "seqlens": [[1, 4]]}]})",
+               {"field 'seqlens'", "not both"});
+}
 TEST(Shapes, UnsupportedDtype) {
   expect_error(R"({"shapes": [{"name": "a", "heads": 8, "kv_heads": 2, "head_size": 64, "seqlen_k": 9, "dtypes": ["fp8"]}]})",
                {"field 'dtypes'", "fp8"});

@@ -29,7 +29,7 @@ TEST(Sweep, KnobValidation) {
   const std::string unknown = usage_message("ATTNBENCH_BOGUS=1,2");
   EXPECT_TRUE(contains(unknown, "unknown knob 'ATTNBENCH_BOGUS'")) << unknown;
   EXPECT_TRUE(contains(unknown, "ATTNBENCH_SM90_NARROW_WARPS")) << "lists the known knobs: " << unknown;
-  EXPECT_TRUE(contains(usage_message("ATTNBENCH_SM90_NARROW_WARPS=4,5"), "'5' not in 4|8"));
+  EXPECT_TRUE(contains(usage_message("ATTNBENCH_Q_MAJOR_GRID=0,5"), "'5' not in 0|1"));
   EXPECT_TRUE(contains(usage_message("ATTNBENCH_3D_SPLITS=2,x"), "not a non-negative integer"));
   EXPECT_TRUE(contains(usage_message("ATTNBENCH_SM90_NARROW_WARPS"), "NAME=v1,v2"));
   EXPECT_TRUE(contains(usage_message("ATTNBENCH_SM90_NARROW_WARPS="), "NAME=v1,v2"));
@@ -60,7 +60,7 @@ TEST(Sweep, CpuSweepWritesEverySettingsRowsInOneFile) {
   // A knob set in the environment outside attnbench is recorded in every row.
   const Result r = run_cli("sweep --shapes " + shapes + " --backend cpu --mode eager --min-samples 3 --max-noise 1 --timeout 1 "
                            "--knob ATTNBENCH_CPU_MAX_GFLOP=0,64 -o " + out,
-                           "ATTNBENCH_SM90_NARROW_WARPS=8");
+                           "ATTNBENCH_3D_SPLITS=3");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "S1: ATTNBENCH_CPU_MAX_GFLOP=0")) << r.output;
   EXPECT_TRUE(contains(r.output, "S2: ATTNBENCH_CPU_MAX_GFLOP=64")) << r.output;
@@ -72,7 +72,7 @@ TEST(Sweep, CpuSweepWritesEverySettingsRowsInOneFile) {
   std::map<std::string, int> per_setting;
   for (const auto& row : j["rows"]) {
     EXPECT_EQ(row["status"], "ok") << row.dump();
-    EXPECT_EQ(row["knobs"]["ATTNBENCH_SM90_NARROW_WARPS"], "8");
+    EXPECT_EQ(row["knobs"]["ATTNBENCH_3D_SPLITS"], "3");
     ++per_setting[row["knobs"]["ATTNBENCH_CPU_MAX_GFLOP"].get<std::string>()];
   }
   EXPECT_EQ(per_setting["0"], 4);

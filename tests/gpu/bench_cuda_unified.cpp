@@ -95,17 +95,37 @@ int main(int argc, char** argv) {
   const std::map<std::string, std::string> w4 = {{"ATTNBENCH_SM90_NARROW_WARPS", "4"}};
   const std::map<std::string, std::string> w8 = {{"ATTNBENCH_SM90_NARROW_WARPS", "8"}};
   const std::map<std::string, std::string> w4q = {{"ATTNBENCH_SM90_NARROW_WARPS", "4"}, {"ATTNBENCH_Q_MAJOR_GRID", "1"}};
+  const std::map<std::string, std::string> w4r32 = {{"ATTNBENCH_SM90_NARROW_WARPS", "4x32"}};
+  auto splits = [](const char* n) { return std::map<std::string, std::string>{{"ATTNBENCH_3D_SPLITS", n}}; };
+  auto gated = [](AttentionProblem p) {
+    p.output_gate = true;
+    return p;
+  };
   std::vector<Bench> benches = {
       {"prefill d128 causal S8192 H32 B1 w4", prob(1, 8192, 8192, 32, 32, 128), w4, false},
       {"prefill d128 causal S8192 H32 B1 w8", prob(1, 8192, 8192, 32, 32, 128), w8, false},
+      {"prefill d128 causal S8192 H32 B1 w4x32", prob(1, 8192, 8192, 32, 32, 128), w4r32, false},
+      {"prefill d128 causal S8192 H32 B1 w8 again", prob(1, 8192, 8192, 32, 32, 128), w8, false},
+      {"prefill d128 causal S8192 H32 B1 w4x32 again", prob(1, 8192, 8192, 32, 32, 128), w4r32, false},
+      {"prefill d128 causal S8192 H32 B1 w8 gate", gated(prob(1, 8192, 8192, 32, 32, 128)), w8, false},
       {"prefill d128 causal S8192 H32 B1 w4 qmajor", prob(1, 8192, 8192, 32, 32, 128), w4q, false},
       {"prefill d128 causal S8192 H32 B1 fp16 w4", prob(1, 8192, 8192, 32, 32, 128, true, DType::f16), w4, false},
-      {"prefill d128 noncausal S16384 H16 B1 w4", prob(1, 16384, 16384, 16, 16, 128, false), w4, false},
+      {"prefill d128 causal S8192 H32 B1 fp16 w4x32", prob(1, 8192, 8192, 32, 32, 128, true, DType::f16), w4r32,
+       false},
+      {"prefill d128 noncausal S16384 H16 B1 w8", prob(1, 16384, 16384, 16, 16, 128, false), w8, false},
+      {"prefill d128 noncausal S16384 H16 B1 w4x32", prob(1, 16384, 16384, 16, 16, 128, false), w4r32, false},
       {"prefill d64 causal S8192 H32 B2 w4", prob(2, 8192, 8192, 32, 32, 64), w4, false},
+      {"prefill d64 causal S8192 H32 B2 w8", prob(2, 8192, 8192, 32, 32, 64), w8, false},
+      {"prefill d64 causal S8192 H32 B2 w4x32", prob(2, 8192, 8192, 32, 32, 64), w4r32, false},
       {"prefill d256 causal S8192 H8 B2 w4", prob(2, 8192, 8192, 8, 8, 256), w4, false},
       {"prefill d256 causal S8192 H8 B2 w8", prob(2, 8192, 8192, 8, 8, 256), w8, false},
       {"short d128 h32kv8 B16 S256 w4", prob(16, 256, 256, 32, 8, 128), w4, true},
       {"decode d128 h32kv8 B1 kv4096", prob(1, 1, 4096, 32, 8, 128), {}, true},
+      {"decode d128 h32kv8 B1 kv4096 s4", prob(1, 1, 4096, 32, 8, 128), splits("4"), true},
+      {"decode d128 h32kv8 B1 kv4096 s8", prob(1, 1, 4096, 32, 8, 128), splits("8"), true},
+      {"decode d128 h32kv8 B1 kv4096 s16", prob(1, 1, 4096, 32, 8, 128), splits("16"), true},
+      {"decode d128 h32kv8 B1 kv4096 s32", prob(1, 1, 4096, 32, 8, 128), splits("32"), true},
+      {"decode d128 h32kv8 B1 kv4096 gate", gated(prob(1, 1, 4096, 32, 8, 128)), {}, true},
       {"decode d128 h32kv8 B8 kv4096", prob(8, 1, 4096, 32, 8, 128), {}, true},
       {"decode d128 h32kv8 B32 kv8192", prob(32, 1, 8192, 32, 8, 128), {}, true},
       {"decode d128 h32kv8 B128 kv4096", prob(128, 1, 4096, 32, 8, 128), {}, true},

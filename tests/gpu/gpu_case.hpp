@@ -1,8 +1,11 @@
 // Shared by the GPU tests and the timing executable: one problem's inputs on the device, the cuda.unified plan,
 // its workspace, and a poisoned output; run() enqueues one call.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -12,43 +15,120 @@
 
 namespace attnbench::gputest {
 
+// Fused: Q, K and V are read in place from one projection-output-like buffer, each token row
+// [Q heads | GATE heads | K heads | V heads] (N = (2 h + 2 h_kv) d elements, the gated block's layout): q/kv
+// token strides N, kv_stride_block = block_size * N; rows past the real Q tokens hold NaN. The output gets padded
+// strides (o_stride_head = d + 8, o_stride_token = h (d + 8) + 16). Gate: problem.output_gate, params.gate reads
+// the GATE columns (fused) or a packed [total_q, h, d] buffer, seeded values in [-4, 4].
+struct CaseLayout {
+  bool fused = false;
+  bool gate = false;
+};
+
 struct DeviceCase {
   HostInputs host;
-  cuda::DeviceBuffer q, k, v, cu, used, table, out, workspace;
+  CaseLayout layout;
+  std::vector<uint16_t> gate_host;  // fused: the whole fused buffer; else [total_q, h, d]
+  int64_t gate_off = 0, gate_st = 0, gate_sh = 0;  // gate element (t, h, d) at gate_host[off + t st + h sh + d]
+  cuda::DeviceBuffer q, k, v, cu, used, table, out, workspace, fused, gate;
   std::unique_ptr<AttentionKernel> kernel = make_cuda_unified();
   std::unique_ptr<AttentionPlan> plan;
   AttentionParams params;
 
-  DeviceCase(const AttentionProblem& p, const std::map<std::string, std::string>& knobs, uint64_t seed,
-             BlockOrder order = BlockOrder::shuffled)
-      : host(build_inputs(p, seed, order)) {
+  DeviceCase(const AttentionProblem& p0, const std::map<std::string, std::string>& knobs, uint64_t seed,
+             BlockOrder order = BlockOrder::shuffled, CaseLayout lay = {})
+      : host(build_inputs(with_gate(p0, lay.gate || p0.output_gate), seed, order)),
+        layout{lay.fused, lay.gate || p0.output_gate} {
+    lay = layout;
+    const AttentionProblem& p = host.problem;
     auto up = [](cuda::DeviceBuffer& b, const auto& vec) {
       const std::size_t n = vec.size() * sizeof(vec[0]);
       b = cuda::DeviceBuffer(n);
       b.upload(vec.data(), n);
     };
-    up(q, host.q);
-    up(k, host.k_cache);
-    up(v, host.v_cache);
+    params = make_attention_params(p);
+    const int64_t h = p.heads, hk = p.kv_heads, d = p.head_size, tq = p.total_q();
+    std::mt19937_64 rng(seed ^ 0x9a7e);
+    std::uniform_real_distribution<float> ug(-4.f, 4.f);
+    if (lay.fused) {
+      const int64_t n = (2 * h + 2 * hk) * d;
+      const int64_t cache_rows = host.num_blocks * p.block_size;
+      const int64_t rows = std::max(tq, cache_rows);
+      std::vector<uint16_t> f(static_cast<std::size_t>(rows * n), 0xFFFF);  // NaN where nothing belongs
+      for (int64_t t = 0; t < tq; ++t)
+        for (int64_t i = 0; i < h * d; ++i) {
+          f[t * n + i] = host.q[t * h * d + i];
+          f[t * n + h * d + i] = float_to_half(ug(rng), p.dtype);
+        }
+      for (int64_t t = 0; t < cache_rows; ++t)
+        for (int64_t i = 0; i < hk * d; ++i) {
+          f[t * n + 2 * h * d + i] = host.k_cache[t * hk * d + i];
+          f[t * n + (2 * h + hk) * d + i] = host.v_cache[t * hk * d + i];
+        }
+      up(fused, f);
+      const uint16_t* base = static_cast<const uint16_t*>(fused.data());
+      params.q = base;
+      params.k_cache = base + 2 * h * d;
+      params.v_cache = base + (2 * h + hk) * d;
+      params.q_stride_token = n;
+      params.q_stride_head = d;
+      params.kv_stride_block = n * p.block_size;
+      params.kv_stride_token = n;
+      params.kv_stride_head = d;
+      params.o_stride_head = d + 8;
+      params.o_stride_token = h * (d + 8) + 16;
+      if (lay.gate) {
+        params.gate = base + h * d;
+        gate_off = h * d;
+        gate_st = n;
+        gate_sh = d;
+        gate_host = std::move(f);
+      }
+    } else {
+      up(q, host.q);
+      up(k, host.k_cache);
+      up(v, host.v_cache);
+      params.q = q.data();
+      params.k_cache = k.data();
+      params.v_cache = v.data();
+      if (lay.gate) {
+        gate_host.resize(static_cast<std::size_t>(tq * h * d));
+        for (auto& g : gate_host) g = float_to_half(ug(rng), p.dtype);
+        up(gate, gate_host);
+        params.gate = gate.data();
+        gate_st = h * d;
+        gate_sh = d;
+      }
+    }
+    params.gate_stride_token = gate_st;
+    params.gate_stride_head = gate_sh;
     up(cu, host.cu_seqlens_q);
     up(used, host.seqused_k);
     up(table, host.block_table);
     out = cuda::DeviceBuffer(out_elems() * 2);
     plan = kernel->plan(p, KnobValues::resolve(knobs, /*read_env=*/false));
     workspace = cuda::DeviceBuffer(plan->workspace_bytes);
-    params = make_attention_params(p);
-    params.q = q.data();
-    params.k_cache = k.data();
-    params.v_cache = v.data();
     params.out = out.data();
     params.cu_seqlens_q = static_cast<const int32_t*>(cu.data());
     params.seqused_k = static_cast<const int32_t*>(used.data());
     params.block_table = static_cast<const int32_t*>(table.data());
     params.workspace = workspace.data();
   }
-  std::size_t out_elems() const {
-    const auto& p = host.problem;
-    return static_cast<std::size_t>(p.total_q()) * p.heads * p.head_size;
+  static AttentionProblem with_gate(AttentionProblem p, bool gate) {
+    p.output_gate = gate;
+    return p;
+  }
+  // Output buffer elements (padded strides included) and the index of (token, head, d) in it.
+  std::size_t out_elems() const { return static_cast<std::size_t>(host.problem.total_q() * params.o_stride_token); }
+  std::size_t out_index(int64_t token, int head, int d) const {
+    return static_cast<std::size_t>(token * params.o_stride_token + head * params.o_stride_head + d);
+  }
+  // sigmoid(gate) of (token, head, d) as the kernel should apply it (1 without a gate).
+  float gate_factor(int64_t token, int head, int d) const {
+    if (!layout.gate) return 1.f;
+    const float g = half_to_float(
+        gate_host[static_cast<std::size_t>(gate_off + token * gate_st + head * gate_sh + d)], host.problem.dtype);
+    return static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(g))));
   }
   void poison() { out.fill_byte(0xFF); }  // 0xFFFF is NaN in fp16 and bf16
   void run(cudaStream_t s) const { kernel->run(*plan, params, s); }

@@ -65,41 +65,56 @@ std::vector<reference::RowId> sample_rows(const AttentionProblem& p, uint64_t se
 struct Outcome {
   double max_abs = 0;
   int64_t nonfinite = 0;
+  int64_t padding_written = 0;  // output elements outside (token, head, d < head_size) that lost their poison
   int64_t rows = 0;
   std::string worst;
 };
 
-Outcome run_and_check(const Shape& sh, DType dt, const std::map<std::string, std::string>& knobs, uint64_t seed) {
-  const AttentionProblem p = problem_of(sh, dt);
-  DeviceCase c(p, knobs, seed);
-  cuda::Stream stream;
-  c.poison();
-  c.run(stream.get());
-  stream.synchronize();
+// The reference applies the gate itself: ref * sigmoid(gate), gate read back from the case's host copy.
+Outcome check_output(const DeviceCase& c, uint64_t seed) {
+  const AttentionProblem& p = c.host.problem;
+  const DType dt = p.dtype;
   std::vector<uint16_t> out(c.out_elems());
   c.out.download(out.data(), out.size() * 2);
-
   Outcome o;
-  for (uint16_t x : out)
-    if (!std::isfinite(half_to_float(x, dt))) ++o.nonfinite;
+  std::vector<char> inside(out.size(), 0);
+  for (int64_t t = 0; t < p.total_q(); ++t)
+    for (int h = 0; h < p.heads; ++h)
+      for (int d = 0; d < p.head_size; ++d) inside[c.out_index(t, h, d)] = 1;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (inside[i] && !std::isfinite(half_to_float(out[i], dt))) ++o.nonfinite;
+    if (!inside[i] && out[i] != 0xFFFF) ++o.padding_written;
+  }
   const auto rows = sample_rows(p, seed);
   std::vector<float> ref(rows.size() * p.head_size);
   reference::paged_attention(c.host.params(), rows, ref.data());
   o.rows = static_cast<int64_t>(rows.size());
   for (std::size_t r = 0; r < rows.size(); ++r) {
     for (int d = 0; d < p.head_size; ++d) {
-      const float got = half_to_float(out[(rows[r].token * p.heads + rows[r].head) * p.head_size + d], dt);
-      const double err = std::isfinite(got) ? std::abs(got - ref[r * p.head_size + d]) : INFINITY;
+      const float got = half_to_float(out[c.out_index(rows[r].token, rows[r].head, d)], dt);
+      const float want = ref[r * p.head_size + d] * c.gate_factor(rows[r].token, rows[r].head, d);
+      const double err = std::isfinite(got) ? std::abs(got - want) : INFINITY;
       if (!(err <= o.max_abs)) {
         o.max_abs = err;
         char buf[160];
         std::snprintf(buf, sizeof buf, "token %lld head %d dim %d: got %g want %g",
-                      static_cast<long long>(rows[r].token), rows[r].head, d, got, ref[r * p.head_size + d]);
+                      static_cast<long long>(rows[r].token), rows[r].head, d, got, want);
         o.worst = buf;
       }
     }
   }
   return o;
+}
+
+Outcome run_and_check(const Shape& sh, DType dt, const std::map<std::string, std::string>& knobs, uint64_t seed,
+                      CaseLayout lay = {}) {
+  const AttentionProblem p = problem_of(sh, dt);
+  DeviceCase c(p, knobs, seed, BlockOrder::shuffled, lay);
+  cuda::Stream stream;
+  c.poison();
+  c.run(stream.get());
+  stream.synchronize();
+  return check_output(c, seed);
 }
 
 // Scaled-down members of every DESIGN.md group (block sizes 64, 16, 48 and 128 among them).
@@ -147,13 +162,14 @@ class Decode3D : public ::testing::TestWithParam<std::tuple<int, DType>> {};
 TEST_P(Prefill2D, MatchesReferenceForEveryKnob) {
   const auto [idx, dt] = GetParam();
   const Shape sh = prefill_shapes()[idx];
-  for (const char* warps : {"4", "8"}) {
+  for (const char* warps : {"4", "8", "4x32"}) {
     for (const char* qmajor : {"0", "1"}) {
       const auto o = run_and_check(sh, dt, {{"ATTNBENCH_SM90_NARROW_WARPS", warps}, {"ATTNBENCH_Q_MAJOR_GRID", qmajor}},
                                    1234 + idx);
       std::printf("  %-46s %s warps=%s qmajor=%s rows=%lld max_abs=%.3g\n", sh.name.c_str(), dtype_name(dt), warps,
                   qmajor, static_cast<long long>(o.rows), o.max_abs);
       EXPECT_EQ(o.nonfinite, 0) << sh.name << " warps=" << warps << ": unwritten or non-finite outputs";
+      EXPECT_EQ(o.padding_written, 0);
       EXPECT_LE(o.max_abs, tol(dt)) << sh.name << " warps=" << warps << " qmajor=" << qmajor << ": " << o.worst;
     }
   }
@@ -184,6 +200,71 @@ INSTANTIATE_TEST_SUITE_P(Groups, Decode3D,
                                             ::testing::Values(DType::bf16, DType::f16)),
                          case_name);
 
+// Output gate and non-packed strides (the gated block's layout: Q/K/V read in place from one fused projection
+// output, padded output rows), on both paths, every prefill variant and several split counts; gate alone and
+// strides alone too.
+class GateAndStrides : public ::testing::TestWithParam<std::tuple<int, DType>> {};
+
+std::vector<Shape> gate_shapes() {
+  return {
+      {"prefill d128 h8kv2 (q300,kv300) (q77,kv77)", {{300, 300}, {77, 77}}, 8, 2, 128},
+      {"prefill d64 h4kv4 s200 noncausal bs16", uniform(2, 200, 200), 4, 4, 64, false, 16},
+      {"prefill d256 h4kv2 s150", uniform(1, 150, 150), 4, 2, 256},
+      {"decode d128 h32kv8 b3 kv1500", uniform(3, 1, 1500), 32, 8, 128},
+      {"decode d256 h16kv2 b2 kv900 bs16", uniform(2, 1, 900), 16, 2, 256, true, 16},
+      {"spec d64 h16kv4 (q4,kv1000) (q2,kv300)", {{4, 1000}, {2, 300}}, 16, 4, 64},
+  };
+}
+
+TEST_P(GateAndStrides, MatchReferenceTimesSigmoidGate) {
+  const auto [idx, dt] = GetParam();
+  const Shape sh = gate_shapes()[idx];
+  const std::vector<std::map<std::string, std::string>> settings = {
+      {{"ATTNBENCH_SM90_NARROW_WARPS", "4"}},    {{"ATTNBENCH_SM90_NARROW_WARPS", "8"}},
+      {{"ATTNBENCH_SM90_NARROW_WARPS", "4x32"}}, {{"ATTNBENCH_3D_SPLITS", "1"}},
+      {{"ATTNBENCH_3D_SPLITS", "5"}},           {{"ATTNBENCH_3D_SPLITS", "0"}}};
+  for (const CaseLayout lay : {CaseLayout{true, true}, CaseLayout{false, true}, CaseLayout{true, false}}) {
+    for (const auto& k : settings) {
+      const auto o = run_and_check(sh, dt, k, 4321 + idx, lay);
+      std::printf("  %-46s %s %s=%s fused=%d gate=%d rows=%lld max_abs=%.3g\n", sh.name.c_str(), dtype_name(dt),
+                  k.begin()->first.c_str(), k.begin()->second.c_str(), lay.fused, lay.gate,
+                  static_cast<long long>(o.rows), o.max_abs);
+      EXPECT_EQ(o.nonfinite, 0) << sh.name << ": unwritten or non-finite outputs";
+      EXPECT_EQ(o.padding_written, 0) << sh.name << ": wrote output padding";
+      EXPECT_LE(o.max_abs, tol(dt)) << sh.name << " fused=" << lay.fused << " gate=" << lay.gate << ": " << o.worst;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, GateAndStrides,
+                         ::testing::Combine(::testing::Range(0, static_cast<int>(gate_shapes().size())),
+                                            ::testing::Values(DType::bf16, DType::f16)),
+                         [](const ::testing::TestParamInfo<std::tuple<int, DType>>& info) {
+                           return "s" + std::to_string(std::get<0>(info.param)) + "_" +
+                                  dtype_name(std::get<1>(info.param));
+                         });
+
+// The split merge's arrival counters live in the workspace and must be left zero by every call: many eager calls
+// in a row on one workspace give the same bits (and a fresh plan on a dirty workspace zeroes them first).
+TEST(CudaUnifiedDecode, RepeatedCallsKeepTheSplitCounters) {
+  const Shape sh{"decode d128 h32kv8 b2 kv3000", uniform(2, 1, 3000), 32, 8, 128};
+  DeviceCase c(problem_of(sh, DType::bf16), {{"ATTNBENCH_3D_SPLITS", "7"}}, 5);
+  c.workspace.fill_byte(0x5A);  // garbage counters before the first call
+  cuda::Stream stream;
+  c.run(stream.get());
+  stream.synchronize();
+  std::vector<uint16_t> first(c.out_elems()), again(c.out_elems());
+  c.out.download(first.data(), first.size() * 2);
+  EXPECT_LE(check_output(c, 5).max_abs, tol(DType::bf16));
+  for (int i = 0; i < 5; ++i) {
+    c.poison();
+    c.run(stream.get());
+    stream.synchronize();
+    c.out.download(again.data(), again.size() * 2);
+    EXPECT_EQ(first, again) << "call " << i + 2;
+  }
+}
+
 // The plan is made once; run() must be capturable and give the same answer from a graph replay.
 TEST(CudaUnifiedGraph, ReplayMatchesEagerAndAllocatesNothing) {
   const Shape sh{"decode d128 h32kv8 b2 kv3000", uniform(2, 1, 3000), 32, 8, 128};
@@ -197,10 +278,13 @@ TEST(CudaUnifiedGraph, ReplayMatchesEagerAndAllocatesNothing) {
   c.out.download(eager.data(), eager.size() * 2);
   c.poison();
   cuda::Graph g(stream.get(), [&] { c.run(stream.get()); });
-  g.replay(stream.get());
-  stream.synchronize();
-  c.out.download(replay.data(), replay.size() * 2);
-  EXPECT_EQ(eager, replay);
+  for (int i = 0; i < 3; ++i) {
+    g.replay(stream.get());
+    stream.synchronize();
+    c.out.download(replay.data(), replay.size() * 2);
+    EXPECT_EQ(eager, replay) << "replay " << i;
+    c.poison();
+  }
 }
 
 }  // namespace

@@ -1,0 +1,479 @@
+// The gated attention block: geometry validation and every typed decline, the W_qkvg builder, norm/RoPE against a
+// naive loop, cpu.gated_block against the fp32 reference, workspace arithmetic, the work model, the harness's
+// rows and tolerance rule, and a CLI run of a small shape file.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "../kernels/cpu/gated_block.hpp"
+#include "attnbench/backends.hpp"
+#include "attnbench/gated_block.hpp"
+#include "attnbench/gated_block_ref.hpp"
+#include "gated_case.hpp"
+
+namespace attnbench {
+namespace {
+
+GatedDims small_dims(int seqlen = 100, int batch = 1, DType dt = DType::bf16) {
+  GatedDims d;
+  d.batch = batch;
+  d.seqlen = seqlen;
+  d.d_model = 256;
+  d.h_q = 4;
+  d.h_kv = 2;
+  d.d_head = 64;
+  d.rope_dim = 16;
+  d.dtype = dt;
+  return d;
+}
+
+GatedOptions plain_options(bool causal = true) {
+  GatedOptions o;
+  o.is_causal = causal;
+  o.fuse_gate = false;
+  return o;
+}
+
+KnobValues knobs(std::map<std::string, std::string> over = {}) { return KnobValues::resolve(over, false); }
+
+template <class F>
+std::string decline_field(F&& f) {
+  try {
+    f();
+  } catch (const GatedDecline& e) {
+    EXPECT_NE(std::string(e.what()).find("field '" + e.field() + "': "), std::string::npos) << e.what();
+    EXPECT_FALSE(e.reason().empty());
+    return e.field();
+  }
+  return "<no decline>";
+}
+
+TEST(GatedGeometry, ValidDimsAndDerivedSizes) {
+  const GatedGeometry g(small_dims(100, 2));
+  EXPECT_EQ(g.tokens(), 200);
+  EXPECT_EQ(g.n_qkvg(), (2 * 4 + 2 * 2) * 64);
+  EXPECT_EQ(g.attn_width(), 256);
+}
+
+TEST(GatedGeometry, EveryInvalidFieldIsATypedDeclineNamingIt) {
+  auto with = [](auto edit) {
+    GatedDims d = small_dims();
+    edit(d);
+    return decline_field([&] { GatedGeometry g(d); });
+  };
+  EXPECT_EQ(with([](GatedDims& d) { d.batch = 0; }), "batch");
+  EXPECT_EQ(with([](GatedDims& d) { d.seqlen = 0; }), "seqlen");
+  EXPECT_EQ(with([](GatedDims& d) { d.batch = 1 << 16; d.seqlen = 1 << 16; }), "seqlen");
+  EXPECT_EQ(with([](GatedDims& d) { d.d_model = 0; }), "d_model");
+  EXPECT_EQ(with([](GatedDims& d) { d.d_model = 260; }), "d_model");  // not 16-byte rows
+  EXPECT_EQ(with([](GatedDims& d) { d.h_q = 0; }), "h_q");
+  EXPECT_EQ(with([](GatedDims& d) { d.h_kv = 0; }), "h_kv");
+  EXPECT_EQ(with([](GatedDims& d) { d.h_q = 3; }), "h_kv");  // 3 % 2
+  EXPECT_EQ(with([](GatedDims& d) { d.d_head = 96; }), "d_head");
+  EXPECT_EQ(with([](GatedDims& d) { d.rope_dim = 15; }), "rope_dim");
+  EXPECT_EQ(with([](GatedDims& d) { d.rope_dim = 66; }), "rope_dim");
+  EXPECT_EQ(with([](GatedDims& d) { d.rope_dim = -2; }), "rope_dim");
+  EXPECT_EQ(with([](GatedDims& d) { d.rope_dim = 0; }), "<no decline>");
+  EXPECT_EQ(with([](GatedDims& d) { d.rope_dim = 64; }), "<no decline>");
+}
+
+TEST(GatedOptions, InvalidValuesAndLayoutNames) {
+  GatedOptions o;
+  o.attn_scale = -1.f;
+  EXPECT_EQ(decline_field([&] { validate_gated_options(o); }), "attn_scale");
+  o.attn_scale = NAN;
+  EXPECT_EQ(decline_field([&] { validate_gated_options(o); }), "attn_scale");
+  o.attn_scale = 0.f;
+  o.norm_weight_offset = INFINITY;
+  EXPECT_EQ(decline_field([&] { validate_gated_options(o); }), "norm_weight_offset");
+  EXPECT_EQ(decline_field([] { parse_q_gate_layout("rows"); }), "q_gate_layout");
+  EXPECT_EQ(parse_q_gate_layout("interleaved"), QGateLayout::interleaved);
+  EXPECT_FLOAT_EQ(GatedOptions{}.softmax_scale(64), 0.125f);
+  o.attn_scale = 0.5f;
+  EXPECT_FLOAT_EQ(o.softmax_scale(64), 0.5f);
+}
+
+TEST(GatedOptions, KnobsSelectTheOptions) {
+  GatedShape s;
+  s.causal = false;
+  s.qk_norm = false;
+  const GatedOptions def = gated_options(s, knobs());
+  EXPECT_TRUE(def.fuse_gate);  // the knob's default
+  EXPECT_FALSE(def.fuse_norm_rope);
+  EXPECT_EQ(def.q_gate_layout, QGateLayout::flat);
+  EXPECT_FALSE(def.is_causal);
+  EXPECT_FALSE(def.qk_norm);
+  const GatedOptions o = gated_options(s, knobs({{"ATTNBENCH_GATED_FUSE_GATE", "0"},
+                                                 {"ATTNBENCH_GATED_FUSE_NORM_ROPE", "1"},
+                                                 {"ATTNBENCH_GATED_QGATE_LAYOUT", "interleaved"}}));
+  EXPECT_FALSE(o.fuse_gate);
+  EXPECT_TRUE(o.fuse_norm_rope);
+  EXPECT_EQ(o.q_gate_layout, QGateLayout::interleaved);
+  EXPECT_THROW(knobs({{"ATTNBENCH_GATED_QGATE_LAYOUT", "rows"}}), std::invalid_argument);
+}
+
+TEST(CpuGatedBlock, TypedDeclines) {
+  const auto k = make_cpu_gated_block();
+  const GatedGeometry g(small_dims());
+  auto field = [&](const GatedGeometry& geo, const GatedOptions& o, const KnobValues& kv) {
+    const Support s = k->supports(geo, o, kv);
+    const std::string f = decline_field([&] { k->create(geo, o, kv); });
+    EXPECT_EQ(s.ok, f == "<no decline>") << f;
+    if (!s.ok) {
+      EXPECT_NE(s.reason.find("field '" + f + "'"), std::string::npos) << s.reason;
+    }
+    return f;
+  };
+  EXPECT_EQ(field(g, plain_options(), knobs()), "<no decline>");
+  GatedOptions o = plain_options();
+  o.fuse_gate = true;
+  EXPECT_EQ(field(g, o, knobs()), "fuse_gate");
+  o = plain_options();
+  o.fuse_norm_rope = true;
+  EXPECT_EQ(field(g, o, knobs()), "fuse_norm_rope");
+  o = plain_options();
+  o.attn_scale = -1.f;
+  EXPECT_EQ(field(g, o, knobs()), "attn_scale");
+  EXPECT_EQ(field(GatedGeometry(small_dims(100, 2)), plain_options(), knobs()), "seqlen");  // 100 % 16 != 0
+  EXPECT_EQ(field(GatedGeometry(small_dims(96, 2)), plain_options(), knobs()), "<no decline>");
+  GatedDims big = small_dims(4096);
+  big.d_model = 4096;
+  EXPECT_EQ(field(GatedGeometry(big), plain_options(), knobs({{"ATTNBENCH_CPU_MAX_GFLOP", "10"}})), "work");
+  EXPECT_EQ(field(GatedGeometry(big), plain_options(), knobs({{"ATTNBENCH_CPU_MAX_GFLOP", "0"}})), "<no decline>");
+}
+
+#ifdef ATTNBENCH_WITH_CUDA
+// Declines are decided on the host: these run without a device.
+TEST(CudaGatedBlock, TypedDeclinesWithoutADevice) {
+  const auto k = make_cuda_gated_block();
+  const GatedGeometry g(small_dims());
+  EXPECT_TRUE(k->supports(g, plain_options(), knobs()).ok);
+  GatedOptions o = plain_options();
+  o.fuse_norm_rope = true;
+  Support s = k->supports(g, o, knobs());
+  EXPECT_FALSE(s.ok);
+  EXPECT_NE(s.reason.find("field 'fuse_norm_rope': the projection is cuBLASLt"), std::string::npos) << s.reason;
+  s = k->supports(GatedGeometry(small_dims(100, 2)), plain_options(), knobs());
+  EXPECT_NE(s.reason.find("field 'seqlen'"), std::string::npos) << s.reason;
+  // fuse_gate follows what the SDPA kernel says about its gate epilogue.
+  o = plain_options();
+  o.fuse_gate = true;
+  const bool sdpa_gates = make_cuda_unified()->supports(gated_sdpa_problem(g, o, 64)).ok;
+  s = k->supports(g, o, knobs());
+  EXPECT_EQ(s.ok, sdpa_gates);
+  if (!s.ok) {
+    EXPECT_NE(s.reason.find("field 'fuse_gate': the SDPA kernel has no gate epilogue"), std::string::npos) << s.reason;
+  }
+}
+#endif
+
+TEST(GatedWeights, BuilderPlacesEveryBlockForBothLayouts) {
+  const GatedGeometry g(small_dims());
+  const int dm = g.d_model(), d = g.d_head(), hq = g.h_q(), hkv = g.h_kv();
+  // Every element encodes (matrix, row): the check below reads back where each source row landed.
+  auto make = [&](int id, int rows) {
+    std::vector<uint16_t> w(static_cast<std::size_t>(rows) * dm);
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < dm; ++c) w[static_cast<std::size_t>(r) * dm + c] = static_cast<uint16_t>(id * 4096 + r);
+    return w;
+  };
+  const auto wq = make(1, hq * d), wg = make(2, hq * d), wk = make(3, hkv * d), wv = make(4, hkv * d);
+  for (QGateLayout layout : {QGateLayout::flat, QGateLayout::interleaved}) {
+    const auto w = build_w_qkvg(g, layout, wq.data(), wg.data(), wk.data(), wv.data());
+    ASSERT_EQ(w.size(), static_cast<std::size_t>(g.n_qkvg()) * dm);
+    auto row_tag = [&](int64_t n) {
+      const uint16_t v = w[static_cast<std::size_t>(n) * dm];
+      for (int c = 1; c < dm; ++c) EXPECT_EQ(w[static_cast<std::size_t>(n) * dm + c], v);
+      return v;
+    };
+    for (int h = 0; h < hq; ++h)
+      for (int i = 0; i < d; ++i) {
+        const int64_t q_row = layout == QGateLayout::flat ? h * d + i : 2 * h * d + i;
+        const int64_t g_row = layout == QGateLayout::flat ? hq * d + h * d + i : 2 * h * d + d + i;
+        EXPECT_EQ(row_tag(q_row), 1 * 4096 + h * d + i);
+        EXPECT_EQ(row_tag(g_row), 2 * 4096 + h * d + i);
+      }
+    for (int i = 0; i < hkv * d; ++i) {
+      EXPECT_EQ(row_tag(2 * hq * d + i), 3 * 4096 + i);
+      EXPECT_EQ(row_tag(2 * hq * d + hkv * d + i), 4 * 4096 + i);
+    }
+    const GatedColumns c = gated_columns(g, layout);
+    EXPECT_EQ(c.q_head_stride, layout == QGateLayout::flat ? d : 2 * d);
+    EXPECT_EQ(c.g0, layout == QGateLayout::flat ? hq * d : d);
+    EXPECT_EQ(c.k0, 2 * hq * d);
+    EXPECT_EQ(c.v0, 2 * hq * d + hkv * d);
+  }
+}
+
+// Naive norm + RoPE in double: x * w / rms, then x * cos + rotate_half(x) * sin with rotate_half = [-x2, x1].
+std::vector<double> naive_norm_rope(std::vector<double> x, bool norm, const std::vector<double>& w, double offset,
+                                    int rope_dim, const std::vector<double>& cos, const std::vector<double>& sin) {
+  const int d = static_cast<int>(x.size());
+  if (norm) {
+    double ms = 0;
+    for (double v : x) ms += v * v / d;
+    for (int i = 0; i < d; ++i) x[i] = x[i] / std::sqrt(ms + 1e-6) * (offset + w[i]);
+  }
+  std::vector<double> rot(rope_dim);
+  for (int i = 0; i < rope_dim; ++i) rot[i] = i < rope_dim / 2 ? -x[i + rope_dim / 2] : x[i - rope_dim / 2];
+  for (int i = 0; i < rope_dim; ++i) x[i] = x[i] * cos[i] + rot[i] * sin[i];
+  return x;
+}
+
+TEST(GatedNormRope, RowMatchesANaiveLoop) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.f, 2.f);
+  for (int d : {64, 256})
+    for (int rope : {0, 16, 64, d})
+      for (bool norm : {false, true})
+        for (float offset : {0.f, 1.f}) {
+          std::vector<float> x(d), w(d), c(rope), s(rope);
+          for (auto& v : x) v = nd(rng);
+          for (auto& v : w) v = 1.f + 0.1f * nd(rng);
+          for (int i = 0; i < rope; ++i) {
+            const float a = 0.37f * (i % std::max(1, rope / 2)) + 0.5f;
+            c[i] = std::cos(a);
+            s[i] = std::sin(a);
+          }
+          const auto want = naive_norm_rope({x.begin(), x.end()}, norm, {w.begin(), w.end()}, offset, rope,
+                                            {c.begin(), c.end()}, {s.begin(), s.end()});
+          cpu::norm_rope_row(x.data(), d, norm, w.data(), offset, kGatedNormEps, rope, c.data(), s.data());
+          for (int i = 0; i < d; ++i)
+            ASSERT_NEAR(x[i], want[i], 1e-5 * (1 + std::fabs(want[i]))) << "d " << d << " rope " << rope << " i " << i;
+        }
+}
+
+TEST(GatedWork, ModelCountsBothProjectionsAndTheVisibleSdpa) {
+  const GatedGeometry g(small_dims());
+  const double T = 100, dm = 256, N = 768, aw = 256;
+  const WorkModel full = gated_block_work(g, plain_options(false));
+  EXPECT_DOUBLE_EQ(full.flops, 2 * T * dm * (N + aw) + 4.0 * T * T * 4 * 64);
+  const WorkModel causal = gated_block_work(g, plain_options(true));
+  EXPECT_DOUBLE_EQ(causal.flops, 2 * T * dm * (N + aw) + 4.0 * (T * (T + 1) / 2) * 4 * 64);
+  EXPECT_DOUBLE_EQ(full.bytes, 2 * (T * dm + N * dm + dm * aw + 2 * T * 16 + 2 * 64 + T * dm));
+}
+
+TEST(GatedWorkspace, LayoutArithmetic) {
+  const GatedGeometry g(small_dims());
+  const GatedWorkspaceLayout l = gated_workspace_layout(g, 64, 1000, 4096);
+  EXPECT_EQ(l.proj, 0u);
+  EXPECT_EQ(l.attn, 100u * 768 * 2);          // 153600, already 256-aligned
+  EXPECT_EQ(l.sdpa, l.attn + 100u * 256 * 2);  // 204800
+  EXPECT_EQ(l.cu_seqlens_q, l.sdpa + 1024u);   // 1000 rounded up to 256
+  EXPECT_EQ(l.seqused_k, l.cu_seqlens_q + 256u);
+  EXPECT_EQ(l.block_table, l.seqused_k + 256u);
+  EXPECT_EQ(l.blocks_per_seq, 2);
+  EXPECT_EQ(l.gemm, l.block_table + 256u);
+  EXPECT_EQ(l.total, l.gemm + 4096u);
+  for (std::size_t off : {l.attn, l.sdpa, l.cu_seqlens_q, l.seqused_k, l.block_table, l.gemm})
+    EXPECT_EQ(off % kGatedWorkspaceAlign, 0u);
+  // cpu.gated_block: no GEMM workspace, and cpu.unified's prefill path needs none either.
+  const auto block = make_cpu_gated_block()->create(g, plain_options(), knobs());
+  EXPECT_EQ(block->workspace_size(), gated_workspace_layout(g, 64, 0, 0).total);
+  EXPECT_EQ(gated_block_size(GatedGeometry(small_dims(100, 1))), 64);
+  EXPECT_EQ(gated_block_size(GatedGeometry(small_dims(96, 2))), 32);
+  EXPECT_EQ(gated_block_size(GatedGeometry(small_dims(100, 2))), 0);
+}
+
+// Host buffers of one CPU call.
+struct CpuRun {
+  GatedHostInputs in;
+  std::vector<uint16_t> w_qkvg, out;
+  std::vector<unsigned char> ws;
+  GatedBlockParams prm;
+};
+
+CpuRun run_cpu(const GatedGeometry& g, GatedBlock& block, QGateLayout weight_layout) {
+  CpuRun r;
+  r.in = build_gated_inputs(g, 11);
+  r.w_qkvg = build_w_qkvg(g, weight_layout, r.in.wq.data(), r.in.wgate.data(), r.in.wk.data(), r.in.wv.data());
+  r.out.assign(static_cast<std::size_t>(g.tokens()) * g.d_model(), 0xFFFF);  // NaN: every element must be written
+  r.ws.assign(block.workspace_size(), 0xFF);
+  r.prm = make_gated_params(g);
+  r.prm.h = r.in.h.data();
+  r.prm.w_qkvg = r.w_qkvg.data();
+  r.prm.q_norm_weight = r.in.q_norm_weight.data();
+  r.prm.k_norm_weight = r.in.k_norm_weight.data();
+  r.prm.cos = r.in.cos.data();
+  r.prm.sin = r.in.sin.data();
+  r.prm.w_o = r.in.w_o.data();
+  r.prm.out = r.out.data();
+  r.prm.workspace = r.ws.data();
+  EXPECT_THROW(block.execute(r.prm, nullptr), std::invalid_argument);  // workspace not prepared yet
+  block.prepare_workspace(r.ws.data(), nullptr);
+  block.execute(r.prm, nullptr);
+  return r;
+}
+
+// max |out - ref| over every row, and the tolerance of the harness's rule.
+std::pair<double, double> compare_with_reference(const GatedGeometry& g, const GatedOptions& o, const CpuRun& r) {
+  std::vector<int64_t> rows(g.tokens());
+  for (int64_t t = 0; t < g.tokens(); ++t) rows[t] = t;
+  std::vector<float> ref(rows.size() * g.d_model());
+  reference::gated_block(g, o, r.in.ref(), rows, ref.data());
+  double max_abs = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double got = half_to_float(r.out[i], g.dtype());
+    EXPECT_TRUE(std::isfinite(got)) << "element " << i;
+    max_abs = std::max(max_abs, std::fabs(got - ref[i]));
+  }
+  return {max_abs, gated_atol(g.dtype() == DType::f16 ? 2e-2 : 4e-2, ref.data(), ref.size())};
+}
+
+struct CpuCase {
+  int batch, seqlen;
+  bool causal;
+  DType dtype;
+  QGateLayout layout;
+  bool qk_norm;
+  float offset;
+};
+
+class CpuGatedVsReference : public ::testing::TestWithParam<CpuCase> {};
+
+TEST_P(CpuGatedVsReference, PassesTheGate) {
+  const CpuCase c = GetParam();
+  const GatedGeometry g(small_dims(c.seqlen, c.batch, c.dtype));
+  GatedOptions o = plain_options(c.causal);
+  o.q_gate_layout = c.layout;
+  o.qk_norm = c.qk_norm;
+  o.norm_weight_offset = c.offset;
+  auto block = make_cpu_gated_block()->create(g, o, knobs());
+  const CpuRun r = run_cpu(g, *block, c.layout);
+  const auto [max_abs, atol] = compare_with_reference(g, o, r);
+  EXPECT_LT(max_abs, 0.6 * atol);  // the rounded stages stay well inside the gate (measured: <= 0.48 atol)
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CpuGatedVsReference,
+    ::testing::Values(CpuCase{1, 100, true, DType::bf16, QGateLayout::flat, true, 0.f},
+                      CpuCase{1, 100, false, DType::bf16, QGateLayout::flat, true, 0.f},
+                      CpuCase{1, 100, true, DType::bf16, QGateLayout::interleaved, true, 1.f},
+                      CpuCase{2, 48, true, DType::f16, QGateLayout::flat, false, 0.f},
+                      CpuCase{2, 64, false, DType::bf16, QGateLayout::interleaved, true, 0.f}));
+
+TEST(CpuGatedBlock, WrongWeightLayoutFailsTheGate) {
+  const GatedGeometry g(small_dims());
+  GatedOptions o = plain_options();
+  o.q_gate_layout = QGateLayout::interleaved;
+  auto block = make_cpu_gated_block()->create(g, o, knobs());
+  const CpuRun r = run_cpu(g, *block, QGateLayout::flat);  // the block reads columns the weights don't have
+  const auto [max_abs, atol] = compare_with_reference(g, o, r);
+  EXPECT_GT(max_abs, atol);
+}
+
+TEST(CpuGatedBlock, StagesOneByOneEqualExecuteAndParamsAreChecked) {
+  const GatedGeometry g(small_dims());
+  auto block = make_cpu_gated_block()->create(g, plain_options(), knobs());
+  EXPECT_EQ(block->stage_names(), (std::vector<std::string>{"qkvg_proj", "norm_rope", "sdpa", "gate", "out_proj"}));
+  CpuRun r = run_cpu(g, *block, QGateLayout::flat);
+  const std::vector<uint16_t> whole = r.out;
+  std::fill(r.out.begin(), r.out.end(), 0xFFFF);
+  for (int s = 0; s < static_cast<int>(block->stage_names().size()); ++s) block->execute_stage(s, r.prm, nullptr);
+  EXPECT_EQ(r.out, whole);
+  GatedBlockParams bad = r.prm;
+  bad.seqlen = 99;
+  EXPECT_THROW(block->execute(bad, nullptr), std::invalid_argument);
+  bad = r.prm;
+  bad.w_o = nullptr;
+  EXPECT_THROW(block->execute(bad, nullptr), std::invalid_argument);
+  EXPECT_THROW(block->execute_stage(5, r.prm, nullptr), std::invalid_argument);
+}
+
+TEST(GatedHarness, ToleranceRuleScalesWithTheOutputRms) {
+  const std::vector<float> small = {0.1f, -0.2f, 0.3f}, big = {3.f, -3.f, 3.f, -3.f};
+  EXPECT_DOUBLE_EQ(gated_atol(4e-2, small.data(), small.size()), 4e-2);
+  EXPECT_NEAR(gated_atol(4e-2, big.data(), big.size()), 12e-2, 1e-12);
+}
+
+TEST(GatedHarness, CheckedRowsAllWhenCheapElseBoundariesAndRandom) {
+  const GatedGeometry small(small_dims(100, 2));
+  EXPECT_EQ(gated_check_rows(small, plain_options(), 8e9, 1).size(), 200u);
+  GatedDims d;
+  d.seqlen = 32768;
+  d.d_model = 5120;
+  d.h_q = 32;
+  d.h_kv = 2;
+  d.d_head = 256;
+  d.rope_dim = 64;
+  const GatedGeometry big(d);
+  const auto rows = gated_check_rows(big, plain_options(), 8e9, 1);
+  EXPECT_GE(rows.size(), 16u);
+  EXPECT_LT(rows.size(), 64u);
+  EXPECT_TRUE(std::is_sorted(rows.begin(), rows.end()));
+  EXPECT_EQ(std::adjacent_find(rows.begin(), rows.end()), rows.end());
+  for (int64_t must : {0, 63, 64, 127, 128, 32767 - 128, 32767 - 64, 32767})
+    EXPECT_TRUE(std::binary_search(rows.begin(), rows.end(), static_cast<int64_t>(must))) << must;
+  EXPECT_EQ(rows, gated_check_rows(big, plain_options(), 8e9, 1));  // deterministic
+}
+
+// The CLI on tests/data/gated_small.json, CPU backend.
+struct CliResult {
+  int code;
+  std::string output;
+};
+
+CliResult run_cli(const std::string& args) {
+  const std::string cmd = "cd " + std::filesystem::temp_directory_path().string() +
+                          " && ATTNBENCH_SHAPES_DIR=" ATTNBENCH_SOURCE_DIR "/shapes " ATTNBENCH_BINARY " " + args +
+                          " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
+  const int status = pclose(p);
+  return {WEXITSTATUS(status), out};
+}
+
+std::string tmp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("attnbench_gated_" + std::to_string(::getpid()) + "_" + name))
+      .string();
+}
+
+const std::string kSmallShapes = ATTNBENCH_SOURCE_DIR "/tests/data/gated_small.json";
+
+TEST(GatedCli, SmallShapeFilePassesTheGateWithABreakdown) {
+  const std::string out = tmp_path("run.json");
+  const CliResult r = run_cli("run --shapes " + kSmallShapes + " --backend cpu --mode eager --min-samples 2 "
+                              "--timeout 0.5 --breakdown --set ATTNBENCH_GATED_FUSE_GATE=0 -o " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream f(out);
+  const auto j = nlohmann::json::parse(f);
+  ASSERT_EQ(j["rows"].size(), 4u);  // s100, s100_full, b2_s80 bf16 + fp16
+  for (const auto& row : j["rows"]) {
+    EXPECT_EQ(row["op"], "gated_block");
+    EXPECT_EQ(row["kernel"], "cpu.gated_block");
+    EXPECT_EQ(row["status"], "ok") << row["reason"];
+    EXPECT_TRUE(row["gate"]["passed"].get<bool>());
+    EXPECT_EQ(row["gate"]["rows_checked"].get<int>(), row["dims"]["batch"].get<int>() * row["dims"]["seqlen"].get<int>());
+    EXPECT_GT(row["flops"].get<double>(), 0);
+    ASSERT_TRUE(row.contains("breakdown")) << row.dump();
+    EXPECT_EQ(row["breakdown"]["stages"].size(), 5u);
+    EXPECT_EQ(row["breakdown"]["stages"][0]["name"], "qkvg_proj");
+    EXPECT_GT(row["breakdown"]["sum_us"].get<double>(), 0);
+    EXPECT_EQ(row["knobs"]["ATTNBENCH_GATED_FUSE_GATE"], "0");
+  }
+  EXPECT_NE(r.output.find("breakdown (median us): qkvg_proj"), std::string::npos) << r.output;
+}
+
+TEST(GatedCli, DefaultKnobsDeclineTheFusedGateOnTheCpu) {
+  const CliResult r = run_cli("run --shapes " + kSmallShapes + " --backend cpu --mode eager --filter s100_full -o " +
+                              tmp_path("declined.json"));
+  EXPECT_EQ(r.code, 0) << r.output;  // declined rows are not failures
+  EXPECT_NE(r.output.find("declined"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("field 'fuse_gate'"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace attnbench

@@ -1,0 +1,83 @@
+// scripts/ci/perf-regression.sh: its exit codes, with a fake nvidia-smi first on PATH so the test behaves the
+// same with and without a GPU, and the CPU backend standing in for the GPU run.
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+
+#include "cli_helpers.hpp"
+
+using namespace testcli;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+const std::string kScript = ATTNBENCH_SOURCE_DIR "/scripts/ci/perf-regression.sh";
+
+// A folder holding an `nvidia-smi` that exits with `code`.
+std::string fake_nvidia_smi(int code) {
+  const std::string dir = tmp_path("fakebin" + std::to_string(code));
+  fs::create_directories(dir);
+  const std::string exe = dir + "/nvidia-smi";
+  std::ofstream(exe) << "#!/bin/sh\necho 'GPU 0: fake'\nexit " << code << "\n";
+  ::chmod(exe.c_str(), 0755);
+  return dir;
+}
+
+struct PerfCase {
+  std::string root = tmp_path("perf");
+  std::string shapes = root + "/shapes", base = root + "/base", results = root + "/results";
+  PerfCase() {
+    fs::create_directories(shapes);
+    fs::create_directories(base);
+    std::ofstream(shapes + "/tiny.json") << R"({"defaults": {"heads": 2, "kv_heads": 1, "head_size": 64},
+      "shapes": [{"name": "p", "batch": 1, "seqlen_k": 24}, {"name": "d", "batch": 2, "seqlen_q": 1, "seqlen_k": 40}]})";
+  }
+  Result run(int smi_code) const {
+    return shell("PATH=" + fake_nvidia_smi(smi_code) + ":$PATH ATTNBENCH_SHAPES_DIR=" + shapes + " PERF_GROUPS=tiny " +
+                 "BASELINE_DIR=" + base + " RESULTS_DIR=" + results + " ATTNBENCH_BIN=" ATTNBENCH_BINARY +
+                 " PERF_BACKEND=cpu PERF_RUN_ARGS='--mode eager --min-samples 3 --max-noise 1 --timeout 1' " + kScript);
+  }
+  // The latest results as the baseline, every time scaled by `factor`.
+  void baseline_from_results(double factor) const {
+    json j = read_json(results + "/tiny.json");
+    for (auto& r : j["rows"])
+      if (r["time_us"].is_object())
+        for (const char* k : {"median", "min", "q1", "q3", "mean"}) r["time_us"][k] = r["time_us"][k].get<double>() * factor;
+    std::ofstream(base + "/tiny.json") << j.dump();
+  }
+};
+}  // namespace
+
+TEST(PerfRegression, WithoutAGpuItSaysSoAndExitsThree) {
+  const Result r = PerfCase().run(1);
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_TRUE(contains(r.output, "cannot run")) << r.output;
+}
+
+TEST(PerfRegression, MissingBaselineIsNamed) {
+  const PerfCase s;
+  const Result r = s.run(0);
+  EXPECT_EQ(r.code, 4) << r.output;
+  EXPECT_TRUE(contains(r.output, "missing baseline " + s.base + "/tiny.json")) << r.output;
+  EXPECT_FALSE(fs::exists(s.results + "/tiny.json")) << "nothing should have run";
+}
+
+TEST(PerfRegression, PassesWhenFasterFailsWhenSlower) {
+  const PerfCase s;
+  std::ofstream(s.base + "/tiny.json") << "{}";  // present, so the run happens; compare rejects it
+  Result r = s.run(0);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "not an attnbench results file")) << r.output;
+  ASSERT_TRUE(fs::exists(s.results + "/tiny.json")) << r.output;
+
+  s.baseline_from_results(100.0);  // the baseline was 100x slower: every row FAST
+  r = s.run(0);
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "FAST")) << r.output;
+  EXPECT_TRUE(fs::exists(s.results + "/tiny.compare.json"));
+
+  s.baseline_from_results(0.01);  // the baseline was 100x faster: every row SLOW
+  r = s.run(0);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "FAILED (SLOW or mismatch) in: tiny")) << r.output;
+}
