@@ -363,6 +363,26 @@ INSTANTIATE_TEST_SUITE_P(
                       CpuCase{2, 48, true, DType::f16, QGateLayout::flat, false, 0.f},
                       CpuCase{2, 64, false, DType::bf16, QGateLayout::interleaved, true, 0.f}));
 
+TEST(GatedReference, SampledRowsEqualTheSameRowsOfTheFullComputation) {
+  for (bool causal : {true, false}) {
+    const GatedGeometry g(small_dims(80, 2));
+    const GatedOptions o = plain_options(causal);
+    const GatedHostInputs in = build_gated_inputs(g, 5);
+    std::vector<int64_t> all(g.tokens());
+    for (int64_t t = 0; t < g.tokens(); ++t) all[t] = t;
+    std::vector<float> full(all.size() * g.d_model());
+    reference::gated_block(g, o, in.ref(), all, full.data());
+    const std::vector<int64_t> some = {97, 0, 79, 80, 5};  // any order; K/V only up to what these rows see
+    std::vector<float> part(some.size() * g.d_model());
+    reference::gated_block(g, o, in.ref(), some, part.data());
+    for (std::size_t r = 0; r < some.size(); ++r)
+      for (int c = 0; c < g.d_model(); ++c)
+        ASSERT_NEAR(part[r * g.d_model() + c], full[some[r] * g.d_model() + c], 1e-5) << "row " << some[r];
+    EXPECT_LT(reference::gated_block_ref_flops(g, o, some), reference::gated_block_ref_flops(g, o, all));
+    EXPECT_THROW(reference::gated_block(g, o, in.ref(), {160}, part.data()), std::out_of_range);
+  }
+}
+
 TEST(CpuGatedBlock, WrongWeightLayoutFailsTheGate) {
   const GatedGeometry g(small_dims());
   GatedOptions o = plain_options();

@@ -9,8 +9,9 @@ const std::vector<KnobSpec>& knob_table() {
   static const std::vector<KnobSpec> table = {
       {"ATTNBENCH_CPU_MAX_GFLOP", {}, "64",
        "cpu.*: decline problems whose declared work exceeds this many GFLOP (0 = no limit)"},
-      {"ATTNBENCH_SM90_NARROW_WARPS", {"4", "8"}, "4",
-       "cuda.unified 2D prefill: warps per CTA of the mma.sync kernel (16 query rows per warp)"},
+      {"ATTNBENCH_SM90_NARROW_WARPS", {"4", "8", "4x32"}, "4x32",
+       "cuda.unified 2D prefill: warps per CTA of the mma.sync kernel, 16 query rows per warp (4 | 8), or 4x32: "
+       "4 warps x 32 query rows (two m16 tiles per warp; d256 falls back to 8 x 16)"},
       {"ATTNBENCH_Q_MAJOR_GRID", {"0", "1"}, "0",
        "cuda.unified 2D prefill: 1 puts the q-tile index on grid.x (q-major order), 0 puts heads first"},
       {"ATTNBENCH_3D_SPLITS", {}, "0",

@@ -222,10 +222,10 @@ class CpuGatedBlock final : public GatedBlock {
     const DType dt = g_.dtype();
     const int d = g_.d_head(), rd = g_.rope_dim(), heads = g_.h_q() + g_.h_kv();
     const int64_t N = g_.n_qkvg(), rows = g_.tokens() * heads;
-    std::vector<float> wq(d, 0.f), wk(d, 0.f);
+    float wq[256] = {}, wk[256] = {};  // d_head <= 256 (the geometry's rule); nothing allocated per call
     if (o_.qk_norm) {
-      cpu::to_float(dt, static_cast<const uint16_t*>(p.q_norm_weight), wq.data(), d);
-      cpu::to_float(dt, static_cast<const uint16_t*>(p.k_norm_weight), wk.data(), d);
+      cpu::to_float(dt, static_cast<const uint16_t*>(p.q_norm_weight), wq, d);
+      cpu::to_float(dt, static_cast<const uint16_t*>(p.k_norm_weight), wk, d);
     }
     uint16_t* proj = ws16(p, layout_.proj);
 #pragma omp parallel for schedule(static) num_threads(threads_)
@@ -240,7 +240,7 @@ class CpuGatedBlock final : public GatedBlock {
         cpu::to_float(dt, static_cast<const uint16_t*>(p.cos) + t * rd, c, rd);
         cpu::to_float(dt, static_cast<const uint16_t*>(p.sin) + t * rd, s, rd);
       }
-      cpu::norm_rope_row(v, d, o_.qk_norm, is_q ? wq.data() : wk.data(), o_.norm_weight_offset, kGatedNormEps, rd, c, s);
+      cpu::norm_rope_row(v, d, o_.qk_norm, is_q ? wq : wk, o_.norm_weight_offset, kGatedNormEps, rd, c, s);
       for (int i = 0; i < d; ++i) x[i] = float_to_half(v[i], dt);
     }
   }

@@ -2,7 +2,9 @@
 // (q_len x group, packed token-major) form the 16 M rows of mma.sync, so each K/V byte is read once per row tile.
 // 4 warps each take 16 keys of a 64-key tile (their own online-softmax state, merged through shared memory at
 // the end); tiles stream through a 3-stage cp.async pipeline. With one split the CTA writes the
-// output; otherwise it writes a base-2 LSE and a normalised fp32 partial, and combine_kernel merges the splits.
+// output; otherwise it writes a base-2 LSE and a normalised fp32 partial, and the last split CTA of its
+// (sequence, kv head, row tile) to arrive (an atomic counter in the workspace) merges the splits and writes the
+// output: one launch (v4; up to v3 a separate combine kernel). The output gate (p.gate) is applied at the write.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -152,13 +154,13 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
   }
   __syncthreads();
 
-  // 128 threads x (BM rows x D columns): thread -> row tid / 8, 8 runs of D/8 columns... as 4-float vectors.
+  // 128 threads x (BM rows x D columns): thread -> row tid / kTpr, kCols consecutive columns.
   constexpr int kTpr = NT / BM;  // threads per row
   constexpr int kCols = D / kTpr;
   const int row = threadIdx.x / kTpr;
   const int col0 = (threadIdx.x % kTpr) * kCols;
   const int pr = r0 + row;
-  if (pr >= rows_valid) return;
+  const bool row_ok = pr < rows_valid;
   float mx = -INFINITY;
 #pragma unroll
   for (int w = 0; w < Tile::kWarps; ++w) mx = fmaxf(mx, sm[w * BM + row]);
@@ -169,8 +171,8 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
     if (mw != -INFINITY) lsum += sl[w * BM + row] * exp2_approx((mw - mx) * c);
   }
   const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
-  const int token = q_start + pr / group;
-  const int head = kvh * group + pr % group;
+  const int token = q_start + (row_ok ? pr / group : 0);
+  const int head = kvh * group + (row_ok ? pr % group : 0);
   float acc[kCols];
 #pragma unroll
   for (int i = 0; i < kCols; ++i) {
@@ -179,77 +181,87 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
     for (int w = 0; w < Tile::kWarps; ++w) v += so[(w * BM + row) * Tile::kOPitch + col0 + i];
     acc[i] = v * inv;
   }
-  if (splits == 1) {
-    T* dst = static_cast<T*>(p.out) + token * p.o_stride_token + head * p.o_stride_head + col0;
-#pragma unroll
-    for (int i = 0; i < kCols; i += 2) *reinterpret_cast<uint32_t*>(dst + i) = pack2<DT>(acc[i], acc[i + 1]);
-  } else {
+  if (splits > 1) {
+    // Publish this split's normalised partial and base-2 LSE, then count arrivals; the last split CTA of this
+    // (sequence, kv head, row tile) merges all splits (threadFenceReduction pattern) and resets the counter.
     const int64_t rows_total = p.total_q * p.heads;
     const int64_t grow = static_cast<int64_t>(token) * p.heads + head;
     float* ws = static_cast<float*>(p.workspace);
-    if (threadIdx.x % kTpr == 0)
-      ws[split * rows_total + grow] = lsum > 0.f ? mx * c + __log2f(lsum) : -INFINITY;
-    float* dst = ws + splits * rows_total + (split * rows_total + grow) * D + col0;
+    float* ws_o = ws + splits * rows_total;
+    int* counter = reinterpret_cast<int*>(ws_o + splits * rows_total * D) +
+                   (static_cast<int64_t>(seq) * gridDim.y + blockIdx.y);
+    if (row_ok) {
+      if (threadIdx.x % kTpr == 0) ws[split * rows_total + grow] = lsum > 0.f ? mx * c + __log2f(lsum) : -INFINITY;
+      float* dst = ws_o + (split * rows_total + grow) * D + col0;
 #pragma unroll
-    for (int i = 0; i < kCols; i += 4)
-      *reinterpret_cast<float4*>(dst + i) = make_float4(acc[i], acc[i + 1], acc[i + 2], acc[i + 3]);
-  }
-}
-
-// One warp per output row (token, head): weights 2^(lse_s - max) over the splits, O = sum_s w_s O_s / sum_s w_s.
-template <DType DT, int D>
-__global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ AttentionParams p, int splits) {
-  using T = typename StorageOf<DT>::type;
-  constexpr int kPer = D / 32;
-  const int lane = threadIdx.x % 32;
-  const int64_t rows_total = p.total_q * p.heads;
-  const int64_t grow = static_cast<int64_t>(blockIdx.x) * 4 + threadIdx.x / 32;
-  if (grow >= rows_total) return;
-  const float* lse = static_cast<const float*>(p.workspace);
-  const float* po = lse + splits * rows_total;
-  // Each lane holds the LSEs of splits lane + 32k (kMaxSplits <= 128); weights are broadcast by shuffle so the
-  // O loop below has no dependent loads and keeps several splits' rows in flight.
-  static_assert(kMaxSplits <= 128, "four LSE registers per lane");
-  float l4[4];
-  float mx = -INFINITY;
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const int s = lane + 32 * k;
-    l4[k] = s < splits ? lse[s * rows_total + grow] : -INFINITY;
-    mx = fmaxf(mx, l4[k]);
-  }
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-  if (mx == -INFINITY) mx = 0.f;
-  float wsum = 0.f;
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    l4[k] = exp2_approx(l4[k] - mx);  // weight of split lane + 32k (0 past `splits`)
-    wsum += l4[k];
-  }
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) wsum += __shfl_xor_sync(0xffffffffu, wsum, off);
-  float acc[kPer] = {};
-#pragma unroll 8
-  for (int s = 0; s < splits; ++s) {
-    const float w0 = __shfl_sync(0xffffffffu, l4[0], s % 32), w1 = __shfl_sync(0xffffffffu, l4[1], s % 32);
-    const float w2 = __shfl_sync(0xffffffffu, l4[2], s % 32), w3 = __shfl_sync(0xffffffffu, l4[3], s % 32);
-    const int k = s / 32;
-    const float w = k == 0 ? w0 : k == 1 ? w1 : k == 2 ? w2 : w3;
-    const float* src = po + (s * rows_total + grow) * D + lane * kPer;
-#pragma unroll
-    for (int i = 0; i < kPer; i += 2) {
-      const float2 v = __ldg(reinterpret_cast<const float2*>(src + i));
-      acc[i] += w * v.x;
-      acc[i + 1] += w * v.y;
+      for (int i = 0; i < kCols; i += 4)
+        *reinterpret_cast<float4*>(dst + i) = make_float4(acc[i], acc[i + 1], acc[i + 2], acc[i + 3]);
     }
-  }
-  const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
-  const int64_t token = grow / p.heads;
-  const int head = static_cast<int>(grow % p.heads);
-  T* dst = static_cast<T*>(p.out) + token * p.o_stride_token + head * p.o_stride_head + lane * kPer;
+    __threadfence();
+    __syncthreads();
+    __shared__ int s_last;
+    if (threadIdx.x == 0) {
+      const int prev = atomicAdd(counter, 1);
+      s_last = prev == splits - 1;
+      if (s_last) *counter = 0;  // every split has arrived: ready for the next call (graph replays)
+    }
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    // Merge. All splits' LSEs of the 16 rows are fetched at once by the whole CTA into smem (the merge buffer is
+    // free: acc is in registers), then each thread streams its 16 columns of every split's partial with 8 splits'
+    // loads in flight; weights 2^(lse_s - max). Partials are read through L2 (__ldcg: written by other CTAs).
+    float* s_lse = so;  // [BM][splits]
+    for (int i = threadIdx.x; i < BM * splits; i += NT) {
+      const int r = i / splits, sp = i - r * splits;
+      const int prr = r0 + r;
+      float v = -INFINITY;
+      if (prr < rows_valid) {
+        const int64_t g = static_cast<int64_t>(q_start + prr / group) * p.heads + kvh * group + prr % group;
+        v = __ldcg(ws + sp * rows_total + g);
+      }
+      s_lse[i] = v;
+    }
+    __syncthreads();
+    if (!row_ok) return;
+    const float* my_lse = s_lse + row * splits;
+    float lmax = -INFINITY;
+    for (int sp = 0; sp < splits; ++sp) lmax = fmaxf(lmax, my_lse[sp]);
+    if (lmax == -INFINITY) lmax = 0.f;
 #pragma unroll
-  for (int i = 0; i < kPer; i += 2) *reinterpret_cast<uint32_t*>(dst + i) = pack2<DT>(acc[i] * inv, acc[i + 1] * inv);
+    for (int i = 0; i < kCols; ++i) acc[i] = 0.f;
+    float wsum = 0.f;
+#pragma unroll 8
+    for (int sp = 0; sp < splits; ++sp) {
+      const float w = exp2_approx(my_lse[sp] - lmax);
+      wsum += w;
+      const float4* src = reinterpret_cast<const float4*>(ws_o + (sp * rows_total + grow) * D + col0);
+#pragma unroll
+      for (int i = 0; i < kCols / 4; ++i) {
+        const float4 v = __ldcg(src + i);
+        acc[4 * i] += w * v.x;
+        acc[4 * i + 1] += w * v.y;
+        acc[4 * i + 2] += w * v.z;
+        acc[4 * i + 3] += w * v.w;
+      }
+    }
+    const float winv = wsum > 0.f ? 1.f / wsum : 0.f;
+#pragma unroll
+    for (int i = 0; i < kCols; ++i) acc[i] *= winv;
+  }
+  if (!row_ok) return;
+  T* dst = static_cast<T*>(p.out) + token * p.o_stride_token + head * p.o_stride_head + col0;
+  if (p.gate != nullptr) {
+    const T* g = static_cast<const T*>(p.gate) + token * p.gate_stride_token + head * p.gate_stride_head + col0;
+#pragma unroll
+    for (int i = 0; i < kCols; i += 2) {
+      const float2 sg = sigmoid2<DT>(*reinterpret_cast<const uint32_t*>(g + i));
+      *reinterpret_cast<uint32_t*>(dst + i) = pack2<DT>(acc[i] * sg.x, acc[i + 1] * sg.y);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kCols; i += 2) *reinterpret_cast<uint32_t*>(dst + i) = pack2<DT>(acc[i], acc[i + 1]);
+  }
 }
 
 }  // namespace dev
@@ -267,11 +279,6 @@ void launch_decode(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaSt
   const dim3 grid(lp.grid_x, lp.grid_y, lp.grid_z);
   kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(p, lp.splits);
   ATTNBENCH_CUDA_CHECK(cudaGetLastError());
-  if (lp.splits > 1) {
-    const int64_t rows = p.total_q * p.heads;
-    dev::combine_kernel<DT, D><<<static_cast<unsigned>((rows + 3) / 4), 128, 0, stream>>>(p, lp.splits);
-    ATTNBENCH_CUDA_CHECK(cudaGetLastError());
-  }
 }
 
 #define ATTNBENCH_INSTANTIATE_DECODE(DT, D) \

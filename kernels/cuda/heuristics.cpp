@@ -31,7 +31,12 @@ UnifiedPath choose_path(const AttentionProblem& p) {
 int num_splits_heuristic(int64_t ctas_unsplit, int num_sms, int num_n_tiles) {
   if (num_sms <= 0) num_sms = kDefaultSmCount;
   if (ctas_unsplit >= static_cast<int64_t>(0.8 * num_sms) || num_n_tiles <= 4) return 1;
-  const int max_splits = std::max(1, std::min({kMaxSplits, num_sms, num_n_tiles}));
+  // At least kMinTilesPerSplit tiles per split: B1 kv4k (64 tiles) measured 16.5 us at 16 splits against 17.2 at
+  // 32 and 18.9 at 29 (run 4): past that, per-split fixed costs and the merge's reads outweigh the shorter splits.
+  const int max_splits = std::max(1, std::min({kMaxSplits, num_sms, num_n_tiles / kMinTilesPerSplit}));
+  // A grid that fits the slots even at max_splits takes it: each split's time grows with its tiles (run 4b: B1 kv4k
+  // 14 splits of 5 tiles 19.1 us, 16 of 4 16.6 us), and there is no wave to balance.
+  if (ctas_unsplit * max_splits <= num_sms) return max_splits;
   std::vector<double> eff(max_splits + 1, 0.0);
   double best = 0.0;
   for (int s = 1; s <= max_splits; ++s) {
@@ -51,10 +56,20 @@ bool recommend_graph_replay(const AttentionProblem& p, const KnobValues& knobs, 
   return knobs.get_bool("ATTNBENCH_2D_GRAPH");
 }
 
+int decode_row_tiles(const AttentionProblem& p) {
+  const int64_t packed_rows = static_cast<int64_t>(p.max_seqlen_q()) * p.group_size();
+  return static_cast<int>((packed_rows + kDecodeRowsPerCta - 1) / kDecodeRowsPerCta);
+}
+
+int64_t decode_counter_count(const AttentionProblem& p) {
+  return static_cast<int64_t>(p.num_seqs()) * p.kv_heads * decode_row_tiles(p);
+}
+
 std::size_t decode_workspace_bytes(const AttentionProblem& p, int splits) {
   if (splits <= 1) return 0;
   const std::size_t rows = static_cast<std::size_t>(p.total_q()) * p.heads;
-  return static_cast<std::size_t>(splits) * rows * (1 + static_cast<std::size_t>(p.head_size)) * sizeof(float);
+  return static_cast<std::size_t>(splits) * rows * (1 + static_cast<std::size_t>(p.head_size)) * sizeof(float) +
+         static_cast<std::size_t>(decode_counter_count(p)) * sizeof(int32_t);
 }
 
 UnifiedLaunchPlan make_unified_launch_plan(const AttentionProblem& p, const KnobValues& knobs, int num_sms) {
@@ -63,22 +78,30 @@ UnifiedLaunchPlan make_unified_launch_plan(const AttentionProblem& p, const Knob
   UnifiedLaunchPlan lp;
   lp.path = choose_path(p);
   if (lp.path == UnifiedPath::prefill_2d) {
-    lp.warps = knobs.get_int("ATTNBENCH_SM90_NARROW_WARPS");
-    lp.block_m = 16 * lp.warps;
+    const std::string& wv = knobs.get("ATTNBENCH_SM90_NARROW_WARPS");
+    if (wv == "4x32") {  // 4 warps x 32 rows; d256 has no 32-row kernel: the same 128-row tile as 8 x 16
+      lp.rows_per_warp = prefill_max_rows_per_warp(p.head_size);
+      lp.warps = 128 / lp.rows_per_warp;
+    } else {
+      lp.warps = std::stoi(wv);
+      lp.rows_per_warp = 16;
+    }
+    lp.block_m = lp.rows_per_warp * lp.warps;
     lp.block_n = prefill_block_n(p.head_size);
     lp.q_major = knobs.get_bool("ATTNBENCH_Q_MAJOR_GRID");
     lp.m_tiles = (p.max_seqlen_q() + lp.block_m - 1) / lp.block_m;
     lp.grid_x = lp.q_major ? lp.m_tiles : p.heads;
     lp.grid_y = lp.q_major ? p.heads : lp.m_tiles;
     lp.grid_z = p.num_seqs();
-    lp.summary = "2d warps=" + std::to_string(lp.warps) + " tile=" + std::to_string(lp.block_m) + "x" +
-                 std::to_string(lp.block_n) + (lp.q_major ? " q-major" : " head-major");
+    lp.summary = "2d warps=" + std::to_string(lp.warps) +
+                 (lp.rows_per_warp != 16 ? " rows/warp=" + std::to_string(lp.rows_per_warp) : std::string()) +
+                 " tile=" + std::to_string(lp.block_m) + "x" + std::to_string(lp.block_n) +
+                 (lp.q_major ? " q-major" : " head-major");
   } else {
     lp.warps = kDecodeWarps;
     lp.block_m = kDecodeRowsPerCta;
     lp.block_n = kDecodeBlockN;
-    const int64_t packed_rows = static_cast<int64_t>(p.max_seqlen_q()) * p.group_size();
-    lp.m_tiles = static_cast<int>((packed_rows + lp.block_m - 1) / lp.block_m);
+    lp.m_tiles = decode_row_tiles(p);
     const int64_t ctas = static_cast<int64_t>(p.num_seqs()) * p.kv_heads * lp.m_tiles;
     const int n_tiles = (p.max_seqlen_k() + lp.block_n - 1) / lp.block_n;
     const int forced = knobs.get_int("ATTNBENCH_3D_SPLITS");
@@ -90,7 +113,7 @@ UnifiedLaunchPlan make_unified_launch_plan(const AttentionProblem& p, const Knob
     lp.workspace_bytes = decode_workspace_bytes(p, lp.splits);
     lp.summary = "3d splits=" + std::to_string(lp.splits) + (forced > 0 ? " (forced)" : "") +
                  " rows/cta=" + std::to_string(lp.block_m) + " row-tiles=" + std::to_string(lp.m_tiles) +
-                 (lp.splits > 1 ? " +combine" : "");
+                 (lp.splits > 1 ? " +combine(last CTA)" : "");
   }
   return lp;
 }

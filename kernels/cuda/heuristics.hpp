@@ -19,13 +19,17 @@ enum class UnifiedPath { prefill_2d, decode_3d };
 const char* path_name(UnifiedPath p);
 
 // Tile sizes: a constexpr function of the head size, shared by host plan and device kernels.
-// 2D prefill: 16 query rows per warp; KV tile of prefill_block_n tokens, double-buffered.
+// 2D prefill: 16 or 32 query rows per warp (ATTNBENCH_SM90_NARROW_WARPS = 4|8 or 4x32); KV tile of
+// prefill_block_n tokens, double-buffered. 32 rows per warp (two m16 tiles: every K/V ldmatrix feeds twice the
+// mma's) exists at d <= 128 only: at d256 its fp32 output tile alone would fill the register file.
 constexpr int prefill_block_n(int head_size) { return head_size <= 128 ? 64 : 32; }
+constexpr int prefill_max_rows_per_warp(int head_size) { return head_size <= 128 ? 32 : 16; }
 // 3D decode: 16 packed (query token x group head) rows per CTA, 4 warps each taking 16 keys of a 64-key tile.
 constexpr int kDecodeRowsPerCta = 16;
 constexpr int kDecodeWarps = 4;
 constexpr int kDecodeBlockN = 16 * kDecodeWarps;
 constexpr int kMaxSplits = 128;
+constexpr int kMinTilesPerSplit = 4;  // split heuristic only; ATTNBENCH_3D_SPLITS may force shorter splits
 // Resident 3D CTAs per SM (shared memory: 100 KB at d<=128, 200 KB at d256); the split heuristic fills these slots.
 constexpr int decode_ctas_per_sm(int head_size) { return head_size <= 128 ? 2 : 1; }
 
@@ -38,7 +42,7 @@ UnifiedPath choose_path(const AttentionProblem& p);
 
 // FA3-style split count: 1 when the unsplit grid already fills >= 80% of the SMs or there are <= 4 KV tiles;
 // else the smallest split count whose wave efficiency is within 85% of the best, capped by the SM count,
-// kMaxSplits and the KV tiles (each split gets at least one tile). `num_sms` here means resident CTA slots
+// kMaxSplits and the KV tiles / kMinTilesPerSplit (each split gets at least 4 tiles). `num_sms` here means resident CTA slots
 // (the plan passes SMs x decode_ctas_per_sm).
 int num_splits_heuristic(int64_t ctas_unsplit, int num_sms, int num_n_tiles);
 
@@ -49,21 +53,29 @@ bool recommend_graph_replay(const AttentionProblem& p, const KnobValues& knobs, 
 // Everything plan() derives once: path, tile and grid geometry, splits, workspace.
 struct UnifiedLaunchPlan {
   UnifiedPath path = UnifiedPath::prefill_2d;
-  int warps = 4;          // 2D: warps per CTA (ATTNBENCH_SM90_NARROW_WARPS); 3D: kDecodeWarps
-  int block_m = 64;       // 2D: query rows per CTA; 3D: packed rows per CTA
+  int warps = 8;          // 2D: warps per CTA (ATTNBENCH_SM90_NARROW_WARPS); 3D: kDecodeWarps
+  int rows_per_warp = 16; // 2D: query rows per warp (16, or 32 for ATTNBENCH_SM90_NARROW_WARPS=4x32 at d <= 128)
+  int block_m = 128;      // 2D: query rows per CTA; 3D: packed rows per CTA
   int block_n = 64;       // keys per KV tile
   bool q_major = false;   // 2D: q-tile index on grid.x
   int m_tiles = 0;        // 2D: q-tiles of the longest sequence; 3D: packed-row tiles of the longest sequence
   int splits = 1;         // 3D: KV splits per (sequence, kv head, row tile)
   int grid_x = 0, grid_y = 0, grid_z = 0;
-  std::size_t workspace_bytes = 0;  // 3D with splits > 1: per-split fp32 LSE + partial O
+  std::size_t workspace_bytes = 0;  // 3D with splits > 1: per-split fp32 LSE + partial O + arrival counters
   std::string summary;
 };
 
 // Throws std::invalid_argument when the problem is unsupported (unified_supports says why).
 UnifiedLaunchPlan make_unified_launch_plan(const AttentionProblem& p, const KnobValues& knobs, int num_sms);
 
-// Workspace layout of the 3D path: lse[splits][total_q * heads] then o[splits][total_q * heads][head_size], fp32.
+// Workspace layout of the 3D path with splits > 1: lse[splits][total_q * heads] then
+// o[splits][total_q * heads][head_size], fp32, then one int32 arrival counter per (sequence, kv head, row tile)
+// (decode_counter_count). The last split CTA of a (sequence, kv head, row tile) to finish merges the splits and
+// resets its counter to 0, so the counters are zero between calls; the launcher zeroes them (cudaMemsetAsync) the
+// first time a plan sees a workspace pointer. Callers must not write a plan's workspace between its calls.
 std::size_t decode_workspace_bytes(const AttentionProblem& p, int splits);
+int64_t decode_counter_count(const AttentionProblem& p);
+// Packed-row tiles (kDecodeRowsPerCta rows) of the longest sequence.
+int decode_row_tiles(const AttentionProblem& p);
 
 }  // namespace attnbench::cuda

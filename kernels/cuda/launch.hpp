@@ -1,5 +1,6 @@
 // Host entry points of the cuda.unified kernels, one explicit instantiation per .cu file
-// (prefill_hdim{64,128,256}_{fp16,bf16}_w{4,8}_sm90.cu, decode_hdim{64,128,256}_{fp16,bf16}_sm90.cu).
+// (prefill_hdim{64,128,256}_{fp16,bf16}_w{4,8}_sm90.cu, prefill_hdim{64,128}_{fp16,bf16}_w4r32_sm90.cu,
+// decode_hdim{64,128,256}_{fp16,bf16}_sm90.cu).
 // Each launcher only enqueues kernels on `stream` (graph-capturable) and throws on a launch error.
 #pragma once
 #include <cuda_runtime_api.h>
@@ -9,11 +10,13 @@
 
 namespace attnbench::cuda {
 
-// 2D prefill: grid (lp.grid_x, lp.grid_y, lp.grid_z), W warps.
-template <DType DT, int D, int W>
+// 2D prefill: grid (lp.grid_x, lp.grid_y, lp.grid_z), W warps x RW query rows. Applies the output gate when
+// p.gate is non-null.
+template <DType DT, int D, int W, int RW>
 void launch_prefill(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaStream_t stream);
 
-// 3D split-KV decode, plus the combine kernel when lp.splits > 1 (p.workspace: lp.workspace_bytes).
+// 3D split-KV decode (p.workspace: lp.workspace_bytes); with lp.splits > 1 the last split CTA of each
+// (sequence, kv head, row tile) merges the splits. Applies the output gate when p.gate is non-null.
 template <DType DT, int D>
 void launch_decode(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaStream_t stream);
 

@@ -1,4 +1,4 @@
-// 2D prefill, narrow regime: one CTA per (q-tile, query head, sequence); W warps x 16 query rows; K/V tiles
+// 2D prefill, narrow regime: one CTA per (q-tile, query head, sequence); W warps x RW (16 or 32) query rows; K/V tiles
 // gathered through the block table by cp.async into a multi-stage swizzled pipeline; S and P stay in
 // registers (P is the A operand of the PV mma); base-2 online softmax; fully-future KV tiles are skipped.
 #pragma once
@@ -13,13 +13,17 @@
 
 namespace attnbench::cuda {
 
-template <int D, int W>
+template <int D, int W, int RW = 16>
 struct PrefillTile {
+  static_assert(RW == 16 || RW == 32, "16 or 32 query rows per warp");
   static constexpr int kWarps = W;
   static constexpr int kThreads = 32 * W;
-  static constexpr int kBM = 16 * W;
+  static constexpr int kMT = RW / 16;  // m16 tiles per warp
+  static constexpr int kBM = RW * W;
   static constexpr int kBN = prefill_block_n(D);
-  static constexpr bool kQInRegs = D <= 128;  // d256 re-reads Q from smem: 64 more registers would spill
+  // d256 re-reads Q from smem (64 more registers would spill); so does the 32-row variant (its 2 x D/8 fp32
+  // accumulators take the registers Q would need).
+  static constexpr bool kQInRegs = D <= 128 && kMT == 1;
   static constexpr int kQBytes = kBM * D * 2;
   static constexpr int kTileBytes = kBN * D * 2;
   // 2 stages measured faster than 3 on the H200 (d128 S8192: 232 vs 196 TFLOP/s at 8 warps; kernels/NOTES.md).
@@ -30,11 +34,11 @@ struct PrefillTile {
 
 namespace dev {
 
-template <DType DT, int D, int W>
+template <DType DT, int D, int W, int RW>
 __global__ void __launch_bounds__(32 * W) prefill_kernel(const __grid_constant__ AttentionParams p, int q_major) {
   using T = typename StorageOf<DT>::type;
-  using Tile = PrefillTile<D, W>;
-  constexpr int BM = Tile::kBM, BN = Tile::kBN, NT = Tile::kThreads, S = Tile::kStages;
+  using Tile = PrefillTile<D, W, RW>;
+  constexpr int BM = Tile::kBM, BN = Tile::kBN, NT = Tile::kThreads, S = Tile::kStages, MT = Tile::kMT;
   extern __shared__ __align__(128) unsigned char smem[];
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -73,15 +77,19 @@ __global__ void __launch_bounds__(32 * W) prefill_kernel(const __grid_constant__
   if constexpr (Tile::kQInRegs) {
     cp_async_wait<S - 2>();
     __syncthreads();
-    load_q_frags<D>(qf, sq, warp * 16, lane);
+    load_q_frags<D>(qf, sq, warp * RW, lane);
   }
 
   const float c = p.scale * 1.4426950408889634f;
-  float o[D / 8][4];
+  float o[MT][D / 8][4];
 #pragma unroll
-  for (int d = 0; d < D / 8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  const int row_a = m0 + warp * 16 + lane / 4;  // this thread's rows: row_a, row_a + 8
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int d = 0; d < D / 8; ++d) o[mt][d][0] = o[mt][d][1] = o[mt][d][2] = o[mt][d][3] = 0.f;
+  float m[MT][2], l[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.f;
+  const int row_a = m0 + warp * RW + lane / 4;  // this thread's rows: row_a + 16 mt + {0, 8}
 
   for (int it = 0; it < n_tiles; ++it) {
     cp_async_wait<S - 2>();
@@ -94,46 +102,75 @@ __global__ void __launch_bounds__(32 * W) prefill_kernel(const __grid_constant__
     const uint32_t sk = stage_k(it % S), sv = sk + Tile::kTileBytes;
     const int n0 = it * BN;
 
-    float s[BN / 8][4];
-    qk_tile<DT, D, BN / 8, Tile::kQInRegs>(s, qf, sq, warp * 16, sk, 0, lane);
+    float s[MT][BN / 8][4];
+    if constexpr (MT == 1) {
+      qk_tile<DT, D, BN / 8, Tile::kQInRegs>(s[0], qf, sq, warp * RW, sk, 0, lane);
+    } else {
+      qk_tile_mt<DT, D, BN / 8, MT>(s, sq, warp * RW, sk, 0, lane);
+    }
     if (n0 + BN > mask_from) {
 #pragma unroll
-      for (int n = 0; n < BN / 8; ++n) {
+      for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int col = n0 + n * 8 + 2 * (lane % 4) + (e & 1);
-          const int row = row_a + 8 * (e >> 1);
-          const int limit = p.causal ? min(kv_len, row + 1 + diag) : kv_len;
-          if (col >= limit) s[n][e] = -INFINITY;
+        for (int n = 0; n < BN / 8; ++n) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int col = n0 + n * 8 + 2 * (lane % 4) + (e & 1);
+            const int row = row_a + 16 * mt + 8 * (e >> 1);
+            const int limit = p.causal ? min(kv_len, row + 1 + diag) : kv_len;
+            if (col >= limit) s[mt][n][e] = -INFINITY;
+          }
         }
       }
     }
-    online_softmax<BN / 8, D / 8>(s, m, l, o, c);
-    pv_tile<DT, D, BN / 8>(o, s, sv, 0, lane);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) online_softmax<BN / 8, D / 8>(s[mt], m[mt], l[mt], o[mt], c);
+    if constexpr (MT == 1) {
+      pv_tile<DT, D, BN / 8>(o[0], s[0], sv, 0, lane);
+    } else {
+      pv_tile_mt<DT, D, BN / 8, MT>(o, s, sv, 0, lane);
+    }
   }
   cp_async_wait<0>();
 
+  // Epilogue: O / l, times sigmoid(gate) when the problem has an output gate (p.gate non-null), fp32 math.
   T* out = static_cast<T*>(p.out);
+  const T* gate = static_cast<const T*>(p.gate);
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float sum = quad_sum(l[r]);
-    const float inv = sum > 0.f ? 1.f / sum : 0.f;
-    const int row = row_a + 8 * r;
-    if (row < q_len) {
-      T* dst = out + (q_start + row) * p.o_stride_token + head * p.o_stride_head + 2 * (lane % 4);
+  for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-      for (int d = 0; d < D / 8; ++d)
-        *reinterpret_cast<uint32_t*>(dst + d * 8) = pack2<DT>(o[d][2 * r] * inv, o[d][2 * r + 1] * inv);
+    for (int r = 0; r < 2; ++r) {
+      const float sum = quad_sum(l[mt][r]);
+      const float inv = sum > 0.f ? 1.f / sum : 0.f;
+      const int row = row_a + 16 * mt + 8 * r;
+      if (row < q_len) {
+        const int64_t tok = q_start + row;
+        T* dst = out + tok * p.o_stride_token + head * p.o_stride_head + 2 * (lane % 4);
+        if (gate != nullptr) {
+          const T* g = gate + tok * p.gate_stride_token + head * p.gate_stride_head + 2 * (lane % 4);
+#pragma unroll
+          for (int d = 0; d < D / 8; ++d) {
+            const float2 sg = sigmoid2<DT>(*reinterpret_cast<const uint32_t*>(g + d * 8));
+            *reinterpret_cast<uint32_t*>(dst + d * 8) =
+                pack2<DT>(o[mt][d][2 * r] * inv * sg.x, o[mt][d][2 * r + 1] * inv * sg.y);
+          }
+        } else {
+#pragma unroll
+          for (int d = 0; d < D / 8; ++d)
+            *reinterpret_cast<uint32_t*>(dst + d * 8) =
+                pack2<DT>(o[mt][d][2 * r] * inv, o[mt][d][2 * r + 1] * inv);
+        }
+      }
     }
   }
 }
 
 }  // namespace dev
 
-template <DType DT, int D, int W>
+template <DType DT, int D, int W, int RW>
 void launch_prefill(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaStream_t stream) {
-  using Tile = PrefillTile<D, W>;
-  auto* kernel = &dev::prefill_kernel<DT, D, W>;
+  using Tile = PrefillTile<D, W, RW>;
+  auto* kernel = &dev::prefill_kernel<DT, D, W, RW>;
   // Once per instantiation; legal while the caller captures (not a stream operation).
   static const bool configured = [&] {
     ATTNBENCH_CUDA_CHECK(
@@ -146,7 +183,8 @@ void launch_prefill(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaS
   ATTNBENCH_CUDA_CHECK(cudaGetLastError());
 }
 
-#define ATTNBENCH_INSTANTIATE_PREFILL(DT, D, W)                                                    \
-  template void launch_prefill<DT, D, W>(const AttentionParams&, const UnifiedLaunchPlan&, cudaStream_t);
+#define ATTNBENCH_INSTANTIATE_PREFILL(DT, D, W) ATTNBENCH_INSTANTIATE_PREFILL_RW(DT, D, W, 16)
+#define ATTNBENCH_INSTANTIATE_PREFILL_RW(DT, D, W, RW) \
+  template void launch_prefill<DT, D, W, RW>(const AttentionParams&, const UnifiedLaunchPlan&, cudaStream_t);
 
 }  // namespace attnbench::cuda

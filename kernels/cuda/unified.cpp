@@ -1,5 +1,7 @@
 // cuda.unified: the dispatcher. plan() derives path, grid, splits and workspace once (heuristics.cpp);
 // run() only enqueues the chosen kernels on the caller's stream, allocates nothing, and so captures into a graph.
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 
@@ -18,6 +20,11 @@ struct CudaUnifiedPlan : AttentionPlan {
   UnifiedLaunchPlan launch;
   int head_size = 0;
   DType dtype = DType::bf16;
+  bool output_gate = false;
+  // 3D with splits > 1: the arrival counters at the workspace's end (decode_workspace_bytes) are zeroed the first
+  // time this plan runs on a workspace pointer; the kernel leaves them zero after every call.
+  std::size_t counter_offset = 0, counter_bytes = 0;
+  mutable std::atomic<const void*> counters_zeroed_for{nullptr};
 };
 
 int sm_count() {
@@ -25,14 +32,23 @@ int sm_count() {
   return n;
 }
 
-// The one dispatch point: runtime (dtype, head size, warps) -> template instantiation.
+// The one dispatch point: runtime (dtype, head size, warps, rows per warp) -> template instantiation.
+template <DType DT, int D>
+void launch_2d_d(const AttentionParams& a, const UnifiedLaunchPlan& lp, cudaStream_t s) {
+  if constexpr (D <= 128) {
+    if (lp.rows_per_warp == 32) return cuda::launch_prefill<DT, D, 4, 32>(a, lp, s);
+  }
+  if (lp.rows_per_warp != 16 || (lp.warps != 4 && lp.warps != 8))
+    throw std::invalid_argument("cuda.unified: no 2D kernel for " + lp.summary);
+  return lp.warps == 8 ? cuda::launch_prefill<DT, D, 8, 16>(a, lp, s) : cuda::launch_prefill<DT, D, 4, 16>(a, lp, s);
+}
+
 template <DType DT>
 void launch_2d(const AttentionParams& a, const UnifiedLaunchPlan& lp, cudaStream_t s) {
-  const bool w8 = lp.warps == 8;
   switch (a.head_size) {
-    case 64: return w8 ? cuda::launch_prefill<DT, 64, 8>(a, lp, s) : cuda::launch_prefill<DT, 64, 4>(a, lp, s);
-    case 128: return w8 ? cuda::launch_prefill<DT, 128, 8>(a, lp, s) : cuda::launch_prefill<DT, 128, 4>(a, lp, s);
-    case 256: return w8 ? cuda::launch_prefill<DT, 256, 8>(a, lp, s) : cuda::launch_prefill<DT, 256, 4>(a, lp, s);
+    case 64: return launch_2d_d<DT, 64>(a, lp, s);
+    case 128: return launch_2d_d<DT, 128>(a, lp, s);
+    case 256: return launch_2d_d<DT, 256>(a, lp, s);
   }
   throw std::invalid_argument("cuda.unified: no 2D kernel for head_size " + std::to_string(a.head_size));
 }
@@ -58,9 +74,14 @@ class CudaUnified final : public AttentionKernel {
     plan->launch = cuda::make_unified_launch_plan(p, knobs, sm_count());
     plan->head_size = p.head_size;
     plan->dtype = p.dtype;
+    plan->output_gate = p.output_gate;
     plan->workspace_bytes = plan->launch.workspace_bytes;
+    if (plan->launch.workspace_bytes > 0) {
+      plan->counter_bytes = static_cast<std::size_t>(cuda::decode_counter_count(p)) * sizeof(int32_t);
+      plan->counter_offset = plan->launch.workspace_bytes - plan->counter_bytes;
+    }
     plan->graph_replay = cuda::recommend_graph_replay(p, knobs, /*caller_capturing=*/false);
-    plan->summary = plan->launch.summary;
+    plan->summary = plan->launch.summary + (p.output_gate ? " +gate" : "");
     return plan;
   }
 
@@ -75,8 +96,23 @@ class CudaUnified final : public AttentionKernel {
     if ((a.q_stride_token | a.q_stride_head | a.o_stride_token | a.o_stride_head | a.kv_stride_block |
          a.kv_stride_token | a.kv_stride_head) % 8 != 0)
       throw std::invalid_argument("cuda.unified: strides must be multiples of 8 elements (16-byte rows)");
+    if (cp->output_gate != (a.gate != nullptr))
+      throw std::invalid_argument(cp->output_gate ? "cuda.unified: the problem has an output gate, params.gate is null"
+                                                  : "cuda.unified: params.gate set for a problem without output_gate");
+    if (a.gate != nullptr && ((a.gate_stride_token | a.gate_stride_head) % 2 != 0 ||
+                              reinterpret_cast<std::uintptr_t>(a.gate) % 4 != 0))
+      throw std::invalid_argument("cuda.unified: gate strides must be even and the gate 4-byte aligned");
     const auto s = static_cast<cudaStream_t>(stream);
     const UnifiedLaunchPlan& lp = cp->launch;
+    if (cp->counter_bytes > 0 && cp->counters_zeroed_for.load() != a.workspace) {
+      // Enqueued (and captured) like the kernels; after this call the kernel keeps the counters zero.
+      // While capturing, the memset becomes part of the graph and the eager state stays unknown.
+      ATTNBENCH_CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(a.workspace) + cp->counter_offset, 0,
+                                           cp->counter_bytes, s));
+      cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+      ATTNBENCH_CUDA_CHECK(cudaStreamIsCapturing(s, &cs));
+      if (cs == cudaStreamCaptureStatusNone) cp->counters_zeroed_for.store(a.workspace);
+    }
     if (lp.path == UnifiedPath::prefill_2d) {
       a.dtype == DType::bf16 ? launch_2d<DType::bf16>(a, lp, s) : launch_2d<DType::f16>(a, lp, s);
     } else {

@@ -96,4 +96,76 @@ __device__ __forceinline__ void pv_tile(float (&o)[D / 8][4], const float (&s)[N
   }
 }
 
+// Two-m16-tile variants (32 query rows per warp, FA2's per-warp share): every K (V) ldmatrix.x4 feeds MT x 2 mma
+// instead of 2. Q is re-read from the swizzled Q tile each k-step (registers go to the MT x D/8 accumulators).
+// s[MT][NT8][4] = Q rows [qrow0 + 16 mt, +16) * K^T for keys [krow0, krow0 + 8 * NT8).
+template <DType DT, int D, int NT8, int MT>
+__device__ __forceinline__ void qk_tile_mt(float (&s)[MT][NT8][4], uint32_t sq, int qrow0, uint32_t sk, int krow0,
+                                           int lane) {
+  static_assert(NT8 % 2 == 0, "keys come in pairs of n8 tiles");
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int n = 0; n < NT8; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks) {
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) ldmatrix_x4(a[mt], sq + swz<D>(qrow0 + 16 * mt + lane % 16, ks * 2 + lane / 16));
+#pragma unroll
+    for (int np = 0; np < NT8 / 2; ++np) {
+      uint32_t b[4];
+      ldmatrix_x4(b, sk + swz<D>(krow0 + np * 16 + (lane / 16) * 8 + lane % 8, ks * 2 + (lane / 8) % 2));
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma_16816<DT>(s[mt][2 * np], a[mt], b[0], b[1]);
+        mma_16816<DT>(s[mt][2 * np + 1], a[mt], b[2], b[3]);
+      }
+    }
+  }
+}
+
+// o[MT] (16 x D each) += P[MT] * V for keys [vrow0, vrow0 + 8 * NT8): one V^T fragment per (k-step, d pair) feeds
+// the MT m-tiles.
+template <DType DT, int D, int NT8, int MT>
+__device__ __forceinline__ void pv_tile_mt(float (&o)[MT][D / 8][4], const float (&s)[MT][NT8][4], uint32_t sv,
+                                           int vrow0, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < NT8 / 2; ++kk) {
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      a[mt][0] = pack2<DT>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+      a[mt][1] = pack2<DT>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+      a[mt][2] = pack2<DT>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+      a[mt][3] = pack2<DT>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+    }
+#pragma unroll
+    for (int dp = 0; dp < D / 16; ++dp) {
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, sv + swz<D>(vrow0 + kk * 16 + ((lane / 8) & 1) * 8 + lane % 8, dp * 2 + lane / 16));
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma_16816<DT>(o[mt][2 * dp], a[mt], b[0], b[1]);
+        mma_16816<DT>(o[mt][2 * dp + 1], a[mt], b[2], b[3]);
+      }
+    }
+  }
+}
+
+// Output gate: 1 / (1 + 2^(-g log2 e)) in fp32 (sigmoid), for two adjacent 16-bit gate values packed in `g2`.
+template <DType DT> __device__ __forceinline__ float2 sigmoid2(uint32_t g2) {
+  float lo, hi;
+  if constexpr (DT == DType::bf16) {
+    const __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(&g2);
+    lo = __low2float(v);
+    hi = __high2float(v);
+  } else {
+    const __half2 v = *reinterpret_cast<const __half2*>(&g2);
+    lo = __low2float(v);
+    hi = __high2float(v);
+  }
+  return make_float2(1.f / (1.f + __expf(-lo)), 1.f / (1.f + __expf(-hi)));
+}
+
 }  // namespace attnbench::cuda::dev

@@ -59,24 +59,22 @@ inline uint16_t float_to_f16(float f) {
   return static_cast<uint16_t>(sign | r);
 }
 
+// IEEE fp16 -> fp32, exact for every input (subnormals, inf, NaN). Written with selects, not branches, so
+// loops converting tiles vectorise.
 inline float f16_to_float(uint16_t h) {
-  const uint32_t sign = (static_cast<uint32_t>(h) & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  uint32_t u;
-  if (exp == 0x1fu) {
-    u = sign | 0x7f800000u | (mant << 13);
-  } else if (exp == 0) {
-    if (mant == 0) {
-      u = sign;
-    } else {  // normalise the subnormal
-      int e = -1;
-      do { ++e; mant <<= 1; } while ((mant & 0x400u) == 0);
-      u = sign | ((112u - e) << 23) | ((mant & 0x3ffu) << 13);
-    }
-  } else {
-    u = sign | ((exp + 112u) << 23) | (mant << 13);
-  }
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t em = static_cast<uint32_t>(h & 0x7fffu) << 13;  // exponent and mantissa in fp32 position
+  const uint32_t exp = em & 0x0f800000u;
+  uint32_t normal = em + ((127u - 15u) << 23);
+  normal += exp == 0x0f800000u ? ((128u - 16u) << 23) : 0u;  // inf/NaN keep an all-ones exponent
+  // zero/subnormal: (1.mantissa * 2^-14) - 2^-14 = mantissa * 2^-24, exactly
+  const uint32_t biased = em + (113u << 23);
+  float sub;
+  std::memcpy(&sub, &biased, 4);
+  sub -= 6.103515625e-05f;
+  uint32_t sub_bits;
+  std::memcpy(&sub_bits, &sub, 4);
+  const uint32_t u = (exp == 0 ? sub_bits : normal) | sign;
   float f;
   std::memcpy(&f, &u, 4);
   return f;

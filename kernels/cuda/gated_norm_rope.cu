@@ -1,0 +1,127 @@
+// The gated block's QK-RMSNorm + partial rotate-half RoPE, in place in the projection output. D/8 threads per
+// head row, 8 elements (16 bytes) each: sum of squares reduced by shuffles within the row's lanes, norm in fp32,
+// then the RoPE partner (i +- rope_dim/2) read from the row's fp32 copy in shared memory; rounded once on store.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "cuda/gated_kernels.hpp"
+#include "cuda/runtime.hpp"
+
+namespace attnbench::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <DType DT> struct Half;
+template <> struct Half<DType::bf16> {
+  using type = __nv_bfloat16;
+  __device__ static float to_float(type v) { return __bfloat162float(v); }
+  __device__ static type from_float(float v) { return __float2bfloat16_rn(v); }
+};
+template <> struct Half<DType::f16> {
+  using type = __half;
+  __device__ static float to_float(type v) { return __half2float(v); }
+  __device__ static type from_float(float v) { return __float2half_rn(v); }
+};
+
+template <DType DT>
+__device__ __forceinline__ void load8(const void* src, float (&x)[8]) {
+  using H = Half<DT>;
+  const uint4 raw = *static_cast<const uint4*>(src);
+  const auto* h = reinterpret_cast<const typename H::type*>(&raw);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) x[j] = H::to_float(h[j]);
+}
+
+template <DType DT, int D>
+__global__ void __launch_bounds__(kThreads) norm_rope_kernel(const __grid_constant__ GatedNormRopeParams p) {
+  using H = Half<DT>;
+  using T = typename H::type;
+  constexpr int kTpr = D / 8;               // threads per head row
+  constexpr int kRows = kThreads / kTpr;    // head rows per block
+  static_assert(kTpr <= 32 && 32 % kTpr == 0, "a row's threads sit in one warp");
+  __shared__ float xs[kRows][D];
+
+  const int local_row = threadIdx.x / kTpr, lane = threadIdx.x % kTpr;
+  const int heads = p.h_q + p.h_kv;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRows + local_row;
+  const bool valid = row < p.tokens * heads;
+  const int64_t t = valid ? row / heads : 0;
+  const int hh = valid ? static_cast<int>(row % heads) : 0;
+  const bool is_q = hh < p.h_q;
+  T* x_ptr = static_cast<T*>(p.proj) + t * p.row_stride +
+             (is_q ? p.q0 + hh * p.q_head_stride : p.k0 + static_cast<int64_t>(hh - p.h_q) * D) + lane * 8;
+
+  float x[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  if (valid) load8<DT>(x_ptr, x);
+
+  if (p.norm) {
+    float ss = 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) ss += x[j] * x[j];
+#pragma unroll
+    for (int off = kTpr / 2; off > 0; off /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+    const float inv = rsqrtf(ss / D + p.eps);
+    float w[8];
+    load8<DT>(static_cast<const T*>(is_q ? p.q_weight : p.k_weight) + lane * 8, w);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) x[j] = x[j] * inv * (p.weight_offset + w[j]);
+  }
+
+  if (p.rope_dim > 0) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) xs[local_row][lane * 8 + j] = x[j];
+    __syncwarp();
+    const int half = p.rope_dim / 2;
+    const T* cs = static_cast<const T*>(p.cos) + t * p.rope_dim;
+    const T* sn = static_cast<const T*>(p.sin) + t * p.rope_dim;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int i = lane * 8 + j;
+      if (valid && i < p.rope_dim) {
+        const float c = H::to_float(cs[i]), s = H::to_float(sn[i]);
+        x[j] = i < half ? x[j] * c - xs[local_row][i + half] * s : x[j] * c + xs[local_row][i - half] * s;
+      }
+    }
+  }
+
+  if (valid) {
+    uint4 raw;
+    auto* h = reinterpret_cast<T*>(&raw);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) h[j] = H::from_float(x[j]);
+    *reinterpret_cast<uint4*>(x_ptr) = raw;
+  }
+}
+
+template <DType DT, int D>
+void launch(const GatedNormRopeParams& p, cudaStream_t stream) {
+  constexpr int kRows = kThreads / (D / 8);
+  const int64_t rows = p.tokens * (p.h_q + p.h_kv);
+  const int64_t blocks = (rows + kRows - 1) / kRows;
+  if (blocks == 0) return;
+  norm_rope_kernel<DT, D><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p);
+  ATTNBENCH_CUDA_CHECK(cudaGetLastError());
+}
+
+template <DType DT>
+void launch_d(int d_head, const GatedNormRopeParams& p, cudaStream_t stream) {
+  switch (d_head) {
+    case 64: return launch<DT, 64>(p, stream);
+    case 128: return launch<DT, 128>(p, stream);
+    case 256: return launch<DT, 256>(p, stream);
+  }
+  throw std::invalid_argument("launch_gated_norm_rope: no kernel for d_head " + std::to_string(d_head));
+}
+
+}  // namespace
+
+void launch_gated_norm_rope(DType dt, int d_head, const GatedNormRopeParams& p, cudaStream_t stream) {
+  dt == DType::bf16 ? launch_d<DType::bf16>(d_head, p, stream) : launch_d<DType::f16>(d_head, p, stream);
+}
+
+}  // namespace attnbench::cuda
