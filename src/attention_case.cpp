@@ -77,9 +77,9 @@ class AttentionCase final : public OpCase {
     return d;
   }
 
-  Support supports(const KernelEntry& k) const override {
+  Support supports(const KernelEntry& k, const KnobValues& knobs) const override {
     if (!k.attention) return Support::no("kernel " + k.name + " does not implement op attention");
-    return k.attention->supports(p_);
+    return k.attention->supports(p_, knobs);
   }
 
   void prepare(const CaseSettings& s) override {

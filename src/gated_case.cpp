@@ -1,6 +1,5 @@
 // The gated attention block in the runner: inputs, reference rows and the tolerance rule (gated_case.hpp), the
-// OpCase, and a block bound to a device. Options come from knobs, so a kernel's decline of them (fuse_gate, the
-// CPU work limit) is known only at bind(): it surfaces as BindDeclined, i.e. declined rows.
+// OpCase, and a block bound to a device. Options come from knobs; supports() asks the kernel under them.
 #include "gated_case.hpp"
 
 #include <algorithm>
@@ -261,10 +260,14 @@ class GatedCase final : public OpCase {
     return d;
   }
 
-  Support supports(const KernelEntry& k) const override {
+  Support supports(const KernelEntry& k, const KnobValues& knobs) const override {
     if (!k.gated) return Support::no("kernel " + k.name + " does not implement op gated_block");
     if (!geom_) return Support::no(geom_error_);
-    return Support::yes();
+    try {
+      return k.gated->supports(*geom_, gated_options(shape_, knobs), knobs);
+    } catch (const std::invalid_argument& e) {  // an option value the knobs cannot express
+      return Support::no(e.what());
+    }
   }
 
   // Inputs and reference are built in bind(), once, after the first kernel accepted its options: a run whose
@@ -272,13 +275,8 @@ class GatedCase final : public OpCase {
   void prepare(const CaseSettings& s) override { settings_ = s; }
 
   std::unique_ptr<BoundKernel> bind(const KernelEntry& k, Device& dev, const KnobValues& knobs) override {
-    std::unique_ptr<GatedBlock> block;
-    try {
-      const GatedOptions o = gated_options(shape_, knobs);
-      block = k.gated->create(*geom_, o, knobs);
-    } catch (const GatedDecline& e) {
-      throw BindDeclined(e.what());
-    }
+    // supports() said yes under these knobs, so a decline here is an error.
+    std::unique_ptr<GatedBlock> block = k.gated->create(*geom_, gated_options(shape_, knobs), knobs);
     if (!data_) {
       data_ = std::make_unique<GatedData>();
       data_->in = build_gated_inputs(*geom_, settings_.seed);

@@ -27,12 +27,6 @@ struct CaseSettings {
   bool gate = true;              // compute the reference
 };
 
-// bind() throws this when the kernel declines only once its options are known (they come from the knobs): the
-// runner writes declined rows with the reason, not error rows.
-struct BindDeclined : std::runtime_error {
-  explicit BindDeclined(const std::string& why) : std::runtime_error(why) {}
-};
-
 // A kernel with its inputs uploaded, its plan made, its buffers allocated and its output poisoned.
 class BoundKernel {
  public:
@@ -50,7 +44,7 @@ class OpCase {
   virtual ~OpCase() = default;
   virtual WorkModel work() const = 0;
   virtual nlohmann::json dims() const = 0;
-  virtual Support supports(const KernelEntry& k) const = 0;
+  virtual Support supports(const KernelEntry& k, const KnobValues& knobs) const = 0;
   // Builds host inputs and the reference once (later calls do nothing).
   virtual void prepare(const CaseSettings& s) = 0;
   virtual std::unique_ptr<BoundKernel> bind(const KernelEntry& k, Device& dev, const KnobValues& knobs) = 0;

@@ -296,7 +296,7 @@ ResultsFile run_benchmarks(const RunOptions& o, std::ostream& out) {
         rows_with("declined", why_not);
         continue;
       }
-      const Support s = op_case->supports(*e);
+      const Support s = op_case->supports(*e, knobs);
       if (!s.ok) {
         rows_with("declined", s.reason);
         continue;
@@ -337,8 +337,6 @@ ResultsFile run_benchmarks(const RunOptions& o, std::ostream& out) {
         }
       } catch (const UsageError&) {
         throw;
-      } catch (const BindDeclined& d) {
-        rows_with("declined", d.what());
       } catch (const std::exception& ex) {
         rows_with("error", ex.what());
       }

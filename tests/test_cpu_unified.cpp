@@ -83,7 +83,7 @@ RunResult run_and_compare(const AttentionProblem& p, const CpuUnifiedOptions& op
                           BlockOrder order = BlockOrder::contiguous, int out_pad = 0, uint64_t seed = 7) {
   const HostInputs in = build_inputs(p, seed, order);
   auto kernel = make_cpu_unified(opts);
-  EXPECT_TRUE(kernel->supports(p).ok) << kernel->supports(p).reason;
+  EXPECT_TRUE(kernel->supports(p, KnobValues::resolve({}, false)).ok);
   const auto plan = kernel->plan(p, KnobValues::resolve({}, false));
   AttentionParams params = in.params();
   params.o_stride_token = static_cast<int64_t>(p.heads) * p.head_size + out_pad;
@@ -227,27 +227,22 @@ TEST(CpuUnified, DeclinesWorkAboveTheGflopKnob) {
   EXPECT_TRUE(cpu_unified_support(p, KnobValues::resolve({{"ATTNBENCH_CPU_MAX_GFLOP", "0"}}, false)).ok);
   EXPECT_TRUE(cpu_unified_support(make_problem({64}, {64}, 16, 16, 128), one).ok);
 
-  // supports() has no knobs argument: it reads the environment's value.
-  const char* old = std::getenv("ATTNBENCH_CPU_MAX_GFLOP");
-  const std::string saved = old ? old : "";
-  setenv("ATTNBENCH_CPU_MAX_GFLOP", "1", 1);
-  const Support env = make_cpu_unified()->supports(p);
-  if (old)
-    setenv("ATTNBENCH_CPU_MAX_GFLOP", saved.c_str(), 1);
-  else
-    unsetenv("ATTNBENCH_CPU_MAX_GFLOP");
-  EXPECT_FALSE(env.ok);
-  EXPECT_NE(env.reason.find("ATTNBENCH_CPU_MAX_GFLOP"), std::string::npos) << env.reason;
+  // supports() decides under the knobs it is given: --set and the environment reach it the same way.
+  const Support via_knobs = make_cpu_unified()->supports(p, one);
+  EXPECT_FALSE(via_knobs.ok);
+  EXPECT_NE(via_knobs.reason.find("ATTNBENCH_CPU_MAX_GFLOP"), std::string::npos) << via_knobs.reason;
+  EXPECT_TRUE(make_cpu_unified()->supports(p, KnobValues::resolve({{"ATTNBENCH_CPU_MAX_GFLOP", "0"}}, false)).ok);
 }
 
 TEST(CpuUnified, DeclinesHeadSizesItDoesNotHandle) {
   auto k = make_cpu_unified();
-  const Support odd = k->supports(make_problem({8}, {8}, 2, 1, 12));
+  const Support odd = k->supports(make_problem({8}, {8}, 2, 1, 12), KnobValues::resolve({}, false));
   EXPECT_FALSE(odd.ok);
   EXPECT_NE(odd.reason.find("head_size 12"), std::string::npos) << odd.reason;
-  EXPECT_FALSE(k->supports(make_problem({8}, {8}, 2, 1, 520)).ok);
-  EXPECT_TRUE(k->supports(make_problem({8}, {8}, 2, 1, 512)).ok);
-  EXPECT_FALSE(k->supports(make_problem({8}, {8}, 3, 2, 64)).ok);  // heads not a multiple of kv_heads
+  EXPECT_FALSE(k->supports(make_problem({8}, {8}, 2, 1, 520), KnobValues::resolve({}, false)).ok);
+  EXPECT_TRUE(k->supports(make_problem({8}, {8}, 2, 1, 512), KnobValues::resolve({}, false)).ok);
+  // heads not a multiple of kv_heads
+  EXPECT_FALSE(k->supports(make_problem({8}, {8}, 3, 2, 64), KnobValues::resolve({}, false)).ok);
 }
 
 TEST(CpuUnified, ExpIsAccurateOverTheSoftmaxRange) {

@@ -204,9 +204,9 @@ TEST(CudaUnifiedKernel, PlanCarriesWorkspaceGraphAndSummary) {
             std::string::npos);
   auto gp = uniform(1, 2048, 2048, 8, 8, 64);
   gp.output_gate = true;
-  EXPECT_TRUE(k->supports(gp).ok);
+  EXPECT_TRUE(k->supports(gp, KnobValues::resolve({}, false)).ok);
   EXPECT_NE(k->plan(gp, knobs())->summary.find("+gate"), std::string::npos);
-  EXPECT_FALSE(k->supports(uniform(1, 8, 8, 4, 4, 96)).ok);
+  EXPECT_FALSE(k->supports(uniform(1, 8, 8, 4, 4, 96), KnobValues::resolve({}, false)).ok);
 }
 #endif
 

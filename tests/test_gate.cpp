@@ -121,7 +121,7 @@ TEST(Gate, PassesTheCpuKernel) {
   for (DType dt : {DType::bf16, DType::f16}) {
     const HostInputs in = build_inputs(small_problem(dt), 7, BlockOrder::shuffled);
     auto k = make_cpu_unified();
-    ASSERT_TRUE(k->supports(in.problem).ok);
+    ASSERT_TRUE(k->supports(in.problem, KnobValues::resolve({}, false)).ok);
     auto plan = k->plan(in.problem, KnobValues::resolve({}, false));
     std::vector<uint16_t> out(in.q.size(), 0xFFFF);
     std::vector<unsigned char> ws(plan->workspace_bytes + 1);

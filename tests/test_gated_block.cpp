@@ -137,8 +137,8 @@ TEST(CpuGatedBlock, TypedDeclines) {
   };
   EXPECT_EQ(field(g, plain_options(), knobs()), "<no decline>");
   GatedOptions o = plain_options();
-  o.fuse_gate = true;
-  EXPECT_EQ(field(g, o, knobs()), "fuse_gate");
+  o.fuse_gate = true;  // cpu.unified's epilogue applies the gate
+  EXPECT_EQ(field(g, o, knobs()), "<no decline>");
   o = plain_options();
   o.fuse_norm_rope = true;
   EXPECT_EQ(field(g, o, knobs()), "fuse_norm_rope");
@@ -169,7 +169,7 @@ TEST(CudaGatedBlock, TypedDeclinesWithoutADevice) {
   // fuse_gate follows what the SDPA kernel says about its gate epilogue.
   o = plain_options();
   o.fuse_gate = true;
-  const bool sdpa_gates = make_cuda_unified()->supports(gated_sdpa_problem(g, o, 64)).ok;
+  const bool sdpa_gates = make_cuda_unified()->supports(gated_sdpa_problem(g, o, 64), knobs()).ok;
   s = k->supports(g, o, knobs());
   EXPECT_EQ(s.ok, sdpa_gates);
   if (!s.ok) {
@@ -338,6 +338,7 @@ struct CpuCase {
   QGateLayout layout;
   bool qk_norm;
   float offset;
+  bool fuse_gate = false;
 };
 
 class CpuGatedVsReference : public ::testing::TestWithParam<CpuCase> {};
@@ -349,6 +350,7 @@ TEST_P(CpuGatedVsReference, PassesTheGate) {
   o.q_gate_layout = c.layout;
   o.qk_norm = c.qk_norm;
   o.norm_weight_offset = c.offset;
+  o.fuse_gate = c.fuse_gate;
   auto block = make_cpu_gated_block()->create(g, o, knobs());
   const CpuRun r = run_cpu(g, *block, c.layout);
   const auto [max_abs, atol] = compare_with_reference(g, o, r);
@@ -361,7 +363,9 @@ INSTANTIATE_TEST_SUITE_P(
                       CpuCase{1, 100, false, DType::bf16, QGateLayout::flat, true, 0.f},
                       CpuCase{1, 100, true, DType::bf16, QGateLayout::interleaved, true, 1.f},
                       CpuCase{2, 48, true, DType::f16, QGateLayout::flat, false, 0.f},
-                      CpuCase{2, 64, false, DType::bf16, QGateLayout::interleaved, true, 0.f}));
+                      CpuCase{2, 64, false, DType::bf16, QGateLayout::interleaved, true, 0.f},
+                      CpuCase{1, 100, true, DType::bf16, QGateLayout::flat, true, 0.f, true},
+                      CpuCase{2, 48, true, DType::f16, QGateLayout::interleaved, true, 1.f, true}));
 
 TEST(GatedReference, SampledRowsEqualTheSameRowsOfTheFullComputation) {
   for (bool causal : {true, false}) {
@@ -487,12 +491,28 @@ TEST(GatedCli, SmallShapeFilePassesTheGateWithABreakdown) {
   EXPECT_NE(r.output.find("breakdown (median us): qkvg_proj"), std::string::npos) << r.output;
 }
 
-TEST(GatedCli, DefaultKnobsDeclineTheFusedGateOnTheCpu) {
-  const CliResult r = run_cli("run --shapes " + kSmallShapes + " --backend cpu --mode eager --filter s100_full -o " +
+TEST(GatedCli, FusedGateRunsInTheSdpaEpilogueOnTheCpu) {
+  const std::string out = tmp_path("fused.json");
+  const CliResult r = run_cli("run --shapes " + kSmallShapes + " --backend cpu --mode eager --filter s100_full "
+                              "--min-samples 2 --timeout 0.5 --breakdown --set ATTNBENCH_GATED_FUSE_GATE=1 -o " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream f(out);
+  const auto j = nlohmann::json::parse(f);
+  ASSERT_EQ(j["rows"].size(), 1u);  // s100_full, bf16, eager
+  for (const auto& row : j["rows"]) {
+    EXPECT_EQ(row["status"], "ok") << row["reason"];
+    EXPECT_TRUE(row["gate"]["passed"].get<bool>());
+    ASSERT_EQ(row["breakdown"]["stages"].size(), 4u) << row.dump();  // no separate gate stage
+    EXPECT_EQ(row["breakdown"]["stages"][2]["name"], "sdpa+gate");
+  }
+}
+
+TEST(GatedCli, CpuWorkLimitDeclinesTheBigGeometry) {
+  const CliResult r = run_cli("run --group gated_397b --backend cpu --mode eager --filter s2048/ -o " +
                               tmp_path("declined.json"));
   EXPECT_EQ(r.code, 0) << r.output;  // declined rows are not failures
   EXPECT_NE(r.output.find("declined"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("field 'fuse_gate'"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ATTNBENCH_CPU_MAX_GFLOP"), std::string::npos) << r.output;
 }
 
 }  // namespace

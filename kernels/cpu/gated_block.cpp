@@ -143,7 +143,7 @@ class CpuGatedBlock final : public GatedBlock {
     stages_ = {kProj};
     if (o.qk_norm || g.rope_dim() > 0) stages_.push_back(kNormRope);
     stages_.push_back(kSdpa);
-    stages_.push_back(kGate);
+    if (!o.fuse_gate) stages_.push_back(kGate);  // fused: cpu.unified's epilogue applies sigmoid(GATE)
     stages_.push_back(kOutProj);
   }
 
@@ -173,7 +173,7 @@ class CpuGatedBlock final : public GatedBlock {
   std::vector<std::string> stage_names() const override {
     static const char* names[] = {"qkvg_proj", "norm_rope", "sdpa", "gate", "out_proj"};
     std::vector<std::string> out;
-    for (Stage s : stages_) out.push_back(names[s]);
+    for (Stage s : stages_) out.push_back(s == kSdpa && o_.fuse_gate ? "sdpa+gate" : names[s]);
     return out;
   }
 
@@ -192,7 +192,8 @@ class CpuGatedBlock final : public GatedBlock {
 
   std::string summary() const override {
     return std::string("qkvg ") + q_gate_layout_name(o_.q_gate_layout) + ", sdpa cpu.unified " + plan_->summary +
-           " block_size=" + std::to_string(layout_.block_size) + ", gate separate, threads=" + std::to_string(threads_);
+            " block_size=" + std::to_string(layout_.block_size) + ", gate " + (o_.fuse_gate ? "fused" : "separate") +
+           ", threads=" + std::to_string(threads_);
   }
 
  private:
@@ -264,6 +265,11 @@ class CpuGatedBlock final : public GatedBlock {
     a.block_table = reinterpret_cast<const int32_t*>(ws + layout_.block_table);
     a.block_table_stride = layout_.blocks_per_seq;
     a.workspace = layout_.sdpa_bytes ? ws + layout_.sdpa : nullptr;
+    if (o_.fuse_gate) {
+      a.gate = proj + cols_.g0;
+      a.gate_stride_token = N;
+      a.gate_stride_head = cols_.g_head_stride;
+    }
     sdpa_->run(*plan_, a, nullptr);
   }
 
@@ -325,9 +331,6 @@ class CpuGatedBlockKernel final : public GatedBlockKernel {
  private:
   static void check(const GatedGeometry& g, const GatedOptions& o, const KnobValues& knobs) {
     validate_gated_options(o);
-    if (o.fuse_gate)
-      throw GatedDecline("fuse_gate", "cpu.gated_block applies the gate as a separate pass (cpu.unified has no gate "
-                                      "epilogue); set ATTNBENCH_GATED_FUSE_GATE=0");
     if (o.fuse_norm_rope)
       throw GatedDecline("fuse_norm_rope", "cpu.gated_block runs norm + RoPE as a separate pass after the projection");
     if (gated_block_size(g) == 0)

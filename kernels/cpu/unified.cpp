@@ -129,6 +129,7 @@ struct CpuPlan : AttentionPlan {
   int64_t total_q = 0;
   DType dtype = DType::bf16;
   bool causal = true;
+  bool output_gate = false;
   int q_tile = 1, kv_tile = 64, splits = 1, threads = 1;
   int vec_cols = 8;   // query vectors per micro-kernel column block of the QK gemm: 4 or 8
   int m_pad = 8;      // q_tile * group rounded up to vec_cols: leading dimension of the transposed buffers
@@ -283,19 +284,32 @@ void attend(const AttentionParams& p, const CpuPlan& pl, const Scratch& sc, int 
   }
 }
 
+// The epilogue of one output row: acc * inv, times sigmoid(gate) when the call carries an output gate, rounded
+// to the dtype.
+template <DType DT>
+void store_row(const AttentionParams& p, int64_t token, int head, const float* acc, float inv) {
+  uint16_t* dst = static_cast<uint16_t*>(p.out) + token * p.o_stride_token + static_cast<int64_t>(head) * p.o_stride_head;
+  const int d = p.head_size;
+  if (p.gate) {
+    const uint16_t* gt =
+        static_cast<const uint16_t*>(p.gate) + token * p.gate_stride_token + static_cast<int64_t>(head) * p.gate_stride_head;
+    for (int c = 0; c < d; ++c)
+      dst[c] = float_to_half(acc[c] * inv / (1.f + std::exp(-half_to_float(gt[c], DT))), DT);
+  } else {
+    for (int c = 0; c < d; ++c) dst[c] = float_to_half(acc[c] * inv, DT);
+  }
+}
+
 // Normalised output of the item's rows, rounded to the dtype.
 template <DType DT>
 void write_out(const AttentionParams& p, const Scratch& sc, int seq, int kh, int row0, int rows) {
   const int g = p.heads / p.kv_heads, d = p.head_size;
-  uint16_t* o = static_cast<uint16_t*>(p.out);
   const int64_t token0 = p.cu_seqlens_q[seq] + row0;
   for (int r = 0; r < rows; ++r)
     for (int hh = 0; hh < g; ++hh) {
       const int mi = r * g + hh;
       const float inv = sc.l[mi] > 0.f ? 1.f / sc.l[mi] : 0.f;  // a row that sees no key writes zeros
-      const float* a = sc.acc + static_cast<std::size_t>(mi) * d;
-      uint16_t* dst = o + (token0 + r) * p.o_stride_token + static_cast<int64_t>(kh * g + hh) * p.o_stride_head;
-      for (int c = 0; c < d; ++c) dst[c] = float_to_half(a[c] * inv, DT);
+      store_row<DT>(p, token0 + r, kh * g + hh, sc.acc + static_cast<std::size_t>(mi) * d, inv);
     }
 }
 
@@ -347,9 +361,7 @@ void combine(const AttentionParams& p, const CpuPlan& pl, const Scratch& sc, int
     const float* a = w.acc + (slot0 + k) * d;
     for (int c = 0; c < d; ++c) o[c] += wk * a[c];
   }
-  const float inv = total > 0.f ? 1.f / total : 0.f;
-  uint16_t* dst = static_cast<uint16_t*>(p.out) + token * p.o_stride_token + static_cast<int64_t>(h) * p.o_stride_head;
-  for (int c = 0; c < d; ++c) dst[c] = float_to_half(o[c] * inv, DT);
+  store_row<DT>(p, token, h, o, total > 0.f ? 1.f / total : 0.f);
 }
 
 template <DType DT, int VC>
@@ -391,12 +403,8 @@ class CpuUnified final : public AttentionKernel {
   std::string name() const override { return "cpu.unified"; }
   Backend backend() const override { return Backend::cpu; }
 
-  Support supports(const AttentionProblem& p) const override {
-    try {
-      return cpu_unified_support(p, KnobValues::resolve());
-    } catch (const std::invalid_argument& e) {
-      return Support::no(e.what());
-    }
+  Support supports(const AttentionProblem& p, const KnobValues& knobs) const override {
+    return cpu_unified_support(p, knobs);
   }
 
   std::unique_ptr<AttentionPlan> plan(const AttentionProblem& p, const KnobValues& knobs) const override {
@@ -411,6 +419,7 @@ class CpuUnified final : public AttentionKernel {
     pl->total_q = p.total_q();
     pl->dtype = p.dtype;
     pl->causal = p.causal;
+    pl->output_gate = p.output_gate;
     pl->threads = std::max(1, omp_get_max_threads());
     pl->q_tile = opts_.q_tile > 0 ? std::min(opts_.q_tile, p.max_seqlen_q()) : cpu_q_tile(p);
     pl->kv_tile = cpu_kv_tile(p);
@@ -456,6 +465,9 @@ class CpuUnified final : public AttentionKernel {
       throw std::invalid_argument("cpu.unified: params do not describe the planned problem (" + pl->summary + ")");
     if (!p.q || !p.k_cache || !p.v_cache || !p.out || !p.cu_seqlens_q || !p.seqused_k || !p.block_table)
       throw std::invalid_argument("cpu.unified: a params pointer is null");
+    if ((p.gate != nullptr) != pl->output_gate)
+      throw std::invalid_argument(pl->output_gate ? "cpu.unified: the plan has an output gate, params.gate is null"
+                                                  : "cpu.unified: params.gate is set but the plan has no output gate");
     if (pl->workspace_bytes > 0 && !p.workspace)
       throw std::invalid_argument("cpu.unified: plan needs " + std::to_string(pl->workspace_bytes) +
                                   " workspace bytes, params.workspace is null");

@@ -88,7 +88,8 @@ class LtGemm {
 enum Stage { kProj, kNormRope, kSdpa, kGate, kOutProj };
 
 // What the block declines, without touching the device.
-void check_support(const GatedGeometry& g, const GatedOptions& o, const AttentionKernel& sdpa) {
+void check_support(const GatedGeometry& g, const GatedOptions& o, const AttentionKernel& sdpa,
+                   const KnobValues& knobs) {
   validate_gated_options(o);
   if (o.fuse_norm_rope)
     throw GatedDecline("fuse_norm_rope", "the projection is cuBLASLt: its epilogue has no per-head RMSNorm + RoPE");
@@ -96,12 +97,12 @@ void check_support(const GatedGeometry& g, const GatedOptions& o, const Attentio
   if (bs == 0)
     throw GatedDecline("seqlen", "batch > 1 needs seqlen a multiple of 16 (each sequence starts a cache block of "
                                  "the projection view), got " + std::to_string(g.seqlen()));
-  const Support s = sdpa.supports(gated_sdpa_problem(g, o, bs));
+  const Support s = sdpa.supports(gated_sdpa_problem(g, o, bs), knobs);
   if (s.ok) return;
   if (o.fuse_gate) {
     GatedOptions plain = o;
     plain.fuse_gate = false;
-    if (sdpa.supports(gated_sdpa_problem(g, plain, bs)).ok)
+    if (sdpa.supports(gated_sdpa_problem(g, plain, bs), knobs).ok)
       throw GatedDecline("fuse_gate", "the SDPA kernel has no gate epilogue (cuda.unified: " + s.reason + ")");
   }
   throw GatedDecline("sdpa", "cuda.unified declines: " + s.reason);
@@ -111,7 +112,7 @@ class CudaGatedBlock final : public GatedBlock {
  public:
   CudaGatedBlock(const GatedGeometry& g, const GatedOptions& o, const KnobValues& knobs)
       : g_(g), o_(o), cols_(gated_columns(g, o.q_gate_layout)), sdpa_(make_cuda_unified()) {
-    check_support(g, o, *sdpa_);
+    check_support(g, o, *sdpa_, knobs);
     const int bs = gated_block_size(g);
     prob_ = gated_sdpa_problem(g, o, bs);
     plan_ = sdpa_->plan(prob_, knobs);
@@ -288,9 +289,9 @@ class CudaGatedBlockKernel final : public GatedBlockKernel {
   std::string name() const override { return "cuda.gated_block"; }
   Backend backend() const override { return Backend::cuda; }
 
-  Support supports(const GatedGeometry& g, const GatedOptions& o, const KnobValues&) const override {
+  Support supports(const GatedGeometry& g, const GatedOptions& o, const KnobValues& knobs) const override {
     try {
-      check_support(g, o, *make_cuda_unified());
+      check_support(g, o, *make_cuda_unified(), knobs);
     } catch (const GatedDecline& e) {
       return Support::no(e.what());
     }

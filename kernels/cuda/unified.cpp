@@ -67,7 +67,7 @@ class CudaUnified final : public AttentionKernel {
  public:
   std::string name() const override { return "cuda.unified"; }
   Backend backend() const override { return Backend::cuda; }
-  Support supports(const AttentionProblem& p) const override { return cuda::unified_supports(p); }
+  Support supports(const AttentionProblem& p, const KnobValues&) const override { return cuda::unified_supports(p); }
 
   std::unique_ptr<AttentionPlan> plan(const AttentionProblem& p, const KnobValues& knobs) const override {
     auto plan = std::make_unique<CudaUnifiedPlan>();

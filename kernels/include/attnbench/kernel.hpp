@@ -1,4 +1,4 @@
-// What a kernel declares: name, backend, supports(problem) -> ok | decline{reason}, plan(problem, knobs),
+// What a kernel declares: name, backend, supports(problem, knobs) -> ok | decline{reason}, plan(problem, knobs),
 // run(plan, params, stream). plan() does all host work that can be done once; run() only launches.
 #pragma once
 #include <cstddef>
@@ -34,7 +34,8 @@ class AttentionKernel {
   virtual ~AttentionKernel() = default;
   virtual std::string name() const = 0;
   virtual Backend backend() const = 0;
-  virtual Support supports(const AttentionProblem& p) const = 0;
+  // Under the given knob values (a knob may narrow what a kernel does, e.g. a CPU work limit).
+  virtual Support supports(const AttentionProblem& p, const KnobValues& knobs) const = 0;
   virtual std::unique_ptr<AttentionPlan> plan(const AttentionProblem& p, const KnobValues& knobs) const = 0;
   // stream: a cudaStream_t for the CUDA backend, ignored by the CPU backend. Allocates nothing.
   virtual void run(const AttentionPlan& plan, const AttentionParams& params, void* stream) const = 0;
