@@ -31,16 +31,7 @@ constexpr int64_t kMaxScoreFloats = int64_t{1} << 22;
 constexpr int kMaxChunkRows = 64;
 constexpr int kMinChunkRows = 8;
 
-// fp16 -> fp32 through a table built once (exact: it is f16_to_float); bf16 is a shift.
-const float* f16_table() {
-  static const float* table = [] {
-    static float t[65536];
-    for (uint32_t i = 0; i < 65536; ++i) t[i] = f16_to_float(static_cast<uint16_t>(i));
-    return t;
-  }();
-  return table;
-}
-
+// fp16 -> fp32 through f16_table() (exact: it is f16_to_float); bf16 is a shift.
 struct Converter {
   const float* table = nullptr;  // null: bf16
   // dst[0..n) = src[0..n) (contiguous halves).

@@ -35,39 +35,6 @@ GatedOptions gated_options(const GatedShape& s, const KnobValues& knobs) {
   return o;
 }
 
-namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-// mean + std * N(0, 1), rounded to the dtype. Counter-based (Box-Muller over a hash of (seed, stream, index)): the
-// values do not depend on the thread count.
-std::vector<uint16_t> normal(std::size_t n, float mean, float std, DType dt, uint64_t seed, uint64_t stream) {
-  std::vector<uint16_t> v(n);
-  const uint64_t key = splitmix64(seed ^ splitmix64(stream + 0x6a7e));
-  const int64_t pairs = static_cast<int64_t>((n + 1) / 2);
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < pairs; ++i) {
-    const uint64_t h = splitmix64(key + static_cast<uint64_t>(i));
-    const float u1 = (static_cast<float>(h >> 40) + 0.5f) * (1.0f / 16777216.0f);
-    const float u2 = static_cast<float>((h >> 16) & 0xffffffu) * (1.0f / 16777216.0f);
-    const float r = std::sqrt(-2.0f * std::log(u1));
-    const float a = 6.2831853f * u2;
-    const float z[2] = {r * std::cos(a), r * std::sin(a)};
-    for (int k = 0; k < 2; ++k) {
-      const std::size_t idx = static_cast<std::size_t>(2 * i + k);
-      if (idx < n) v[idx] = float_to_half(mean + std * z[k], dt);
-    }
-  }
-  return v;
-}
-
-}  // namespace
-
 reference::GatedRefInputs GatedHostInputs::ref() const {
   reference::GatedRefInputs r;
   r.h = h.data();
@@ -89,14 +56,14 @@ GatedHostInputs build_gated_inputs(const GatedGeometry& g, uint64_t seed) {
   const std::size_t t = static_cast<std::size_t>(g.tokens());
   const float w_std = 1.0f / std::sqrt(static_cast<float>(dm)), o_std = 1.0f / std::sqrt(static_cast<float>(aw));
   GatedHostInputs in;
-  in.h = normal(t * dm, 0.f, 1.f, dt, seed, 1);
-  in.wq = normal(aw * dm, 0.f, w_std, dt, seed, 2);
-  in.wgate = normal(aw * dm, 0.f, w_std, dt, seed, 3);
-  in.wk = normal(kvw * dm, 0.f, w_std, dt, seed, 4);
-  in.wv = normal(kvw * dm, 0.f, w_std, dt, seed, 5);
-  in.w_o = normal(dm * aw, 0.f, o_std, dt, seed, 6);
-  in.q_norm_weight = normal(g.d_head(), 1.f, 0.1f, dt, seed, 7);
-  in.k_norm_weight = normal(g.d_head(), 1.f, 0.1f, dt, seed, 8);
+  in.h = random_normal(t * dm, dt, seed, 101, 0.f, 1.f);
+  in.wq = random_normal(aw * dm, dt, seed, 102, 0.f, w_std);
+  in.wgate = random_normal(aw * dm, dt, seed, 103, 0.f, w_std);
+  in.wk = random_normal(kvw * dm, dt, seed, 104, 0.f, w_std);
+  in.wv = random_normal(kvw * dm, dt, seed, 105, 0.f, w_std);
+  in.w_o = random_normal(dm * aw, dt, seed, 106, 0.f, o_std);
+  in.q_norm_weight = random_normal(g.d_head(), dt, seed, 107, 1.f, 0.1f);
+  in.k_norm_weight = random_normal(g.d_head(), dt, seed, 108, 1.f, 0.1f);
   const int rd = g.rope_dim(), half = rd / 2;
   if (rd > 0) {
     in.cos.resize(t * rd);

@@ -24,11 +24,12 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// Fills with N(0, 1) rounded to the dtype. Counter-based (Box-Muller over a hash of (seed, stream, index)), so
-// the values do not depend on the thread count; a value that rounds to zero is nudged so no element is zero.
-void fill_normal(std::vector<uint16_t>& v, std::size_t n, DType dt, uint64_t seed, uint64_t stream) {
-  v.resize(n);
+}  // namespace
+
+std::vector<uint16_t> random_normal(std::size_t n, DType dt, uint64_t seed, uint64_t stream, float mean, float std) {
+  std::vector<uint16_t> v(n);
   const uint64_t key = splitmix64(seed ^ splitmix64(stream));
+  const uint16_t nonzero = float_to_half(1e-3f, dt);
   const int64_t pairs = static_cast<int64_t>((n + 1) / 2);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < pairs; ++i) {
@@ -41,13 +42,12 @@ void fill_normal(std::vector<uint16_t>& v, std::size_t n, DType dt, uint64_t see
     for (int k = 0; k < 2; ++k) {
       const std::size_t idx = static_cast<std::size_t>(2 * i + k);
       if (idx >= n) break;
-      uint16_t x = float_to_half(z[k], dt);
-      if ((x & 0x7fff) == 0) x = float_to_half(1e-3f, dt);
-      v[idx] = x;
+      const uint16_t x = float_to_half(mean + std * z[k], dt);
+      v[idx] = (x & 0x7fff) == 0 ? nonzero : x;
     }
   }
+  return v;
 }
-}  // namespace
 
 HostInputs build_inputs(const AttentionProblem& p, uint64_t seed, BlockOrder order) {
   p.validate();
@@ -73,10 +73,10 @@ HostInputs build_inputs(const AttentionProblem& p, uint64_t seed, BlockOrder ord
     for (int b = 0; b < nb; ++b) in.block_table[static_cast<std::size_t>(s) * mbps + b] = physical[next++];
   }
   const std::size_t hs = static_cast<std::size_t>(p.head_size);
-  fill_normal(in.q, static_cast<std::size_t>(p.total_q()) * p.heads * hs, p.dtype, seed, 1);
+  in.q = random_normal(static_cast<std::size_t>(p.total_q()) * p.heads * hs, p.dtype, seed, 1);
   const std::size_t cache = static_cast<std::size_t>(in.num_blocks) * p.block_size * p.kv_heads * hs;
-  fill_normal(in.k_cache, cache, p.dtype, seed, 2);
-  fill_normal(in.v_cache, cache, p.dtype, seed, 3);
+  in.k_cache = random_normal(cache, p.dtype, seed, 2);
+  in.v_cache = random_normal(cache, p.dtype, seed, 3);
   return in;
 }
 

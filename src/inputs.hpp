@@ -23,6 +23,11 @@ struct HostInputs {
   AttentionParams params() const;
 };
 
+// n values of mean + std * N(0, 1) rounded to the dtype, never exactly zero. Counter-based (Box-Muller over a hash
+// of (seed, stream, index)), so the values do not depend on the thread count; streams give independent tensors.
+std::vector<uint16_t> random_normal(std::size_t n, DType dt, uint64_t seed, uint64_t stream, float mean = 0.f,
+                                    float std = 1.f);
+
 // Block table: each sequence owns ceil(kv_len / block_size) blocks; contiguous gives sequence s the run
 // after sequence s-1's, shuffled permutes the physical block ids (seeded). Unused table slots hold 0: a
 // correct kernel never reads them, and a wrong one stays inside the cache.

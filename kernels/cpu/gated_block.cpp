@@ -29,15 +29,6 @@ inline f32x4 load4(const float* p) {
   return v;
 }
 
-const float* f16_table() {
-  static const float* table = [] {
-    static float t[65536];
-    for (uint32_t i = 0; i < 65536; ++i) t[i] = f16_to_float(static_cast<uint16_t>(i));
-    return t;
-  }();
-  return table;
-}
-
 void to_float(DType dt, const uint16_t* src, float* dst, int64_t n) {
   if (dt == DType::bf16) {
     for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_float(src[i]);

@@ -80,6 +80,17 @@ inline float f16_to_float(uint16_t h) {
   return f;
 }
 
+// fp16 -> fp32 for all 65536 inputs, built once (the same values as f16_to_float): a lookup where a loop
+// converts many scattered values.
+inline const float* f16_table() {
+  static const float* table = [] {
+    static float t[65536];
+    for (uint32_t i = 0; i < 65536; ++i) t[i] = f16_to_float(static_cast<uint16_t>(i));
+    return t;
+  }();
+  return table;
+}
+
 inline float half_to_float(uint16_t h, DType d) { return d == DType::f16 ? f16_to_float(h) : bf16_to_float(h); }
 inline uint16_t float_to_half(float f, DType d) { return d == DType::f16 ? float_to_f16(f) : float_to_bf16(f); }
 
