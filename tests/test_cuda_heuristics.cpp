@@ -187,6 +187,55 @@ TEST(CudaSupports, AcceptsTheOutputGateOnBothPaths) {
   EXPECT_TRUE(unified_supports(p).ok);
 }
 
+TEST(CudaWideDispatch, KnobForcesEachRegime) {
+  const auto p = uniform(1, 8192, 8192, 32, 32, 128);
+  const auto wide2 = knobs({{"ATTNBENCH_SM90_PATH", "wide"}});
+  EXPECT_TRUE(choose_wide(p, wide2));
+  EXPECT_FALSE(choose_wide(p, knobs({{"ATTNBENCH_SM90_PATH", "narrow"}})));
+  auto lp = make_unified_launch_plan(p, wide2, 132);
+  EXPECT_EQ(lp.wide_wgs, 2);  // ATTNBENCH_SM90_FLASH_WIDE default
+  EXPECT_EQ(lp.block_m, 128);
+  EXPECT_EQ(lp.block_n, 128);
+  EXPECT_EQ(lp.warps, 12);  // producer warpgroup + 2 consumer warpgroups
+  EXPECT_EQ(lp.m_tiles, 64);
+  EXPECT_EQ(lp.grid_x, 32);
+  EXPECT_EQ(lp.grid_y, 64);
+  EXPECT_NE(lp.summary.find("wide"), std::string::npos);
+  lp = make_unified_launch_plan(p, knobs({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", "1"}}), 132);
+  EXPECT_EQ(lp.wide_wgs, 1);
+  EXPECT_EQ(lp.block_m, 64);
+  EXPECT_EQ(lp.m_tiles, 128);
+  EXPECT_EQ(lp.warps, 8);
+  lp = make_unified_launch_plan(p, knobs({{"ATTNBENCH_SM90_PATH", "narrow"}}), 132);
+  EXPECT_EQ(lp.wide_wgs, 0);
+  EXPECT_EQ(lp.summary.find("wide"), std::string::npos);
+  EXPECT_THROW(knobs({{"ATTNBENCH_SM90_PATH", "fast"}}), std::invalid_argument);
+  EXPECT_THROW(knobs({{"ATTNBENCH_SM90_FLASH_WIDE", "3"}}), std::invalid_argument);
+}
+
+TEST(CudaWideDispatch, UnsupportedShapesFallBackToNarrow) {
+  const auto wide = knobs({{"ATTNBENCH_SM90_PATH", "wide"}});
+  for (int d : {64, 256}) {
+    const auto p = uniform(1, 4096, 4096, 16, 16, d);
+    EXPECT_FALSE(wide_supports(p));
+    EXPECT_FALSE(choose_wide(p, wide));
+    EXPECT_EQ(make_unified_launch_plan(p, wide, 132).wide_wgs, 0) << "d" << d;
+  }
+  // Decode and short-q / long-KV problems stay 3D whatever the 2D regime.
+  const auto lp = make_unified_launch_plan(uniform(4, 1, 4096, 32, 8, 128), wide, 132);
+  EXPECT_EQ(lp.path, UnifiedPath::decode_3d);
+  EXPECT_EQ(lp.wide_wgs, 0);
+}
+
+TEST(CudaWideDispatch, AutoFollowsTheMeasurement) {
+  // auto: narrow everywhere until the wide kernel passes the GPU gate and measures faster (kernels/NOTES.md).
+  const auto k = knobs();
+  EXPECT_EQ(k.get("ATTNBENCH_SM90_PATH"), "auto");
+  EXPECT_FALSE(choose_wide(uniform(1, 8192, 8192, 32, 32, 128), k));
+  EXPECT_FALSE(choose_wide(uniform(1, 4096, 4096, 16, 16, 64), k));
+  EXPECT_EQ(make_unified_launch_plan(uniform(1, 8192, 8192, 32, 32, 128), k, 132).wide_wgs, 0);
+}
+
 #ifdef ATTNBENCH_WITH_CUDA
 TEST(CudaUnifiedKernel, PlanCarriesWorkspaceGraphAndSummary) {
   auto k = make_cuda_unified();

@@ -12,6 +12,11 @@ const std::vector<KnobSpec>& knob_table() {
       {"ATTNBENCH_SM90_NARROW_WARPS", {"4", "8", "4x32"}, "4x32",
        "cuda.unified 2D prefill: warps per CTA of the mma.sync kernel, 16 query rows per warp (4 | 8), or 4x32: "
        "4 warps x 32 query rows (two m16 tiles per warp; d256 falls back to 8 x 16)"},
+      {"ATTNBENCH_SM90_PATH", {"auto", "narrow", "wide"}, "auto",
+       "cuda.unified 2D prefill: narrow = mma.sync kernel; wide = wgmma kernel (head size 128; others stay narrow); "
+       "auto = wide only where measured faster (kernels/NOTES.md)"},
+      {"ATTNBENCH_SM90_FLASH_WIDE", {"1", "2"}, "2",
+       "cuda.unified 2D prefill, wide regime: consumer warpgroups per CTA (64 query rows each)"},
       {"ATTNBENCH_Q_MAJOR_GRID", {"0", "1"}, "0",
        "cuda.unified 2D prefill: 1 puts the q-tile index on grid.x (q-major order), 0 puts heads first"},
       {"ATTNBENCH_3D_SPLITS", {}, "0",

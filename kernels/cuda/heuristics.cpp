@@ -28,6 +28,15 @@ UnifiedPath choose_path(const AttentionProblem& p) {
   return UnifiedPath::prefill_2d;
 }
 
+bool wide_supports(const AttentionProblem& p) { return wide_block_n(p.head_size) > 0; }
+
+bool choose_wide(const AttentionProblem& p, const KnobValues& knobs) {
+  const std::string& path = knobs.get("ATTNBENCH_SM90_PATH");
+  if (path == "narrow" || !wide_supports(p)) return false;
+  if (path == "wide") return true;
+  return false;  // auto: narrow until the wide kernel has passed the GPU gate and measured faster
+}
+
 int num_splits_heuristic(int64_t ctas_unsplit, int num_sms, int num_n_tiles) {
   if (num_sms <= 0) num_sms = kDefaultSmCount;
   if (ctas_unsplit >= static_cast<int64_t>(0.8 * num_sms) || num_n_tiles <= 4) return 1;
@@ -77,7 +86,21 @@ UnifiedLaunchPlan make_unified_launch_plan(const AttentionProblem& p, const Knob
   if (!s.ok) throw std::invalid_argument("cuda.unified: " + s.reason);
   UnifiedLaunchPlan lp;
   lp.path = choose_path(p);
-  if (lp.path == UnifiedPath::prefill_2d) {
+  if (lp.path == UnifiedPath::prefill_2d && choose_wide(p, knobs)) {
+    lp.wide_wgs = knobs.get_int("ATTNBENCH_SM90_FLASH_WIDE");
+    lp.warps = 4 * (lp.wide_wgs + 1);
+    lp.rows_per_warp = 16;
+    lp.block_m = kWideRowsPerWg * lp.wide_wgs;
+    lp.block_n = wide_block_n(p.head_size);
+    lp.q_major = knobs.get_bool("ATTNBENCH_Q_MAJOR_GRID");
+    lp.m_tiles = (p.max_seqlen_q() + lp.block_m - 1) / lp.block_m;
+    lp.grid_x = lp.q_major ? lp.m_tiles : p.heads;
+    lp.grid_y = lp.q_major ? p.heads : lp.m_tiles;
+    lp.grid_z = p.num_seqs();
+    lp.summary = "2d wide wgmma consumer-wgs=" + std::to_string(lp.wide_wgs) + " tile=" +
+                 std::to_string(lp.block_m) + "x" + std::to_string(lp.block_n) +
+                 (lp.q_major ? " q-major" : " head-major");
+  } else if (lp.path == UnifiedPath::prefill_2d) {
     const std::string& wv = knobs.get("ATTNBENCH_SM90_NARROW_WARPS");
     if (wv == "4x32") {  // 4 warps x 32 rows; d256 has no 32-row kernel: the same 128-row tile as 8 x 16
       lp.rows_per_warp = prefill_max_rows_per_warp(p.head_size);

@@ -24,6 +24,10 @@ const char* path_name(UnifiedPath p);
 // mma's) exists at d <= 128 only: at d256 its fp32 output tile alone would fill the register file.
 constexpr int prefill_block_n(int head_size) { return head_size <= 128 ? 64 : 32; }
 constexpr int prefill_max_rows_per_warp(int head_size) { return head_size <= 128 ? 32 : 16; }
+// 2D prefill, wide regime (wgmma, ATTNBENCH_SM90_PATH): consumer warpgroups of 64 query rows each
+// (ATTNBENCH_SM90_FLASH_WIDE = 1|2), KV tiles of wide_block_n tokens, head size 128 only.
+constexpr int kWideRowsPerWg = 64;
+constexpr int wide_block_n(int head_size) { return head_size == 128 ? 128 : 0; }
 // 3D decode: 16 packed (query token x group head) rows per CTA, 4 warps each taking 16 keys of a 64-key tile.
 constexpr int kDecodeRowsPerCta = 16;
 constexpr int kDecodeWarps = 4;
@@ -32,6 +36,12 @@ constexpr int kMaxSplits = 128;
 constexpr int kMinTilesPerSplit = 4;  // split heuristic only; ATTNBENCH_3D_SPLITS may force shorter splits
 // Resident 3D CTAs per SM (shared memory: 100 KB at d<=128, 200 KB at d256); the split heuristic fills these slots.
 constexpr int decode_ctas_per_sm(int head_size) { return head_size <= 128 ? 2 : 1; }
+
+// Whether the wide (wgmma) prefill kernel exists for this problem (head size 128); otherwise 2D is narrow.
+bool wide_supports(const AttentionProblem& p);
+// 2D prefill regime under ATTNBENCH_SM90_PATH: narrow forces mma.sync; wide takes wgmma where wide_supports
+// (else narrow); auto takes wide only where it measured faster and passed the GPU gate (kernels/NOTES.md).
+bool choose_wide(const AttentionProblem& p, const KnobValues& knobs);
 
 // Shapes the CUDA kernels serve: head_size 64/128/256, block_size a multiple of 16, fp16/bf16.
 Support unified_supports(const AttentionProblem& p);
@@ -54,6 +64,7 @@ bool recommend_graph_replay(const AttentionProblem& p, const KnobValues& knobs, 
 struct UnifiedLaunchPlan {
   UnifiedPath path = UnifiedPath::prefill_2d;
   int warps = 8;          // 2D: warps per CTA (ATTNBENCH_SM90_NARROW_WARPS); 3D: kDecodeWarps
+  int wide_wgs = 0;       // 2D: consumer warpgroups of the wide (wgmma) kernel; 0 = narrow (mma.sync) kernel
   int rows_per_warp = 16; // 2D: query rows per warp (16, or 32 for ATTNBENCH_SM90_NARROW_WARPS=4x32 at d <= 128)
   int block_m = 128;      // 2D: query rows per CTA; 3D: packed rows per CTA
   int block_n = 64;       // keys per KV tile

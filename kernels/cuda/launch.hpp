@@ -15,6 +15,11 @@ namespace attnbench::cuda {
 template <DType DT, int D, int W, int RW>
 void launch_prefill(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaStream_t stream);
 
+// 2D prefill, wide regime (prefill_wide.cuh, prefill_wide_hdim128_{bf16,fp16}_sm90.cu): WG consumer warpgroups of
+// 64 query rows plus one cp.async producer warpgroup; head size 128. Applies the output gate when p.gate is non-null.
+template <DType DT, int D, int WG>
+void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaStream_t stream);
+
 // 3D split-KV decode (p.workspace: lp.workspace_bytes); with lp.splits > 1 the last split CTA of each
 // (sequence, kv head, row tile) merges the splits. Applies the output gate when p.gate is non-null.
 template <DType DT, int D>

@@ -45,6 +45,12 @@ void launch_2d_d(const AttentionParams& a, const UnifiedLaunchPlan& lp, cudaStre
 
 template <DType DT>
 void launch_2d(const AttentionParams& a, const UnifiedLaunchPlan& lp, cudaStream_t s) {
+  if (lp.wide_wgs > 0) {
+    if (a.head_size != 128 || (lp.wide_wgs != 1 && lp.wide_wgs != 2))
+      throw std::invalid_argument("cuda.unified: no wide 2D kernel for " + lp.summary);
+    return lp.wide_wgs == 2 ? cuda::launch_prefill_wide<DT, 128, 2>(a, lp, s)
+                            : cuda::launch_prefill_wide<DT, 128, 1>(a, lp, s);
+  }
   switch (a.head_size) {
     case 64: return launch_2d_d<DT, 64>(a, lp, s);
     case 128: return launch_2d_d<DT, 128>(a, lp, s);

@@ -96,12 +96,31 @@ int main(int argc, char** argv) {
   const std::map<std::string, std::string> w8 = {{"ATTNBENCH_SM90_NARROW_WARPS", "8"}};
   const std::map<std::string, std::string> w4q = {{"ATTNBENCH_SM90_NARROW_WARPS", "4"}, {"ATTNBENCH_Q_MAJOR_GRID", "1"}};
   const std::map<std::string, std::string> w4r32 = {{"ATTNBENCH_SM90_NARROW_WARPS", "4x32"}};
+  auto wide = [](const char* wgs) {
+    return std::map<std::string, std::string>{{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", wgs}};
+  };
   auto splits = [](const char* n) { return std::map<std::string, std::string>{{"ATTNBENCH_3D_SPLITS", n}}; };
   auto gated = [](AttentionProblem p) {
     p.output_gate = true;
     return p;
   };
   std::vector<Bench> benches = {
+      // wide (wgmma) vs narrow in one process: the dispatch evidence for ATTNBENCH_SM90_PATH=auto
+      {"wide d128 causal S8192 H32 B1 narrow 4x32", prob(1, 8192, 8192, 32, 32, 128), w4r32, false},
+      {"wide d128 causal S8192 H32 B1 wide wg2", prob(1, 8192, 8192, 32, 32, 128), wide("2"), false},
+      {"wide d128 causal S8192 H32 B1 wide wg1", prob(1, 8192, 8192, 32, 32, 128), wide("1"), false},
+      {"wide d128 causal S8192 H32 B1 wide wg2 again", prob(1, 8192, 8192, 32, 32, 128), wide("2"), false},
+      {"wide d128 causal S8192 H32 B1 narrow again", prob(1, 8192, 8192, 32, 32, 128), w4r32, false},
+      {"wide d128 causal S8192 H32 B1 fp16 wide wg2", prob(1, 8192, 8192, 32, 32, 128, true, DType::f16), wide("2"),
+       false},
+      {"wide d128 causal S8192 H32 B1 gate wide wg2", gated(prob(1, 8192, 8192, 32, 32, 128)), wide("2"), false},
+      {"wide d128 noncausal S16384 H16 narrow 4x32", prob(1, 16384, 16384, 16, 16, 128, false), w4r32, false},
+      {"wide d128 noncausal S16384 H16 wide wg2", prob(1, 16384, 16384, 16, 16, 128, false), wide("2"), false},
+      {"wide d128 noncausal S16384 H16 wide wg1", prob(1, 16384, 16384, 16, 16, 128, false), wide("1"), false},
+      {"wide d128 gqa causal S8192 H64 KV8 narrow 4x32", prob(1, 8192, 8192, 64, 8, 128), w4r32, false},
+      {"wide d128 gqa causal S8192 H64 KV8 wide wg2", prob(1, 8192, 8192, 64, 8, 128), wide("2"), false},
+      {"wide d128 short h32kv8 B16 S256 narrow", prob(16, 256, 256, 32, 8, 128), w4r32, true},
+      {"wide d128 short h32kv8 B16 S256 wide wg2", prob(16, 256, 256, 32, 8, 128), wide("2"), true},
       {"prefill d128 causal S8192 H32 B1 w4", prob(1, 8192, 8192, 32, 32, 128), w4, false},
       {"prefill d128 causal S8192 H32 B1 w8", prob(1, 8192, 8192, 32, 32, 128), w8, false},
       {"prefill d128 causal S8192 H32 B1 w4x32", prob(1, 8192, 8192, 32, 32, 128), w4r32, false},

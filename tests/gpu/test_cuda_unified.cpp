@@ -135,6 +135,9 @@ std::vector<Shape> prefill_shapes() {
       {"gqa d256 h32kv2 b1 s384 bs16", uniform(1, 384, 384), 32, 2, 256, true, 16},
       {"gqa chunked d128 h32kv8 4x(q300,kv1200) bs48", uniform(4, 300, 1200), 32, 8, 128, true, 48},
       {"gqa noncausal d64 h8kv2 (q100,kv900) bs128", {{100, 900}, {37, 37}}, 8, 2, 64, false, 128},
+      // head size 128 shapes aimed at the wide kernel's 64-row warpgroups and 128-key tiles
+      {"ragged noncausal d128 h8kv2 bs16", {{100, 900}, {37, 37}, {64, 200}, {1, 129}}, 8, 2, 128, false, 16},
+      {"ragged causal d128 h16kv4 bs32", {{65, 65}, {130, 385}, {257, 300}, {2, 2}}, 16, 4, 128, true, 32},
   };
 }
 
@@ -171,6 +174,29 @@ TEST_P(Prefill2D, MatchesReferenceForEveryKnob) {
       EXPECT_EQ(o.nonfinite, 0) << sh.name << " warps=" << warps << ": unwritten or non-finite outputs";
       EXPECT_EQ(o.padding_written, 0);
       EXPECT_LE(o.max_abs, tol(dt)) << sh.name << " warps=" << warps << " qmajor=" << qmajor << ": " << o.worst;
+    }
+  }
+}
+
+// The wide (wgmma) regime, forced by ATTNBENCH_SM90_PATH=wide, for every ATTNBENCH_SM90_FLASH_WIDE value; head
+// size 128 only (other head sizes plan the narrow kernel, checked by the host tests).
+TEST_P(Prefill2D, WideMatchesReferenceForEveryKnob) {
+  const auto [idx, dt] = GetParam();
+  const Shape sh = prefill_shapes()[idx];
+  if (sh.head_size != 128) GTEST_SKIP() << "wide kernel: head size 128 only";
+  for (const char* wgs : {"1", "2"}) {
+    for (const char* qmajor : {"0", "1"}) {
+      const std::map<std::string, std::string> k = {{"ATTNBENCH_SM90_PATH", "wide"},
+                                                    {"ATTNBENCH_SM90_FLASH_WIDE", wgs},
+                                                    {"ATTNBENCH_Q_MAJOR_GRID", qmajor}};
+      DeviceCase probe(problem_of(sh, dt), k, 1);
+      ASSERT_NE(probe.plan->summary.find("wide"), std::string::npos) << probe.plan->summary;
+      const auto o = run_and_check(sh, dt, k, 1234 + idx);
+      std::printf("  %-46s %s wide wgs=%s qmajor=%s rows=%lld max_abs=%.3g\n", sh.name.c_str(), dtype_name(dt), wgs,
+                  qmajor, static_cast<long long>(o.rows), o.max_abs);
+      EXPECT_EQ(o.nonfinite, 0) << sh.name << " wide wgs=" << wgs << ": unwritten or non-finite outputs";
+      EXPECT_EQ(o.padding_written, 0);
+      EXPECT_LE(o.max_abs, tol(dt)) << sh.name << " wide wgs=" << wgs << " qmajor=" << qmajor << ": " << o.worst;
     }
   }
 }
@@ -222,12 +248,15 @@ TEST_P(GateAndStrides, MatchReferenceTimesSigmoidGate) {
   const std::vector<std::map<std::string, std::string>> settings = {
       {{"ATTNBENCH_SM90_NARROW_WARPS", "4"}},    {{"ATTNBENCH_SM90_NARROW_WARPS", "8"}},
       {{"ATTNBENCH_SM90_NARROW_WARPS", "4x32"}}, {{"ATTNBENCH_3D_SPLITS", "1"}},
-      {{"ATTNBENCH_3D_SPLITS", "5"}},           {{"ATTNBENCH_3D_SPLITS", "0"}}};
+      {{"ATTNBENCH_3D_SPLITS", "5"}},           {{"ATTNBENCH_3D_SPLITS", "0"}},
+      {{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", "1"}},
+      {{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", "2"}}};
   for (const CaseLayout lay : {CaseLayout{true, true}, CaseLayout{false, true}, CaseLayout{true, false}}) {
     for (const auto& k : settings) {
       const auto o = run_and_check(sh, dt, k, 4321 + idx, lay);
-      std::printf("  %-46s %s %s=%s fused=%d gate=%d rows=%lld max_abs=%.3g\n", sh.name.c_str(), dtype_name(dt),
-                  k.begin()->first.c_str(), k.begin()->second.c_str(), lay.fused, lay.gate,
+      std::printf("  %-46s %s %s=%s%s fused=%d gate=%d rows=%lld max_abs=%.3g\n", sh.name.c_str(), dtype_name(dt),
+                  k.begin()->first.c_str(), k.begin()->second.c_str(),
+                  k.size() > 1 ? (" wgs=" + k.rbegin()->second).c_str() : "", lay.fused, lay.gate,
                   static_cast<long long>(o.rows), o.max_abs);
       EXPECT_EQ(o.nonfinite, 0) << sh.name << ": unwritten or non-finite outputs";
       EXPECT_EQ(o.padding_written, 0) << sh.name << ": wrote output padding";
