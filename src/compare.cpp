@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <deque>
 #include <iomanip>
+#include <set>
 #include <sstream>
 #include <unordered_map>
 
@@ -226,11 +227,13 @@ Comparison compare_rows(const std::vector<TimedRow>& base, const std::vector<Tim
 
 Comparison compare_against(const std::vector<TimedRow>& all, const CompareOptions& o) {
   std::unordered_map<std::string, size_t> ref;
+  std::set<std::pair<std::string, std::string>> ref_shapes;  // (group, shape) the reference kernel ran
   bool any_ref = false;
   for (size_t i = 0; i < all.size(); ++i) {
     if (all[i].kernel != o.against) continue;
     any_ref = true;
     ref.emplace(row_key(all[i], false), i);  // the first such row
+    ref_shapes.insert({all[i].group, all[i].shape});
   }
   if (!any_ref) {
     std::string known;
@@ -244,6 +247,8 @@ Comparison compare_against(const std::vector<TimedRow>& all, const CompareOption
   for (const auto& r : all) {
     new_failures += failed(r.status);
     if (r.kernel == o.against) continue;
+    // Shapes the reference kernel never ran (another op, another group in the same files) are not comparisons.
+    if (!ref_shapes.count({r.group, r.shape})) continue;
     auto it = ref.find(row_key(r, false));
     if (it == ref.end()) {
       CompareRow c = describe(r);

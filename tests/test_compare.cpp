@@ -97,11 +97,12 @@ TEST(CompareRule, AgainstAKernelWithinRows) {
                                  row("s", "cuda.unified", "graph", "ok", 80, 79.5, 80.5),
                                  row("s", "cuda.unified", "eager", "ok", 80, 79.5, 80.5),
                                  row("t", "cuda.unified", "graph", "mismatch"),
-                                 row("t", "torch.sdpa.flash", "graph", "ok", 10, 10, 10)});
+                                 row("t", "torch.sdpa.flash", "graph", "ok", 10, 10, 10),
+                                 row("u", "cuda.unified", "graph", "ok", 5, 5, 5)});  // no torch row for u at all
   CompareOptions o;
   o.against = "torch.sdpa.flash";
   const Comparison c = compare_against(rows_of(rows), o);
-  ASSERT_EQ(c.rows.size(), 3u);
+  ASSERT_EQ(c.rows.size(), 3u);  // shape u is not a comparison
   EXPECT_EQ(c.rows[0].verdict, Verdict::fast);
   EXPECT_EQ(c.rows[0].base_kernel, "torch.sdpa.flash");
   EXPECT_NEAR(*c.rows[0].ratio, 0.8, 1e-12);

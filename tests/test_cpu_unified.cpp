@@ -273,3 +273,56 @@ TEST(CpuUnified, SplitHeuristic) {
 
 }  // namespace
 }  // namespace attnbench
+
+namespace attnbench {
+namespace {
+
+// The output gate: O * sigmoid(gate) with the gate read through its own strides, on both paths; a plan made
+// without a gate refuses params that carry one (and the reverse).
+TEST(CpuUnified, OutputGateOnPrefillAndDecodePaths) {
+  for (const bool decode : {false, true}) {
+    AttentionProblem p = decode ? make_problem({1, 1}, {700, 333}, 8, 2, 64, DType::f16)
+                                : make_problem({5, 40}, {18, 90}, 8, 2, 64, DType::f16);
+    p.output_gate = true;
+    const HostInputs in = build_inputs(p, 5, BlockOrder::shuffled);
+    // The gate lives in a wider buffer: token stride 3 * heads * d, head stride 2 * d (as in a fused projection).
+    const int64_t gst = 3LL * p.heads * p.head_size, ghs = 2LL * p.head_size;
+    const std::vector<uint16_t> gate = random_normal(static_cast<std::size_t>(p.total_q() * gst), p.dtype, 9, 4);
+    auto kernel = make_cpu_unified();
+    const KnobValues knobs = KnobValues::resolve({}, false);
+    ASSERT_TRUE(kernel->supports(p, knobs).ok);
+    const auto plan = kernel->plan(p, knobs);
+    std::vector<uint16_t> out(in.q.size(), kPoison);
+    std::vector<float> ws((plan->workspace_bytes + 3) / 4 + 1);
+    AttentionParams a = in.params();
+    a.out = out.data();
+    a.workspace = ws.data();
+    EXPECT_THROW(kernel->run(*plan, a, nullptr), std::invalid_argument);  // the plan expects a gate
+    a.gate = gate.data();
+    a.gate_stride_token = gst;
+    a.gate_stride_head = ghs;
+    kernel->run(*plan, a, nullptr);
+    EXPECT_NE(plan->summary.find(decode ? "decode" : "prefill"), std::string::npos) << plan->summary;
+
+    const std::vector<double> ref = naive_attention(in);
+    double max_err = 0;
+    for (int64_t t = 0; t < p.total_q(); ++t)
+      for (int h = 0; h < p.heads; ++h)
+        for (int c = 0; c < p.head_size; ++c) {
+          const double g = half_to_float(gate[t * gst + h * ghs + c], p.dtype);
+          const double want = ref[(t * p.heads + h) * p.head_size + c] / (1.0 + std::exp(-g));
+          const double got = half_to_float(out[(t * p.heads + h) * p.head_size + c], p.dtype);
+          ASSERT_TRUE(std::isfinite(got));
+          max_err = std::max(max_err, std::abs(got - want));
+        }
+    EXPECT_LT(max_err, 2e-3) << plan->summary;
+
+    AttentionProblem plain = p;
+    plain.output_gate = false;
+    const auto plain_plan = kernel->plan(plain, knobs);
+    EXPECT_THROW(kernel->run(*plain_plan, a, nullptr), std::invalid_argument);  // gate set, plan has none
+  }
+}
+
+}  // namespace
+}  // namespace attnbench
