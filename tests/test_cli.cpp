@@ -138,3 +138,25 @@ TEST(Cli, ListShowsGroupsKernelsKnobs) {
   const Result s = run_cli("list --shapes --group gqa");
   EXPECT_NE(s.output.find("d128_h32kv8_chunked_q512_kv4096"), std::string::npos) << s.output;
 }
+
+TEST(Cli, CudaBackendWithoutADeviceIsDeclinedNotACrash) {
+  // Without a GPU (or without the CUDA build) the CUDA kernels are declined rows naming why; with a GPU they run
+  // and must pass the gate. Either way the run ends with exit 0 and a row for every (shape, dtype, mode).
+  const std::string out = tmp_path("cuda.json");
+  const Result r = run_cli("run --shapes " + write_small_shapes() + " --backend cuda --gate-only -o " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream f(out);
+  const auto j = nlohmann::json::parse(f);
+  ASSERT_EQ(j["rows"].size(), 8u);
+  for (const auto& row : j["rows"]) {
+    EXPECT_EQ(row["backend"], "cuda");
+    if (row["status"] == "declined") {
+      const std::string why = row["reason"];
+      EXPECT_TRUE(why.find("no CUDA device") != std::string::npos || why.find("without the CUDA backend") != std::string::npos)
+          << why;
+    } else {
+      EXPECT_EQ(row["status"], "ok") << row["reason"];
+      EXPECT_TRUE(row["gate"]["passed"].get<bool>());
+    }
+  }
+}
