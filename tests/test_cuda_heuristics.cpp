@@ -107,7 +107,8 @@ TEST(CudaSupports, DeclinesWithAReason) {
 
 TEST(CudaLaunchPlan, PrefillGridFollowsTheKnobs) {
   const auto p = uniform(2, 1000, 1000, 16, 4, 128);
-  auto lp = make_unified_launch_plan(p, knobs(), 132);  // default 4x32: 4 warps x 32 rows
+  const std::pair<const std::string, std::string> narrow = {"ATTNBENCH_SM90_PATH", "narrow"};  // auto is wide here
+  auto lp = make_unified_launch_plan(p, knobs({narrow}), 132);  // default 4x32: 4 warps x 32 rows
   EXPECT_EQ(lp.path, UnifiedPath::prefill_2d);
   EXPECT_EQ(lp.warps, 4);
   EXPECT_EQ(lp.rows_per_warp, 32);
@@ -117,12 +118,12 @@ TEST(CudaLaunchPlan, PrefillGridFollowsTheKnobs) {
   EXPECT_EQ(lp.grid_y, 8);
   EXPECT_EQ(lp.grid_z, 2);
   EXPECT_EQ(lp.workspace_bytes, 0u);
-  lp = make_unified_launch_plan(p, knobs({{"ATTNBENCH_SM90_NARROW_WARPS", "8"}}), 132);
+  lp = make_unified_launch_plan(p, knobs({narrow, {"ATTNBENCH_SM90_NARROW_WARPS", "8"}}), 132);
   EXPECT_EQ(lp.warps, 8);
   EXPECT_EQ(lp.rows_per_warp, 16);
   EXPECT_EQ(lp.block_m, 128);
-  lp = make_unified_launch_plan(p, knobs({{"ATTNBENCH_SM90_NARROW_WARPS", "4"}, {"ATTNBENCH_Q_MAJOR_GRID", "1"}}),
-                                132);
+  lp = make_unified_launch_plan(
+      p, knobs({narrow, {"ATTNBENCH_SM90_NARROW_WARPS", "4"}, {"ATTNBENCH_Q_MAJOR_GRID", "1"}}), 132);
   EXPECT_EQ(lp.warps, 4);
   EXPECT_EQ(lp.block_m, 64);
   EXPECT_EQ(lp.m_tiles, 16);
@@ -133,7 +134,7 @@ TEST(CudaLaunchPlan, PrefillGridFollowsTheKnobs) {
 }
 
 TEST(CudaLaunchPlan, ThirtyTwoRowsPerWarpVariant) {
-  const auto w4x32 = knobs({{"ATTNBENCH_SM90_NARROW_WARPS", "4x32"}});
+  const auto w4x32 = knobs({{"ATTNBENCH_SM90_NARROW_WARPS", "4x32"}, {"ATTNBENCH_SM90_PATH", "narrow"}});
   auto lp = make_unified_launch_plan(uniform(1, 1000, 1000, 8, 8, 128), w4x32, 132);
   EXPECT_EQ(lp.warps, 4);
   EXPECT_EQ(lp.rows_per_warp, 32);
@@ -228,12 +229,42 @@ TEST(CudaWideDispatch, UnsupportedShapesFallBackToNarrow) {
 }
 
 TEST(CudaWideDispatch, AutoFollowsTheMeasurement) {
-  // auto: narrow everywhere until the wide kernel passes the GPU gate and measures faster (kernels/NOTES.md).
+  // auto (kernels/NOTES.md, wide v3): wide for head size 128 with TMA K/V (block_size % 64 == 0) and
+  // max_seqlen_q >= 128, where wide wg2 measured 1.07-2.2x the narrow kernel; narrow elsewhere (cp.async K/V at
+  // block_size 32 measured slower; shorter queries not measured; other head sizes have no wide kernel).
   const auto k = knobs();
   EXPECT_EQ(k.get("ATTNBENCH_SM90_PATH"), "auto");
-  EXPECT_FALSE(choose_wide(uniform(1, 8192, 8192, 32, 32, 128), k));
+  for (const auto& p : {uniform(1, 8192, 8192, 32, 32, 128), uniform(1, 16384, 16384, 16, 16, 128, false),
+                        uniform(1, 8192, 8192, 64, 8, 128), uniform(16, 256, 256, 32, 8, 128),
+                        uniform(16, 128, 128, 32, 8, 128),
+                        uniform(4, 300, 1200, 32, 8, 128)}) {
+    EXPECT_TRUE(wide_auto(p));
+    EXPECT_TRUE(choose_wide(p, k));
+  }
+  auto lp = make_unified_launch_plan(uniform(1, 8192, 8192, 32, 32, 128), k, 132);
+  EXPECT_EQ(lp.wide_wgs, 2);
+  EXPECT_TRUE(lp.wide_kv_tma);
+  EXPECT_NE(lp.summary.find("kv=tma"), std::string::npos);
+  auto p = uniform(1, 8192, 8192, 32, 32, 128);
+  p.block_size = 128;
+  EXPECT_TRUE(choose_wide(p, k));
+  for (int bs : {16, 32, 48, 80}) {  // the cp.async gather: narrow under auto, still wide when forced
+    p.block_size = bs;
+    EXPECT_FALSE(wide_auto(p)) << bs;
+    EXPECT_FALSE(choose_wide(p, k)) << bs;
+    EXPECT_TRUE(choose_wide(p, knobs({{"ATTNBENCH_SM90_PATH", "wide"}}))) << bs;
+    lp = make_unified_launch_plan(p, knobs({{"ATTNBENCH_SM90_PATH", "wide"}}), 132);
+    EXPECT_FALSE(lp.wide_kv_tma);
+    EXPECT_NE(lp.summary.find("kv=cp.async"), std::string::npos);
+  }
+  EXPECT_FALSE(choose_wide(uniform(16, 127, 127, 32, 8, 128), k));  // below the measured range
   EXPECT_FALSE(choose_wide(uniform(1, 4096, 4096, 16, 16, 64), k));
-  EXPECT_EQ(make_unified_launch_plan(uniform(1, 8192, 8192, 32, 32, 128), k, 132).wide_wgs, 0);
+  EXPECT_FALSE(choose_wide(uniform(1, 4096, 4096, 16, 16, 256), k));
+  const auto narrow = knobs({{"ATTNBENCH_SM90_PATH", "narrow"}});
+  EXPECT_FALSE(choose_wide(uniform(1, 8192, 8192, 32, 32, 128), narrow));
+  EXPECT_EQ(make_unified_launch_plan(uniform(1, 8192, 8192, 32, 32, 128), narrow, 132).wide_wgs, 0);
+  // Decode stays 3D under auto.
+  EXPECT_EQ(make_unified_launch_plan(uniform(4, 1, 4096, 32, 8, 128), k, 132).path, UnifiedPath::decode_3d);
 }
 
 #ifdef ATTNBENCH_WITH_CUDA
@@ -249,7 +280,10 @@ TEST(CudaUnifiedKernel, PlanCarriesWorkspaceGraphAndSummary) {
   EXPECT_EQ(plan2->workspace_bytes, 0u);
   EXPECT_FALSE(plan2->graph_replay);
   EXPECT_NE(plan2->summary.find("2d warps=8"), std::string::npos);
-  EXPECT_NE(k->plan(uniform(1, 2048, 2048, 8, 8, 128), knobs())->summary.find("2d warps=4 rows/warp=32"),
+  EXPECT_NE(k->plan(uniform(1, 2048, 2048, 8, 8, 128), knobs({{"ATTNBENCH_SM90_PATH", "narrow"}}))
+                ->summary.find("2d warps=4 rows/warp=32"),
+            std::string::npos);
+  EXPECT_NE(k->plan(uniform(1, 2048, 2048, 8, 8, 128), knobs())->summary.find("2d wide wgmma consumer-wgs=2"),
             std::string::npos);
   auto gp = uniform(1, 2048, 2048, 8, 8, 64);
   gp.output_gate = true;

@@ -34,7 +34,14 @@ bool choose_wide(const AttentionProblem& p, const KnobValues& knobs) {
   const std::string& path = knobs.get("ATTNBENCH_SM90_PATH");
   if (path == "narrow" || !wide_supports(p)) return false;
   if (path == "wide") return true;
-  return false;  // auto: narrow until the wide kernel has passed the GPU gate and measured faster
+  return wide_auto(p);
+}
+
+bool wide_auto(const AttentionProblem& p) {
+  // v3 (kernels/NOTES.md, wide v3): wide wg2 with TMA K/V beat narrow 4x32 on every d128 shape measured,
+  // max_seqlen_q 128..16384 (1.07x at B16 S128, 1.33x at B16 S256, 2.1x at S8192); with the cp.async gather
+  // (block_size 32) it lost (237 vs 262 TFLOP/s). Shorter queries were not measured: narrow.
+  return wide_supports(p) && wide_kv_tma(p.block_size) && p.max_seqlen_q() >= 128;
 }
 
 int num_splits_heuristic(int64_t ctas_unsplit, int num_sms, int num_n_tiles) {
@@ -92,6 +99,7 @@ UnifiedLaunchPlan make_unified_launch_plan(const AttentionProblem& p, const Knob
     lp.rows_per_warp = 16;
     lp.block_m = kWideRowsPerWg * lp.wide_wgs;
     lp.block_n = wide_block_n(p.head_size);
+    lp.wide_kv_tma = wide_kv_tma(p.block_size);
     lp.q_major = knobs.get_bool("ATTNBENCH_Q_MAJOR_GRID");
     lp.m_tiles = (p.max_seqlen_q() + lp.block_m - 1) / lp.block_m;
     lp.grid_x = lp.q_major ? lp.m_tiles : p.heads;
@@ -99,6 +107,7 @@ UnifiedLaunchPlan make_unified_launch_plan(const AttentionProblem& p, const Knob
     lp.grid_z = p.num_seqs();
     lp.summary = "2d wide wgmma consumer-wgs=" + std::to_string(lp.wide_wgs) + " tile=" +
                  std::to_string(lp.block_m) + "x" + std::to_string(lp.block_n) +
+                 (lp.wide_kv_tma ? " kv=tma" : " kv=cp.async") +
                  (lp.q_major ? " q-major" : " head-major");
   } else if (lp.path == UnifiedPath::prefill_2d) {
     const std::string& wv = knobs.get("ATTNBENCH_SM90_NARROW_WARPS");

@@ -28,6 +28,8 @@ constexpr int prefill_max_rows_per_warp(int head_size) { return head_size <= 128
 // (ATTNBENCH_SM90_FLASH_WIDE = 1|2), KV tiles of wide_block_n tokens, head size 128 only.
 constexpr int kWideRowsPerWg = 64;
 constexpr int wide_block_n(int head_size) { return head_size == 128 ? 128 : 0; }
+// Wide K/V by TMA when a 64-token box never crosses a page (block_size % 64 == 0), else a cp.async gather.
+constexpr bool wide_kv_tma(int block_size) { return block_size % 64 == 0; }
 // 3D decode: 16 packed (query token x group head) rows per CTA, 4 warps each taking 16 keys of a 64-key tile.
 constexpr int kDecodeRowsPerCta = 16;
 constexpr int kDecodeWarps = 4;
@@ -40,8 +42,11 @@ constexpr int decode_ctas_per_sm(int head_size) { return head_size <= 128 ? 2 : 
 // Whether the wide (wgmma) prefill kernel exists for this problem (head size 128); otherwise 2D is narrow.
 bool wide_supports(const AttentionProblem& p);
 // 2D prefill regime under ATTNBENCH_SM90_PATH: narrow forces mma.sync; wide takes wgmma where wide_supports
-// (else narrow); auto takes wide only where it measured faster and passed the GPU gate (kernels/NOTES.md).
+// (else narrow); auto takes wide only where it measured faster and passed the GPU gate (wide_auto, kernels/NOTES.md).
 bool choose_wide(const AttentionProblem& p, const KnobValues& knobs);
+// The auto rule alone: wide where it passed the GPU gate and measured faster (head size 128, TMA K/V, i.e.
+// block_size % 64 == 0, and max_seqlen_q >= 128); narrow elsewhere.
+bool wide_auto(const AttentionProblem& p);
 
 // Shapes the CUDA kernels serve: head_size 64/128/256, block_size a multiple of 16, fp16/bf16.
 Support unified_supports(const AttentionProblem& p);
@@ -65,6 +70,7 @@ struct UnifiedLaunchPlan {
   UnifiedPath path = UnifiedPath::prefill_2d;
   int warps = 8;          // 2D: warps per CTA (ATTNBENCH_SM90_NARROW_WARPS); 3D: kDecodeWarps
   int wide_wgs = 0;       // 2D: consumer warpgroups of the wide (wgmma) kernel; 0 = narrow (mma.sync) kernel
+  bool wide_kv_tma = false;  // 2D wide: K/V tiles by TMA (block_size % 64 == 0), else the cp.async gather
   int rows_per_warp = 16; // 2D: query rows per warp (16, or 32 for ATTNBENCH_SM90_NARROW_WARPS=4x32 at d <= 128)
   int block_m = 128;      // 2D: query rows per CTA; 3D: packed rows per CTA
   int block_n = 64;       // keys per KV tile

@@ -16,7 +16,8 @@ template <DType DT, int D, int W, int RW>
 void launch_prefill(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaStream_t stream);
 
 // 2D prefill, wide regime (prefill_wide.cuh, prefill_wide_hdim128_{bf16,fp16}_sm90.cu): WG consumer warpgroups of
-// 64 query rows plus one cp.async producer warpgroup; head size 128. Applies the output gate when p.gate is non-null.
+// 64 query rows plus one producer warpgroup (TMA K/V when lp.wide_kv_tma, else cp.async; the tensor maps are encoded
+// on the host at launch, no allocation); head size 128. Applies the output gate when p.gate is non-null.
 template <DType DT, int D, int WG>
 void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaStream_t stream);
 

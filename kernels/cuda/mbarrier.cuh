@@ -16,6 +16,19 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   while (!::cuda::ptx::mbarrier_try_wait_parity(bar, parity)) {
   }
 }
+// mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 [bar], bytes: one arrival plus `bytes` expected from TMA.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  (void)::cuda::ptx::mbarrier_arrive_expect_tx(::cuda::ptx::sem_release, ::cuda::ptx::scope_cta,
+                                               ::cuda::ptx::space_shared, bar, bytes);
+}
+// cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [dst], [tmap, {c0..c3}], [bar]:
+// one TMA box into shared memory (this CTA's), completing `bytes` on `bar`. tmap: address of a __grid_constant__
+// CUtensorMap kernel parameter.
+__device__ __forceinline__ void tma_load_4d(void* dst, const void* tmap, int c0, int c1, int c2, int c3,
+                                            uint64_t* bar) {
+  const int32_t coords[4] = {c0, c1, c2, c3};
+  ::cuda::ptx::cp_async_bulk_tensor(::cuda::ptx::space_cluster, ::cuda::ptx::space_global, dst, tmap, coords, bar);
+}
 // fence.proxy.async.shared::cta: this thread's generic-proxy shared-memory writes (cp.async included) become
 // visible to the async proxy (wgmma operand reads).
 __device__ __forceinline__ void fence_proxy_async_smem() { ::cuda::ptx::fence_proxy_async(::cuda::ptx::space_shared); }
@@ -23,6 +36,11 @@ __device__ __forceinline__ void fence_proxy_async_smem() { ::cuda::ptx::fence_pr
 // bar.sync id, threads: named barrier among `threads` threads (a multiple of 32).
 __device__ __forceinline__ void named_bar_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// bar.arrive id, threads: arrive on a named barrier without waiting (the producer side of a bar.sync).
+__device__ __forceinline__ void named_bar_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 // setmaxnreg.{inc,dec}.sync.aligned.u32 N: this warpgroup's per-thread register budget (sm_90a; needs a register

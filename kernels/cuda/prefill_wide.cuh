@@ -1,11 +1,18 @@
-// 2D prefill, wide regime (sm_90a): one CTA per (q-tile, query head, sequence); warpgroup 0 is a cp.async producer
-// that gathers K/V tiles through the block table into a 3-stage ring of 128B-swizzled tiles; WG consumer warpgroups
-// each own 64 query rows: S = Q K^T by SS wgmma into registers, base-2 online softmax in registers, P converted to
-// 16-bit in registers as the RS A operand of O += P V (V MN-major, trans-b). Full/empty mbarriers per stage.
+// 2D prefill, wide regime (sm_90a): one CTA per (q-tile, query head, sequence); warpgroup 0 is the producer that
+// fills a 3-stage ring of 128B-swizzled K/V tiles through the block table: one thread issuing TMA boxes (block_size
+// % 64 == 0; V one tile behind K) or 128 threads gathering with cp.async (other block sizes). WG consumer
+// warpgroups each own 64 query rows: S = Q K^T by SS wgmma into registers, base-2 online softmax in registers, P
+// converted to 16-bit in registers as the RS A operand of O += P V (V MN-major, trans-b); with WG = 2 they
+// ping-pong their GEMM issue through named barriers. FULL_K / FULL_V / EMPTY mbarriers per stage.
 // Layouts and the register facts used here: /work/shared/HOPPER-ATTENTION.md sections 1-3, 5.
 #pragma once
+#include <cuda.h>
 #include <cuda_runtime.h>
+#include <cudaTypedefs.h>
 
+#include <cstring>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "attnbench/attention.hpp"
@@ -35,7 +42,8 @@ struct WideTile {
   static constexpr int kTileBytes = kBN * D * 2;
   static constexpr int kQBytes = kQBytesPerWg * WG;
   static constexpr int kBarOffset = kQBytes + kStages * 2 * kTileBytes;
-  static constexpr int kSmemBytes = kBarOffset + 2 * kStages * 8 + 1024;  // + 1024: runtime alignment of the base
+  // Barriers per stage: FULL_K, FULL_V (V is loaded one tile behind K), EMPTY.
+  static constexpr int kSmemBytes = kBarOffset + 3 * kStages * 8 + 1024;  // + 1024: runtime alignment of the base
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA");
   // Register budgets per role (setmaxnreg, 2 consumer warpgroups only): 128 x 56 + 256 x 224 <= 64K.
   static constexpr int kProducerRegs = 56;
@@ -79,9 +87,14 @@ __device__ __forceinline__ void softmax_tile(float (&s)[NT8][4], float (&m)[2], 
   }
 }
 
-template <DType DT, int D, int WG>
-__global__ void __launch_bounds__(128 * (WG + 1), 1) prefill_wide_kernel(const __grid_constant__ AttentionParams p,
-                                                                         int q_major) {
+// TMA: K/V tiles by cp.async.bulk.tensor from one elected producer thread (block_size % 64 == 0; one 64-token page
+// of one kv head is a {64 d, 1, 64 tokens, 1} box of the 4D maps tmk/tmv, HOPPER-ATTENTION.md section 4), V one tile
+// behind K; a tile holding tokens past kv_len is gathered by the producer warp with zero-filling cp.async instead
+// (stale slots of the last page may hold NaN; 0 * NaN would poison P V). !TMA: the 128-thread cp.async gather.
+template <DType DT, int D, int WG, bool TMA>
+__global__ void __launch_bounds__(128 * (WG + 1), 1)
+    prefill_wide_kernel(const __grid_constant__ AttentionParams p, int q_major, const __grid_constant__ CUtensorMap tmk,
+                        const __grid_constant__ CUtensorMap tmv) {
   using T = typename StorageOf<DT>::type;
   using Tile = WideTile<D, WG>;
   constexpr int BM = Tile::kBM, BN = Tile::kBN, S = Tile::kStages, RW = kWideRowsPerWg;
@@ -89,8 +102,9 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1) prefill_wide_kernel(const _
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t base = (raw + 1023) & ~1023u;
   unsigned char* smem = smem_raw + (base - raw);
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + Tile::kBarOffset);
-  uint64_t* empty = full + S;
+  uint64_t* full_k = reinterpret_cast<uint64_t*>(smem + Tile::kBarOffset);
+  uint64_t* full_v = full_k + S;
+  uint64_t* empty = full_v + S;
 
   const int m_idx = q_major ? blockIdx.x : blockIdx.y;
   const int head = q_major ? blockIdx.y : blockIdx.x;
@@ -108,8 +122,10 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1) prefill_wide_kernel(const _
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
-      mbar_init(&full[s], 128);       // every producer thread arrives once its cp.async data landed
-      mbar_init(&empty[s], 128 * WG);  // every consumer thread arrives once its wgmmas finished reading
+      // TMA: one arrive.expect_tx (or the tail tile's one arrival); cp.async: every producer thread once its data landed
+      mbar_init(&full_k[s], TMA ? 1 : 128);
+      mbar_init(&full_v[s], TMA ? 1 : 128);
+      mbar_init(&empty[s], WG);  // one thread per consumer warpgroup, after its wgmmas finished reading
     }
   }
   __syncthreads();
@@ -117,6 +133,68 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1) prefill_wide_kernel(const _
 
   if (threadIdx.x < 128) {  // ---- producer warpgroup
     if constexpr (WG == 2) setmaxnreg_dec<Tile::kProducerRegs>();
+    if constexpr (TMA) {
+      if (threadIdx.x >= 32) return;  // one warp: lane 0 issues TMA; the warp gathers the tail tile
+      const int lane = threadIdx.x;
+      const T* kc = static_cast<const T*>(p.k_cache);
+      const T* vc = static_cast<const T*>(p.v_cache);
+      const int32_t* table_row = p.block_table + static_cast<int64_t>(seq) * p.block_table_stride;
+      const int full_tiles = min(n_tiles, kv_len / BN);  // tiles whose BN tokens are all < kv_len
+      auto issue = [&](const CUtensorMap* tm, uint64_t* bar, uint32_t dst, int t) {
+        mbar_arrive_expect_tx(bar, Tile::kTileBytes);
+#pragma unroll
+        for (int h = 0; h < BN / 64; ++h) {
+          const int tok0 = t * BN + h * 64;
+          const int page = tok0 / p.block_size;
+          const int blk = __ldg(table_row + page);
+#pragma unroll
+          for (int c = 0; c < D / 64; ++c)
+            tma_load_4d(smem + (dst - base) + c * (BN * 128) + h * 8192, tm, c * 64, kvh, tok0 - page * p.block_size,
+                        blk, bar);
+        }
+      };
+      for (int t = 0; t <= n_tiles; ++t) {
+        if (t < n_tiles) {
+          const int st = t % S;
+          mbar_wait(&empty[st], ((t / S) & 1) ^ 1);
+          const uint32_t sk = stage_k(st);
+          if (t < full_tiles) {
+            if (lane == 0) issue(&tmk, &full_k[st], sk, t);
+          } else {  // the tail tile: K and V together, zero-filled past kv_len
+            const int64_t head_off = static_cast<int64_t>(kvh) * p.kv_stride_head;
+#pragma unroll 4
+            for (int i = 0; i < BN * (D / 8) / 32; ++i) {
+              const int cidx = lane + 32 * i;
+              const int row = cidx / (D / 8), ch = cidx % (D / 8);
+              const int tok = t * BN + row;
+              const bool valid = tok < kv_len;
+              int64_t off = 0;
+              if (valid) {
+                const int blk = tok / p.block_size;
+                off = static_cast<int64_t>(__ldg(table_row + blk)) * p.kv_stride_block +
+                      static_cast<int64_t>(tok - blk * p.block_size) * p.kv_stride_token + head_off + ch * 8;
+              }
+              const uint32_t dst = wide_swz<BN>(row, ch);
+              cp_async_16(sk + dst, kc + off, valid);
+              cp_async_16(sk + Tile::kTileBytes + dst, vc + off, valid);
+            }
+            cp_async_commit();
+            cp_async_wait<0>();
+            fence_proxy_async_smem();
+            __syncwarp();
+            if (lane == 0) {
+              mbar_arrive(&full_k[st]);
+              mbar_arrive(&full_v[st]);
+            }
+          }
+        }
+        if (t > 0 && t - 1 < full_tiles && lane == 0) {  // V one tile behind K
+          const int st = (t - 1) % S;
+          issue(&tmv, &full_v[st], stage_k(st) + Tile::kTileBytes, t - 1);
+        }
+      }
+      return;
+    }
     const T* kc = static_cast<const T*>(p.k_cache);
     const T* vc = static_cast<const T*>(p.v_cache);
     const int32_t* table_row = p.block_table + static_cast<int64_t>(seq) * p.block_table_stride;
@@ -146,13 +224,15 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1) prefill_wide_kernel(const _
       if (t > 0) {  // tile t-1 landed: publish it while tile t is in flight
         cp_async_wait<1>();
         fence_proxy_async_smem();
-        mbar_arrive(&full[(t - 1) % S]);
+        mbar_arrive(&full_k[(t - 1) % S]);
+        mbar_arrive(&full_v[(t - 1) % S]);
       }
     }
     if (n_tiles > 0) {
       cp_async_wait<0>();
       fence_proxy_async_smem();
-      mbar_arrive(&full[(n_tiles - 1) % S]);
+      mbar_arrive(&full_k[(n_tiles - 1) % S]);
+      mbar_arrive(&full_v[(n_tiles - 1) % S]);
     }
     return;
   }
@@ -180,6 +260,23 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1) prefill_wide_kernel(const _
     fence_proxy_async_smem();
     named_bar_sync(1 + wg, 128);
   }
+  // Ping-pong (WG = 2, FA3's warp scheduler barriers): a warpgroup issues its GEMMs of a round only after the other
+  // issued its own (bar.sync on its id, then bar.arrive on the other's), so one's softmax runs under the other's
+  // wgmmas. Both warpgroups run exactly n_tiles rounds (no-math rounds for tiles their rows cannot see); warpgroup 1
+  // opens with one arrive on warpgroup 0's barrier and warpgroup 0 closes with one sync, so the counts balance.
+  constexpr int kSchedBar = 3;  // ids 3, 4 (0: __syncthreads, 1-2: the Q loads above)
+  auto sched_sync = [&] {
+    if constexpr (WG == 2) named_bar_sync(kSchedBar + wg, 256);
+  };
+  auto sched_arrive = [&] {
+    if constexpr (WG == 2) named_bar_arrive(kSchedBar + (1 - wg), 256);
+  };
+  if constexpr (WG == 2) {
+    if (wg == 1) named_bar_arrive(kSchedBar + 0, 256);
+  }
+  auto release = [&](int t) {
+    if (tid == 0) mbar_arrive(&empty[t % S]);
+  };
   // Tiles this warpgroup's rows can see (others of the CTA's tiles: wait, release, no math).
   const int wg_end = max(0, p.causal ? min(kv_len, min(r0 + RW, q_len) + diag) : kv_len);
   const int wg_tiles = r0 < q_len ? (wg_end + BN - 1) / BN : 0;
@@ -210,8 +307,10 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1) prefill_wide_kernel(const _
   auto step = [&](int t, auto first) {
     constexpr bool kFirst = decltype(first)::value;
     const int st = t % S;
-    mbar_wait(&full[st], (t / S) & 1);
+    mbar_wait(&full_k[st], (t / S) & 1);
+    if constexpr (!kFirst) mbar_wait(&full_v[(t - 1) % S], ((t - 1) / S) & 1);
     const uint32_t sk = stage_k(st);
+    sched_sync();
     const int n0 = t * BN;
     float s[BN / 8][4];
     fence_regs(s);
@@ -229,8 +328,10 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1) prefill_wide_kernel(const _
     wgmma_commit();
     if constexpr (!kFirst) {
       issue_pv(stage_k((t - 1) % S) + Tile::kTileBytes);
+      sched_arrive();
       wgmma_wait<1>();  // S(t) done; P(t-1) V(t-1) may still run
     } else {
+      sched_arrive();
       wgmma_wait<0>();
     }
     fence_regs(s);
@@ -252,7 +353,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1) prefill_wide_kernel(const _
       wgmma_wait<0>();
       fence_regs(o);
       fence_regs(pa);
-      mbar_arrive(&empty[(t - 1) % S]);
+      release(t - 1);
     }
 #pragma unroll
     for (int d = 0; d < D / 8; ++d) {
@@ -274,16 +375,23 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1) prefill_wide_kernel(const _
   if (wg_tiles > 0) {  // the last tile's P V
     fence_regs(o);
     fence_regs(pa);
+    mbar_wait(&full_v[(wg_tiles - 1) % S], ((wg_tiles - 1) / S) & 1);
     wgmma_fence();
     issue_pv(stage_k((wg_tiles - 1) % S) + Tile::kTileBytes);
     wgmma_wait<0>();
     fence_regs(o);
-    mbar_arrive(&empty[(wg_tiles - 1) % S]);
+    release(wg_tiles - 1);
   }
-  // The CTA's later tiles are all masked for this warpgroup's rows: wait and release, in tile order.
+  // The CTA's later tiles are all masked for this warpgroup's rows: wait (K: the producer has claimed the stage,
+  // so this arrival lands on the tile's own EMPTY phase), take the round, release, in tile order.
   for (int t = wg_tiles; t < n_tiles; ++t) {
-    mbar_wait(&full[t % S], (t / S) & 1);
-    mbar_arrive(&empty[t % S]);
+    mbar_wait(&full_k[t % S], (t / S) & 1);
+    sched_sync();
+    sched_arrive();
+    release(t);
+  }
+  if constexpr (WG == 2) {
+    if (wg == 0) named_bar_sync(kSchedBar + 0, 256);
   }
 
   // Epilogue: O / l, times sigmoid(gate) when the problem has an output gate (p.gate non-null), fp32 math.
@@ -315,18 +423,71 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1) prefill_wide_kernel(const _
 
 }  // namespace dev
 
+namespace detail {
+// cuTensorMapEncodeTiled through the runtime's driver entry point (no libcuda link); null when unavailable.
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      f = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// The paged cache [num_blocks][block_size][kv_heads][head_size] (element strides from p) as a 4D map, innermost
+// first {d, kv head, token in page, page}, box {64, 1, 64, 1}, 128-byte swizzle: one box = one 8 KB d-slab of 64
+// tokens of one kv head, the [d/64][token][64] smem layout. The page count is not known here: the map's page
+// extent is INT32_MAX (coordinates come from the block table; no page is out of bounds). Host only, no allocation.
+inline CUtensorMap encode_kv_map(const void* base, DType dt, const AttentionParams& p) {
+  CUtensorMap m;
+  std::memset(&m, 0, sizeof(m));
+  const PFN_cuTensorMapEncodeTiled_v12000 enc = tensor_map_encoder();
+  if (enc == nullptr) throw std::runtime_error("cuda.unified wide: cuTensorMapEncodeTiled unavailable");
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.head_size), static_cast<cuuint64_t>(p.kv_heads),
+                              static_cast<cuuint64_t>(p.block_size), 0x7fffffffull};
+  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(p.kv_stride_head) * 2,
+                                 static_cast<cuuint64_t>(p.kv_stride_token) * 2,
+                                 static_cast<cuuint64_t>(p.kv_stride_block) * 2};
+  const cuuint32_t box[4] = {64, 1, 64, 1};
+  const cuuint32_t estr[4] = {1, 1, 1, 1};
+  const CUresult r = enc(&m, dt == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
+                         const_cast<void*>(base), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw std::runtime_error("cuda.unified wide: cuTensorMapEncodeTiled failed (CUresult " + std::to_string(r) + ")");
+  return m;
+}
+}  // namespace detail
+
 template <DType DT, int D, int WG>
 void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaStream_t stream) {
   using Tile = WideTile<D, WG>;
-  auto* kernel = &dev::prefill_wide_kernel<DT, D, WG>;
-  static const bool configured = [&] {
-    ATTNBENCH_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::kSmemBytes));
-    return true;
-  }();
-  (void)configured;
   const dim3 grid(lp.grid_x, lp.grid_y, lp.grid_z);
-  kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(p, lp.q_major ? 1 : 0);
+  auto go = [&](auto tma) {
+    constexpr bool kTma = decltype(tma)::value;
+    auto* kernel = &dev::prefill_wide_kernel<DT, D, WG, kTma>;
+    static const bool configured = [&] {
+      ATTNBENCH_CUDA_CHECK(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::kSmemBytes));
+      return true;
+    }();
+    (void)configured;
+    CUtensorMap tmk, tmv;
+    if constexpr (kTma) {
+      tmk = detail::encode_kv_map(p.k_cache, DT, p);
+      tmv = detail::encode_kv_map(p.v_cache, DT, p);
+    } else {
+      std::memset(&tmk, 0, sizeof(tmk));
+      std::memset(&tmv, 0, sizeof(tmv));
+    }
+    kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(p, lp.q_major ? 1 : 0, tmk, tmv);
+  };
+  if (lp.wide_kv_tma) go(std::true_type{});
+  else go(std::false_type{});
   ATTNBENCH_CUDA_CHECK(cudaGetLastError());
 }
 

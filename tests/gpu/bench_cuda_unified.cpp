@@ -92,14 +92,21 @@ int main(int argc, char** argv) {
   using namespace attnbench;
   using namespace attnbench::gputest;
   const std::string filter = argc > 1 ? argv[1] : "";
-  const std::map<std::string, std::string> w4 = {{"ATTNBENCH_SM90_NARROW_WARPS", "4"}};
-  const std::map<std::string, std::string> w8 = {{"ATTNBENCH_SM90_NARROW_WARPS", "8"}};
-  const std::map<std::string, std::string> w4q = {{"ATTNBENCH_SM90_NARROW_WARPS", "4"}, {"ATTNBENCH_Q_MAJOR_GRID", "1"}};
-  const std::map<std::string, std::string> w4r32 = {{"ATTNBENCH_SM90_NARROW_WARPS", "4x32"}};
+  // The narrow rows force ATTNBENCH_SM90_PATH=narrow (auto is wide for d128 prefill with TMA-able pages).
+  const std::map<std::string, std::string> w4 = {{"ATTNBENCH_SM90_NARROW_WARPS", "4"}, {"ATTNBENCH_SM90_PATH", "narrow"}};
+  const std::map<std::string, std::string> w8 = {{"ATTNBENCH_SM90_NARROW_WARPS", "8"}, {"ATTNBENCH_SM90_PATH", "narrow"}};
+  const std::map<std::string, std::string> w4q = {
+      {"ATTNBENCH_SM90_NARROW_WARPS", "4"}, {"ATTNBENCH_Q_MAJOR_GRID", "1"}, {"ATTNBENCH_SM90_PATH", "narrow"}};
+  const std::map<std::string, std::string> w4r32 = {{"ATTNBENCH_SM90_NARROW_WARPS", "4x32"},
+                                                    {"ATTNBENCH_SM90_PATH", "narrow"}};
   auto wide = [](const char* wgs) {
     return std::map<std::string, std::string>{{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", wgs}};
   };
   auto splits = [](const char* n) { return std::map<std::string, std::string>{{"ATTNBENCH_3D_SPLITS", n}}; };
+  auto bs32 = [](AttentionProblem p) {  // K/V through the wide kernel's cp.async gather instead of TMA
+    p.block_size = 32;
+    return p;
+  };
   auto gated = [](AttentionProblem p) {
     p.output_gate = true;
     return p;
@@ -109,7 +116,10 @@ int main(int argc, char** argv) {
       {"wide d128 causal S8192 H32 B1 narrow 4x32", prob(1, 8192, 8192, 32, 32, 128), w4r32, false},
       {"wide d128 causal S8192 H32 B1 wide wg2", prob(1, 8192, 8192, 32, 32, 128), wide("2"), false},
       {"wide d128 causal S8192 H32 B1 wide wg1", prob(1, 8192, 8192, 32, 32, 128), wide("1"), false},
+      {"wide d128 causal S8192 H32 B1 bs32 wide wg2", bs32(prob(1, 8192, 8192, 32, 32, 128)), wide("2"), false},
+      {"wide d128 causal S8192 H32 B1 bs32 narrow 4x32", bs32(prob(1, 8192, 8192, 32, 32, 128)), w4r32, false},
       {"wide d128 causal S8192 H32 B1 wide wg2 again", prob(1, 8192, 8192, 32, 32, 128), wide("2"), false},
+      {"wide d128 causal S8192 H32 B1 auto", prob(1, 8192, 8192, 32, 32, 128), {}, false},
       {"wide d128 causal S8192 H32 B1 narrow again", prob(1, 8192, 8192, 32, 32, 128), w4r32, false},
       {"wide d128 causal S8192 H32 B1 fp16 wide wg2", prob(1, 8192, 8192, 32, 32, 128, true, DType::f16), wide("2"),
        false},
@@ -119,8 +129,16 @@ int main(int argc, char** argv) {
       {"wide d128 noncausal S16384 H16 wide wg1", prob(1, 16384, 16384, 16, 16, 128, false), wide("1"), false},
       {"wide d128 gqa causal S8192 H64 KV8 narrow 4x32", prob(1, 8192, 8192, 64, 8, 128), w4r32, false},
       {"wide d128 gqa causal S8192 H64 KV8 wide wg2", prob(1, 8192, 8192, 64, 8, 128), wide("2"), false},
+      {"wide d128 causal S2048 H32 KV8 B4 narrow 4x32", prob(4, 2048, 2048, 32, 8, 128), w4r32, false},
+      {"wide d128 causal S2048 H32 KV8 B4 wide wg2", prob(4, 2048, 2048, 32, 8, 128), wide("2"), false},
+      {"wide d128 causal S1024 H32 KV8 B8 narrow 4x32", prob(8, 1024, 1024, 32, 8, 128), w4r32, false},
+      {"wide d128 causal S1024 H32 KV8 B8 wide wg2", prob(8, 1024, 1024, 32, 8, 128), wide("2"), false},
+      {"wide d128 causal S512 H32 KV8 B16 narrow 4x32", prob(16, 512, 512, 32, 8, 128), w4r32, true},
+      {"wide d128 causal S512 H32 KV8 B16 wide wg2", prob(16, 512, 512, 32, 8, 128), wide("2"), true},
       {"wide d128 short h32kv8 B16 S256 narrow", prob(16, 256, 256, 32, 8, 128), w4r32, true},
       {"wide d128 short h32kv8 B16 S256 wide wg2", prob(16, 256, 256, 32, 8, 128), wide("2"), true},
+      {"wide d128 short h32kv8 B16 S128 narrow", prob(16, 128, 128, 32, 8, 128), w4r32, true},
+      {"wide d128 short h32kv8 B16 S128 wide wg2", prob(16, 128, 128, 32, 8, 128), wide("2"), true},
       {"prefill d128 causal S8192 H32 B1 w4", prob(1, 8192, 8192, 32, 32, 128), w4, false},
       {"prefill d128 causal S8192 H32 B1 w8", prob(1, 8192, 8192, 32, 32, 128), w8, false},
       {"prefill d128 causal S8192 H32 B1 w4x32", prob(1, 8192, 8192, 32, 32, 128), w4r32, false},

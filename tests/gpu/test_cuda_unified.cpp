@@ -138,6 +138,8 @@ std::vector<Shape> prefill_shapes() {
       // head size 128 shapes aimed at the wide kernel's 64-row warpgroups and 128-key tiles
       {"ragged noncausal d128 h8kv2 bs16", {{100, 900}, {37, 37}, {64, 200}, {1, 129}}, 8, 2, 128, false, 16},
       {"ragged causal d128 h16kv4 bs32", {{65, 65}, {130, 385}, {257, 300}, {2, 2}}, 16, 4, 128, true, 32},
+      // wide TMA path with 128-token pages (two 64-token boxes per page), kv past q, tails and a 1-row sequence
+      {"ragged causal d128 h8kv2 bs128 (q<kv)", {{200, 700}, {64, 64}, {333, 1000}, {1, 300}}, 8, 2, 128, true, 128},
   };
 }
 
@@ -167,7 +169,10 @@ TEST_P(Prefill2D, MatchesReferenceForEveryKnob) {
   const Shape sh = prefill_shapes()[idx];
   for (const char* warps : {"4", "8", "4x32"}) {
     for (const char* qmajor : {"0", "1"}) {
-      const auto o = run_and_check(sh, dt, {{"ATTNBENCH_SM90_NARROW_WARPS", warps}, {"ATTNBENCH_Q_MAJOR_GRID", qmajor}},
+      const auto o = run_and_check(sh, dt,
+                                   {{"ATTNBENCH_SM90_NARROW_WARPS", warps},
+                                    {"ATTNBENCH_Q_MAJOR_GRID", qmajor},
+                                    {"ATTNBENCH_SM90_PATH", "narrow"}},  // auto is wide for most d128 shapes
                                    1234 + idx);
       std::printf("  %-46s %s warps=%s qmajor=%s rows=%lld max_abs=%.3g\n", sh.name.c_str(), dtype_name(dt), warps,
                   qmajor, static_cast<long long>(o.rows), o.max_abs);
@@ -191,6 +196,8 @@ TEST_P(Prefill2D, WideMatchesReferenceForEveryKnob) {
                                                     {"ATTNBENCH_Q_MAJOR_GRID", qmajor}};
       DeviceCase probe(problem_of(sh, dt), k, 1);
       ASSERT_NE(probe.plan->summary.find("wide"), std::string::npos) << probe.plan->summary;
+      ASSERT_NE(probe.plan->summary.find(sh.block_size % 64 == 0 ? "kv=tma" : "kv=cp.async"), std::string::npos)
+          << probe.plan->summary;
       const auto o = run_and_check(sh, dt, k, 1234 + idx);
       std::printf("  %-46s %s wide wgs=%s qmajor=%s rows=%lld max_abs=%.3g\n", sh.name.c_str(), dtype_name(dt), wgs,
                   qmajor, static_cast<long long>(o.rows), o.max_abs);
@@ -246,8 +253,10 @@ TEST_P(GateAndStrides, MatchReferenceTimesSigmoidGate) {
   const auto [idx, dt] = GetParam();
   const Shape sh = gate_shapes()[idx];
   const std::vector<std::map<std::string, std::string>> settings = {
-      {{"ATTNBENCH_SM90_NARROW_WARPS", "4"}},    {{"ATTNBENCH_SM90_NARROW_WARPS", "8"}},
-      {{"ATTNBENCH_SM90_NARROW_WARPS", "4x32"}}, {{"ATTNBENCH_3D_SPLITS", "1"}},
+      {{"ATTNBENCH_SM90_NARROW_WARPS", "4"}, {"ATTNBENCH_SM90_PATH", "narrow"}},
+      {{"ATTNBENCH_SM90_NARROW_WARPS", "8"}, {"ATTNBENCH_SM90_PATH", "narrow"}},
+      {{"ATTNBENCH_SM90_NARROW_WARPS", "4x32"}, {"ATTNBENCH_SM90_PATH", "narrow"}},
+      {{"ATTNBENCH_SM90_PATH", "auto"}},        {{"ATTNBENCH_3D_SPLITS", "1"}},
       {{"ATTNBENCH_3D_SPLITS", "5"}},           {{"ATTNBENCH_3D_SPLITS", "0"}},
       {{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", "1"}},
       {{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", "2"}}};
