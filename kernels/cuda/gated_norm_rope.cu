@@ -10,27 +10,17 @@
 
 #include "cuda/gated_kernels.hpp"
 #include "cuda/runtime.hpp"
+#include "cuda/storage.cuh"
 
 namespace attnbench::cuda {
 namespace {
 
 constexpr int kThreads = 256;
 
-template <DType DT> struct Half;
-template <> struct Half<DType::bf16> {
-  using type = __nv_bfloat16;
-  __device__ static float to_float(type v) { return __bfloat162float(v); }
-  __device__ static type from_float(float v) { return __float2bfloat16_rn(v); }
-};
-template <> struct Half<DType::f16> {
-  using type = __half;
-  __device__ static float to_float(type v) { return __half2float(v); }
-  __device__ static type from_float(float v) { return __float2half_rn(v); }
-};
 
 template <DType DT>
 __device__ __forceinline__ void load8(const void* src, float (&x)[8]) {
-  using H = Half<DT>;
+  using H = StorageOf<DT>;
   const uint4 raw = *static_cast<const uint4*>(src);
   const auto* h = reinterpret_cast<const typename H::type*>(&raw);
 #pragma unroll
@@ -39,7 +29,7 @@ __device__ __forceinline__ void load8(const void* src, float (&x)[8]) {
 
 template <DType DT, int D>
 __global__ void __launch_bounds__(kThreads) norm_rope_kernel(const __grid_constant__ GatedNormRopeParams p) {
-  using H = Half<DT>;
+  using H = StorageOf<DT>;
   using T = typename H::type;
   constexpr int kTpr = D / 8;               // threads per head row
   constexpr int kRows = kThreads / kTpr;    // head rows per block

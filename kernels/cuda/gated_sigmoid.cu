@@ -8,27 +8,17 @@
 
 #include "cuda/gated_kernels.hpp"
 #include "cuda/runtime.hpp"
+#include "cuda/storage.cuh"
 
 namespace attnbench::cuda {
 namespace {
 
 constexpr int kThreads = 256;
 
-template <DType DT> struct Half;
-template <> struct Half<DType::bf16> {
-  using type = __nv_bfloat16;
-  __device__ static float to_float(type v) { return __bfloat162float(v); }
-  __device__ static type from_float(float v) { return __float2bfloat16_rn(v); }
-};
-template <> struct Half<DType::f16> {
-  using type = __half;
-  __device__ static float to_float(type v) { return __half2float(v); }
-  __device__ static type from_float(float v) { return __float2half_rn(v); }
-};
 
 template <DType DT>
 __global__ void __launch_bounds__(kThreads) sigmoid_gate_kernel(const __grid_constant__ GatedSigmoidParams p) {
-  using H = Half<DT>;
+  using H = StorageOf<DT>;
   using T = typename H::type;
   const int64_t chunks_per_head = p.d_head / 8, chunks_per_token = chunks_per_head * p.heads;
   const int64_t total = p.tokens * chunks_per_token;

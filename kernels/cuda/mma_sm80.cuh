@@ -6,12 +6,11 @@
 #include <cstdint>
 
 #include "attnbench/dtype.hpp"
+#include "cuda/storage.cuh"
 
 namespace attnbench::cuda::dev {
 
-template <DType DT> struct StorageOf;
-template <> struct StorageOf<DType::f16> { using type = __half; };
-template <> struct StorageOf<DType::bf16> { using type = __nv_bfloat16; };
+using cuda::StorageOf;
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
