@@ -69,12 +69,9 @@ void run_callback(RunCli& c, Context& ctx) {
   if (c.peak_gbps > 0) o.peak_gbps = c.peak_gbps;
   o.progress = !c.no_progress;
   o.command_line = ctx.command_line;
-  const std::string out = c.out.empty() ? default_out(o) : c.out;
-  std::string csv = c.csv;
-  if (csv.empty()) csv = std::filesystem::path(out).replace_extension(".csv").string();
-  if (c.out.empty()) std::filesystem::create_directories(std::filesystem::path(out).parent_path());
-  check_writable(out);
-  check_writable(csv);
+  if (c.out.empty()) std::filesystem::create_directories(std::filesystem::path(default_out(o)).parent_path());
+  const ResultPaths paths = result_paths(c.out.empty() ? default_out(o) : c.out, c.csv);
+  const std::string &out = paths.json, &csv = paths.csv;
 
   const ResultsFile f = run_benchmarks(o, std::cout);
   write_file_atomic(out, results_to_json(f).dump(2) + "\n");
@@ -106,7 +103,8 @@ void add_run_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--out,-o", c->out, "Results JSON (default results/<groups>.json)");
   cmd->add_option("--csv", c->csv, "Results CSV (default: the JSON path with .csv)");
   cmd->add_option("--seed", c->opt.seed, "Input RNG seed")->capture_default_str();
-  cmd->add_option("--atol", c->atol, "Gate max_abs tolerance (default: fp16 2e-2, bf16 4e-2)");
+  cmd->add_option("--atol", c->atol, "Gate max_abs tolerance (default: fp16 2e-2, bf16 4e-2)")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--gate-only", c->opt.gate_only, "Gate every row, time nothing");
   cmd->add_flag("--no-gate", c->opt.no_gate, "Time without gating (rows are not checked)");
   cmd->add_option("--min-samples", c->opt.stop.min_samples, "Timing samples at least")->capture_default_str()
@@ -121,8 +119,10 @@ void add_run_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--reference-gflop", c->opt.reference_gflop,
                   "Reference work per shape before the gate samples rows")->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--peak-tflops", c->peak_tflops, "Device peak TFLOP/s for % of peak (from attnbench info)");
-  cmd->add_option("--peak-gbps", c->peak_gbps, "Device peak GB/s for % of peak (from attnbench info)");
+  cmd->add_option("--peak-tflops", c->peak_tflops, "Device peak TFLOP/s for % of peak (from attnbench info)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--peak-gbps", c->peak_gbps, "Device peak GB/s for % of peak (from attnbench info)")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--no-progress", c->no_progress, "No progress line on a terminal");
   cmd->add_flag("--breakdown", c->opt.breakdown,
                 "Also time each stage of staged kernels (gated block): a 'breakdown' field in their rows");

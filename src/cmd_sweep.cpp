@@ -38,9 +38,8 @@ void sweep_callback(SweepCli& c, Context& ctx) {
     out = "results/sweep_" + stem + ".json";
     std::filesystem::create_directories("results");
   }
-  const std::string csv = c.csv.empty() ? std::filesystem::path(out).replace_extension(".csv").string() : c.csv;
-  check_writable(out);
-  check_writable(csv);
+  const ResultPaths paths = result_paths(out, c.csv);
+  const std::string& csv = paths.csv;
 
   const ResultsFile f = run_sweep(o, axes, std::cout);
   write_file_atomic(out, results_to_json(f).dump(2) + "\n");

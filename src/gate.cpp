@@ -28,6 +28,7 @@ GateResult gate_rows(const uint16_t* out, int64_t n_out, DType dtype, int row_le
       const double diff = std::fabs(got - want);
       if (!std::isfinite(got)) continue;  // counted above
       if (!std::isfinite(want)) {           // a broken reference never lets a row pass
+        if (first_nonfinite < 0) first_nonfinite = base + d;
         ++g.nonfinite;
         continue;
       }

@@ -122,6 +122,15 @@ void check_writable(const std::string& path) {
   fs::remove(probe);
 }
 
+ResultPaths result_paths(const std::string& json_path, const std::string& csv_path) {
+  ResultPaths r{json_path, csv_path.empty() ? fs::path(json_path).replace_extension(".csv").string() : csv_path};
+  if (fs::path(r.json).lexically_normal() == fs::path(r.csv).lexically_normal())
+    throw UsageError("--out and --csv name the same file (" + r.json + "): give the JSON results a .json path");
+  check_writable(r.json);
+  check_writable(r.csv);
+  return r;
+}
+
 void write_file_atomic(const std::string& path, const std::string& text) {
   const fs::path p(path);
   const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");

@@ -48,6 +48,13 @@ void write_file_atomic(const std::string& path, const std::string& text);
 // Fails early (UsageError) when `path` could not be written, before any work is done.
 void check_writable(const std::string& path);
 
+// The JSON and CSV paths of a run: csv defaults to the JSON path with a .csv extension. Both must be writable and
+// distinct (a CSV written over the JSON would lose the results); UsageError otherwise.
+struct ResultPaths {
+  std::string json, csv;
+};
+ResultPaths result_paths(const std::string& json_path, const std::string& csv_path);
+
 // Reads a results JSON file, checking the schema (UsageError naming the file otherwise).
 nlohmann::json read_results_json(const std::string& path);
 

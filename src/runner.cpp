@@ -8,6 +8,7 @@
 #include <iomanip>
 #include <iostream>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "errors.hpp"
@@ -58,6 +59,9 @@ std::vector<ShapeCase> select_cases(const RunOptions& o) {
     std::vector<ShapeCase> slice;
     for (size_t i = 0; i < out.size(); ++i)
       if (static_cast<int>(i % o.shard.second) == o.shard.first - 1) slice.push_back(std::move(out[i]));
+    if (slice.empty() && !out.empty())
+      throw UsageError("--shard " + std::to_string(o.shard.first) + "/" + std::to_string(o.shard.second) +
+                       ": this slice is empty (only " + std::to_string(out.size()) + " cases are selected)");
     out = std::move(slice);
   }
   return out;
@@ -84,16 +88,32 @@ std::string shell_quote(const std::string& s) {
   return o + "'";
 }
 
-std::string repro_command(const RunOptions& o, const ShapeCase& c, const std::string& kernel, Mode mode,
-                          const std::map<std::string, std::string>& knobs) {
+// Escapes the characters an ECMAScript regex gives a meaning to, so a shape name matches itself.
+std::string regex_escape(const std::string& s) {
+  std::string o;
+  for (char ch : s) {
+    if (std::string("\\^$.|?*+()[]{}").find(ch) != std::string::npos) o += '\\';
+    o += ch;
+  }
+  return o;
+}
+
+// A command line that reruns exactly one row: same case, kernel, mode, backend, gate settings, seed and knobs.
+std::string repro_command(const RunOptions& o, const ShapeCase& c, const std::string& kernel, Backend backend,
+                          Mode mode, const std::map<std::string, std::string>& knobs) {
   std::ostringstream os;
   os << "attnbench run ";
   const bool from_group = std::find(o.groups.begin(), o.groups.end(), c.group) != o.groups.end();
   if (from_group) os << "--group " << shell_quote(c.group);
   else os << "--shapes " << shell_quote(c.file);
-  os << " --filter " << shell_quote("^" + c.group + "/" + c.name + "/" + dtype_name(c.dtype) + "$") << " --kernel "
-     << shell_quote(kernel) << " --mode " << mode_name(mode) << " --l2 " << l2_name(o.l2) << " --seed " << o.seed;
+  os << " --filter "
+     << shell_quote("^" + regex_escape(c.group + "/" + c.name + "/" + dtype_name(c.dtype)) + "$") << " --kernel "
+     << shell_quote(kernel) << " --backend " << backend_name(backend) << " --mode " << mode_name(mode) << " --l2 "
+     << l2_name(o.l2) << " --seed " << o.seed;
   if (o.block_order != BlockOrder::contiguous) os << " --block-order " << block_order_name(o.block_order);
+  if (o.atol) os << " --atol " << *o.atol;
+  if (o.no_gate) os << " --no-gate";
+  if (o.reference_gflop != RunOptions().reference_gflop) os << " --reference-gflop " << o.reference_gflop;
   for (const auto& [k, v] : knobs) {
     const KnobSpec* spec = find_knob(k);
     if (spec && spec->default_value != v) os << " --set " << k << "=" << v;
@@ -251,7 +271,7 @@ ResultsFile run_benchmarks(const RunOptions& o, std::ostream& out) {
       r.mode = mode_name(m);
       r.l2 = l2_name(o.l2);
       r.knobs = knobs.all();
-      r.repro = repro_command(o, c, kernel, m, knobs.all());
+      r.repro = repro_command(o, c, kernel, b, m, knobs.all());
       if (op_case) {
         r.dims = op_case->dims();
         const WorkModel w = op_case->work();
@@ -272,18 +292,21 @@ ResultsFile run_benchmarks(const RunOptions& o, std::ostream& out) {
       if (k.op == c.op && glob_match(o.kernel_glob, k.name) && backend_selected(o.backend, k.backend, cuda_available))
         entries.push_back(&k);
     if (entries.empty() || !op_case) {
+      const bool cuda_asked = o.backend == "cuda" && !cuda_available;  // no CUDA build or no device
       for (Mode m : o.modes) {
-        ResultRow r = base_row("-", cuda_available ? Backend::cuda : Backend::cpu, m);
+        ResultRow r = base_row("-", cuda_asked || cuda_available ? Backend::cuda : Backend::cpu, m);
         r.status = "declined";
-        r.reason = std::string("no selected kernel implements op ") + op_name(c.op);
+        r.reason = cuda_asked ? why : std::string("no selected kernel implements op ") + op_name(c.op);
         emit(r);
       }
       continue;
     }
 
     for (const KernelEntry* e : entries) {
+      std::set<Mode> emitted;  // one row per mode, even when a later mode fails after an earlier one's row
       auto rows_with = [&](const std::string& status, const std::string& reason) {
         for (Mode m : o.modes) {
+          if (emitted.count(m)) continue;
           ResultRow r = base_row(e->name, e->backend, m);
           r.status = status;
           r.reason = reason;
@@ -321,6 +344,7 @@ ResultsFile run_benchmarks(const RunOptions& o, std::ostream& out) {
             r.status = "mismatch";
             r.reason = "gate failed: max_abs " + (std::isfinite(gate->max_abs) ? fmt(gate->max_abs, 5) : "inf") +
                        " > atol " + fmt(gate->atol, 4) + "; " + gate->detail;
+            emitted.insert(m);
             emit(r);
             continue;
           }
@@ -328,11 +352,13 @@ ResultsFile run_benchmarks(const RunOptions& o, std::ostream& out) {
           if (!t.ok) {
             r.status = "declined";
             r.reason = t.reason;
+            emitted.insert(m);
             emit(r);
             continue;
           }
           r.status = "ok";
           if (!o.gate_only) time_row(r, *dev, m, call, o);
+          emitted.insert(m);
           emit(r);
         }
       } catch (const UsageError&) {
@@ -342,7 +368,10 @@ ResultsFile run_benchmarks(const RunOptions& o, std::ostream& out) {
       }
     }
   }
-  if (devices.cuda) file.provenance["device"] = devices.cuda->facts();
+  // The device the rows ran on: the GPU when any CUDA row ran, else the CPU.
+  bool cuda_ran = false;
+  for (const auto& r : file.rows) cuda_ran = cuda_ran || (r.backend == "cuda" && r.status != "declined");
+  if (cuda_ran && devices.cuda) file.provenance["device"] = devices.cuda->facts();
   else file.provenance["device"] = devices.get(Backend::cpu, &why)->facts();
   return file;
 }

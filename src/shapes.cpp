@@ -114,7 +114,7 @@ AttentionProblem parse_attention(const json& s, const Where& w) {
     p.scale = v.get<float>();
   }
   const bool ragged = s.contains("seqlens");
-  const bool uniform = s.contains("seqlen_k") || s.contains("batch");
+  const bool uniform = s.contains("seqlen_k") || s.contains("seqlen_q") || s.contains("batch");
   if (ragged && uniform) w.fail("seqlens", "give either seqlens or batch/seqlen_q/seqlen_k, not both");
   if (ragged) {
     const json& v = s.at("seqlens");
@@ -228,7 +228,10 @@ std::vector<ShapeCase> load_shape_file(const std::string& path) {
       w.fail("seqlens", "give either seqlens or batch/seqlen_q/seqlen_k, not both");
     json s = defaults;
     s.update(raw);
-    if (s.contains("seqlens") && !raw.contains("seqlens") && (raw.contains("seqlen_k") || raw.contains("batch"))) s.erase("seqlens");
+    // A shape's own lengths replace the other form given in the defaults.
+    if (s.contains("seqlens") && !raw.contains("seqlens") &&
+        (raw.contains("seqlen_k") || raw.contains("seqlen_q") || raw.contains("batch")))
+      s.erase("seqlens");
     if (raw.contains("seqlens")) {
       s.erase("batch");
       s.erase("seqlen_q");

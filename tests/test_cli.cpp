@@ -55,7 +55,7 @@ TEST(Cli, UsageErrorsExitTwoAndNameTheProblem) {
 }
 
 TEST(Cli, BadShapeFileNamesFileShapeAndField) {
-  const std::string p = tmp_path("bad.json");
+  const std::string p = tmp_path("cli_bad_shapes.json");
   std::ofstream(p) << R"({"shapes": [{"name": "s1", "heads": 8, "kv_heads": 3, "head_size": 64, "seqlen_k": 10}]})";
   const Result r = run_cli("run --shapes " + p + " -o " + tmp_path("bad_out.json"));
   EXPECT_EQ(r.code, 2);
@@ -159,4 +159,40 @@ TEST(Cli, CudaBackendWithoutADeviceIsDeclinedNotACrash) {
       EXPECT_TRUE(row["gate"]["passed"].get<bool>());
     }
   }
+}
+
+TEST(Cli, OutAndCsvMayNotBeTheSameFile) {
+  const Result r = run_cli("run --shapes " + write_small_shapes() + " --backend cpu -o " + tmp_path("same.csv"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("same file"), std::string::npos) << r.output;
+  const Result r2 = run_cli("run --shapes " + write_small_shapes() + " --backend cpu -o " + tmp_path("a.json") +
+                            " --csv " + tmp_path("a.json"));
+  EXPECT_EQ(r2.code, 2) << r2.output;
+}
+
+TEST(Cli, ReproLineRerunsExactlyItsRow) {
+  const std::string shapes = tmp_path("repro_shapes.json");
+  std::ofstream(shapes) << R"({"group": "rp", "defaults": {"heads": 2, "kv_heads": 1, "head_size": 64},
+    "shapes": [{"name": "a+b", "batch": 1, "seqlen_k": 20}, {"name": "aab", "batch": 1, "seqlen_k": 30}]})";
+  const std::string out = tmp_path("repro.json");
+  ASSERT_EQ(run_cli("run --shapes " + shapes + " --backend cpu --mode eager --gate-only --atol 0.03 -o " + out).code, 0);
+  std::ifstream f(out);
+  const auto j = nlohmann::json::parse(f);
+  ASSERT_EQ(j["rows"].size(), 4u);
+  const std::string repro = j["rows"][0]["repro"];
+  EXPECT_NE(repro.find("--backend cpu"), std::string::npos) << repro;
+  EXPECT_NE(repro.find("--atol 0.03"), std::string::npos) << repro;
+  const std::string again = tmp_path("repro_again.json");
+  const Result r = run_cli(repro.substr(std::string("attnbench ").size()) + " --gate-only -o " + again);
+  ASSERT_EQ(r.code, 0) << repro << "\n" << r.output;
+  std::ifstream g(again);
+  const auto k = nlohmann::json::parse(g);
+  ASSERT_EQ(k["rows"].size(), 1u) << repro;  // the regex in the name matched only itself
+  EXPECT_EQ(k["rows"][0]["shape"], "a+b");
+}
+
+TEST(Cli, EmptyShardIsNamed) {
+  const Result r = run_cli("run --shapes " + write_small_shapes() + " --backend cpu --shard 9/9 -o " + tmp_path("s.json"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--shard 9/9"), std::string::npos) << r.output;
 }

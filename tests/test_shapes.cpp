@@ -117,6 +117,12 @@ TEST(Shapes, RaggedAndUniformLengthsExcludeEachOther) {
                                "seqlens": [[1, 4]]}]})",
                {"field 'seqlens'", "not both"});
 }
+TEST(Shapes, AShapesSeqlenQReplacesRaggedDefaults) {
+  // Defaults hold ragged seqlens; a shape that gives only seqlen_q must not silently run the defaults' lengths.
+  expect_error(R"({"defaults": {"heads": 2, "kv_heads": 1, "head_size": 64, "seqlens": [[4, 8], [2, 2]]},
+                  "shapes": [{"name": "a", "seqlen_q": 1}]})",
+               {"field 'seqlen_k'", "missing"});
+}
 TEST(Shapes, UnsupportedDtype) {
   expect_error(R"({"shapes": [{"name": "a", "heads": 8, "kv_heads": 2, "head_size": 64, "seqlen_k": 9, "dtypes": ["fp8"]}]})",
                {"field 'dtypes'", "fp8"});

@@ -94,7 +94,11 @@ Graph::Graph(cudaStream_t s, const std::function<void()>& launches) {
     throw;
   }
   ATTNBENCH_CUDA_CHECK(cudaStreamEndCapture(s, &graph_));
-  ATTNBENCH_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+  const cudaError_t err = cudaGraphInstantiate(&exec_, graph_, 0);
+  if (err != cudaSuccess) {
+    cudaGraphDestroy(graph_);  // the destructor does not run for a constructor that throws
+    throw_cuda_error(err, "cudaGraphInstantiate(&exec_, graph_, 0)", __FILE__, __LINE__);
+  }
 }
 Graph::~Graph() {
   if (exec_) cudaGraphExecDestroy(exec_);

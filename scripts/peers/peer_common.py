@@ -108,7 +108,7 @@ def _attention(s, w):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
             w.fail("scale", f"expected a number > 0, got {json.dumps(v)}")
         a["scale"] = float(v)
-    ragged, uniform = "seqlens" in s, "seqlen_k" in s or "batch" in s
+    ragged, uniform = "seqlens" in s, "seqlen_k" in s or "seqlen_q" in s or "batch" in s
     if ragged and uniform:
         w.fail("seqlens", "give either seqlens or batch/seqlen_q/seqlen_k, not both")
     if ragged:
@@ -199,7 +199,9 @@ def load_shape_file(path):
         _check_keys(raw, keys, w, "a shape")
         s = dict(defaults)
         s.update(raw)
-        if "seqlens" in s and "seqlens" not in raw and ("seqlen_k" in raw or "batch" in raw):
+        if "seqlens" in raw and any(k in raw for k in ("batch", "seqlen_q", "seqlen_k")):
+            w.fail("seqlens", "give either seqlens or batch/seqlen_q/seqlen_k, not both")
+        if "seqlens" in s and "seqlens" not in raw and any(k in raw for k in ("seqlen_k", "seqlen_q", "batch")):
             del s["seqlens"]
         if "seqlens" in raw:
             for k in ("batch", "seqlen_q", "seqlen_k"):
