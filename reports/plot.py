@@ -108,15 +108,23 @@ class Plotter:
         cmap = self.plt.get_cmap("tab10")
         return {k: cmap(i % 10) for i, k in enumerate(kernels)}
 
-    def first_rows(self, rows):
-        """One row per (shape, dtype, kernel, mode): the first, so a sweep's reference setting wins."""
-        seen = {}
+    def first_rows(self, group, rows, chart):
+        """One row per (shape, dtype, kernel, mode): the first, so a sweep's reference setting wins. Rows dropped
+        that way (a group given twice, e.g. BASE and NEW files) are counted in the summary."""
+        seen, dropped = {}, 0
         for r in rows:
-            seen.setdefault((r["shape"], r["dtype"], r["kernel"], r["mode"]), r)
+            key = (r["shape"], r["dtype"], r["kernel"], r["mode"])
+            if key in seen:
+                dropped += 1
+            else:
+                seen[key] = r
+        if dropped:
+            self.notes.append((group, f"{chart}: {dropped} row(s) repeat a (shape, dtype, kernel, mode) of an earlier "
+                                      "file or setting and are not drawn; use compare --json for two runs"))
         return seen
 
     def latency(self, group, rows):
-        cells = self.first_rows(rows)
+        cells = self.first_rows(group, rows, "latency")
         cats = sorted({(s, d) for (s, d, _, _), r in cells.items() if median(r)}, key=lambda c: (c[0], c[1]))
         if not cats:
             self.notes.append((group, "no timed rows: no latency chart"))
@@ -136,7 +144,7 @@ class Plotter:
         self.save(fig, f"{slug(group)}_latency.png", group, "latency")
 
     def throughput(self, group, rows):
-        cells = self.first_rows(rows)
+        cells = self.first_rows(group, rows, "throughput")
         panels = []
         for decode, key, unit, peak_key, peak_arg in ((False, "tflops", "TFLOP/s", "pct_peak_flops", self.peak_tflops),
                                                       (True, "gbps", "GB/s", "pct_peak_bw", self.peak_gbps)):
