@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -208,15 +209,23 @@ void paged_attention(const AttentionParams& p, const std::vector<RowId>& request
   // Longest first (rows x keys; a chunk's last row sees the most keys), so a long task does not start last.
   auto cost = [&](const Task& t) { return static_cast<double>(rows[t.row_end - 1].end) * (t.row_end - t.row_begin); };
   std::stable_sort(tasks.begin(), tasks.end(), [&](const Task& a, const Task& b) { return cost(a) > cost(b); });
+  // An exception may not leave an OpenMP region: the first one is kept and rethrown after it (e.g. bad_alloc).
+  std::exception_ptr failure;
 #pragma omp parallel
   {
     Scratch w;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < static_cast<int64_t>(tasks.size()); ++t) {
-      const Task& task = tasks[t];
-      run_chunk(p, cvt, groups[task.group], rows.data() + task.row_begin, task.row_end - task.row_begin, out, w);
+      try {
+        const Task& task = tasks[t];
+        run_chunk(p, cvt, groups[task.group], rows.data() + task.row_begin, task.row_end - task.row_begin, out, w);
+      } catch (...) {
+#pragma omp critical(attnbench_reference_failure)
+        if (!failure) failure = std::current_exception();
+      }
     }
   }
+  if (failure) std::rethrow_exception(failure);
 }
 
 void paged_attention_all(const AttentionParams& p, float* out) {
