@@ -20,6 +20,7 @@
 #include "attnbench/backends.hpp"
 #include "attnbench/gated_block.hpp"
 #include "attnbench/gated_block_ref.hpp"
+#include "cli_helpers.hpp"
 #include "gated_case.hpp"
 
 namespace attnbench {
@@ -443,27 +444,9 @@ TEST(GatedHarness, CheckedRowsAllWhenCheapElseBoundariesAndRandom) {
 }
 
 // The CLI on tests/data/gated_small.json, CPU backend.
-struct CliResult {
-  int code;
-  std::string output;
-};
-
-CliResult run_cli(const std::string& args) {
-  const std::string cmd = "cd " + std::filesystem::temp_directory_path().string() +
-                          " && ATTNBENCH_SHAPES_DIR=" ATTNBENCH_SOURCE_DIR "/shapes " ATTNBENCH_BINARY " " + args +
-                          " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {WEXITSTATUS(status), out};
-}
-
-std::string tmp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("attnbench_gated_" + std::to_string(::getpid()) + "_" + name))
-      .string();
-}
+using CliResult = testcli::Result;
+using testcli::run_cli;
+using testcli::tmp_path;
 
 const std::string kSmallShapes = ATTNBENCH_SOURCE_DIR "/tests/data/gated_small.json";
 

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cpu/work_limit.hpp"
 #include "attnbench/backends.hpp"
 #include "attnbench/gated_block.hpp"
 
@@ -327,14 +328,8 @@ class CpuGatedBlockKernel final : public GatedBlockKernel {
     if (gated_block_size(g) == 0)
       throw GatedDecline("seqlen", "batch > 1 needs seqlen a multiple of 16 (sequences start on a cache block), got " +
                                        std::to_string(g.seqlen()));
-    const int limit = knobs.get_int("ATTNBENCH_CPU_MAX_GFLOP");
-    const double gflop = gated_block_work(g, o).flops * 1e-9;
-    if (limit > 0 && gflop > limit) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%.1f", gflop);
-      throw GatedDecline("work", "the block needs " + std::string(buf) + " GFLOP, above the CPU limit of " +
-                                     std::to_string(limit) + " GFLOP (knob ATTNBENCH_CPU_MAX_GFLOP, 0 = no limit)");
-    }
+    const std::string over = cpu::over_work_limit(gated_block_work(g, o).flops, knobs);
+    if (!over.empty()) throw GatedDecline("work", "the block " + over);
   }
 };
 

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/work_limit.hpp"
 #include "attnbench/backends.hpp"
 
 namespace attnbench {
@@ -510,15 +511,8 @@ Support cpu_unified_support(const AttentionProblem& p, const KnobValues& knobs) 
   }
   if (p.head_size % 8 != 0 || p.head_size > 512)
     return Support::no("head_size " + std::to_string(p.head_size) + " is not a multiple of 8 in [8, 512]");
-  const int limit = knobs.get_int("ATTNBENCH_CPU_MAX_GFLOP");
-  const double gflop = attention_work(p).flops * 1e-9;
-  if (limit > 0 && gflop > limit) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.1f", gflop);
-    return Support::no("problem needs " + std::string(buf) + " GFLOP, above the CPU limit of " +
-                       std::to_string(limit) + " GFLOP (knob ATTNBENCH_CPU_MAX_GFLOP, 0 = no limit)");
-  }
-  return Support::yes();
+  const std::string over = cpu::over_work_limit(attention_work(p).flops, knobs);
+  return over.empty() ? Support::yes() : Support::no("problem " + over);
 }
 
 std::unique_ptr<AttentionKernel> make_cpu_unified(const CpuUnifiedOptions& opts) {
