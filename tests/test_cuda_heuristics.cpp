@@ -130,7 +130,8 @@ TEST(CudaLaunchPlan, PrefillGridFollowsTheKnobs) {
   EXPECT_EQ(lp.grid_x, 16);  // q-tiles on x
   EXPECT_EQ(lp.grid_y, 16);
   EXPECT_TRUE(lp.q_major);
-  EXPECT_EQ(make_unified_launch_plan(uniform(1, 300, 300, 8, 8, 256), knobs(), 132).block_n, 32);
+  EXPECT_EQ(make_unified_launch_plan(uniform(1, 300, 300, 8, 8, 256), knobs({narrow}), 132).block_n, 32);
+  EXPECT_EQ(make_unified_launch_plan(uniform(1, 300, 300, 8, 8, 256), knobs(), 132).block_n, 64);  // wide
 }
 
 TEST(CudaLaunchPlan, ThirtyTwoRowsPerWarpVariant) {
@@ -190,7 +191,7 @@ TEST(CudaSupports, AcceptsTheOutputGateOnBothPaths) {
 
 TEST(CudaWideDispatch, KnobForcesEachRegime) {
   const auto p = uniform(1, 8192, 8192, 32, 32, 128);
-  const auto wide2 = knobs({{"ATTNBENCH_SM90_PATH", "wide"}});
+  const auto wide2 = knobs({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_PERSISTENT", "0"}});
   EXPECT_TRUE(choose_wide(p, wide2));
   EXPECT_FALSE(choose_wide(p, knobs({{"ATTNBENCH_SM90_PATH", "narrow"}})));
   auto lp = make_unified_launch_plan(p, wide2, 132);
@@ -211,17 +212,80 @@ TEST(CudaWideDispatch, KnobForcesEachRegime) {
   EXPECT_EQ(lp.wide_wgs, 0);
   EXPECT_EQ(lp.summary.find("wide"), std::string::npos);
   EXPECT_THROW(knobs({{"ATTNBENCH_SM90_PATH", "fast"}}), std::invalid_argument);
-  EXPECT_THROW(knobs({{"ATTNBENCH_SM90_FLASH_WIDE", "3"}}), std::invalid_argument);
+  EXPECT_THROW(knobs({{"ATTNBENCH_SM90_FLASH_WIDE", "4"}}), std::invalid_argument);
+  EXPECT_THROW(knobs({{"ATTNBENCH_SM90_STAGES", "5"}}), std::invalid_argument);
+  EXPECT_THROW(knobs({{"ATTNBENCH_SM90_PERSISTENT", "2"}}), std::invalid_argument);
 }
 
-TEST(CudaWideDispatch, UnsupportedShapesFallBackToNarrow) {
+TEST(CudaWideDispatch, EveryHeadSizeHasATileAndARing) {
   const auto wide = knobs({{"ATTNBENCH_SM90_PATH", "wide"}});
-  for (int d : {64, 256}) {
-    const auto p = uniform(1, 4096, 4096, 16, 16, d);
-    EXPECT_FALSE(wide_supports(p));
-    EXPECT_FALSE(choose_wide(p, wide));
-    EXPECT_EQ(make_unified_launch_plan(p, wide, 132).wide_wgs, 0) << "d" << d;
+  struct Want {
+    int d, block_n, max_wgs, stages;
+  };
+  for (const Want w : {Want{64, 128, 3, 4}, Want{128, 128, 2, 3}, Want{256, 64, 2, 2}}) {
+    const auto p = uniform(1, 4096, 4096, 16, 16, w.d);
+    EXPECT_TRUE(wide_supports(p));
+    EXPECT_TRUE(choose_wide(p, wide));
+    const auto lp = make_unified_launch_plan(p, wide, 132);
+    EXPECT_EQ(lp.wide_wgs, w.max_wgs) << w.d;  // ATTNBENCH_SM90_FLASH_WIDE=0: as many as fit
+    EXPECT_EQ(lp.block_m, 64 * w.max_wgs) << w.d;
+    EXPECT_EQ(lp.block_n, w.block_n) << w.d;
+    EXPECT_EQ(lp.wide_stages, w.stages) << w.d;
+    EXPECT_EQ(wide_max_wgs(w.d), w.max_wgs);
+    EXPECT_NE(lp.summary.find("stages=" + std::to_string(w.stages)), std::string::npos) << lp.summary;
+    // Every default fits; one slot more than the default does not at d128 / d256 with 2 consumer warpgroups.
+    EXPECT_LE(wide_smem_bytes(w.d, 2, w.stages), kWideSmemLimit);
+    if (w.d >= 128) EXPECT_GT(wide_smem_bytes(w.d, 2, w.stages + 1), kWideSmemLimit) << w.d;
+    const auto two = make_unified_launch_plan(p, knobs({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", "2"}}), 132);
+    EXPECT_EQ(two.wide_wgs, 2) << w.d;
   }
+  EXPECT_FALSE(wide_supports(uniform(1, 64, 64, 4, 4, 96)));
+}
+
+TEST(CudaWideDispatch, KnobsTheGeometryCannotHoldAreDeclinedWithTheReason) {
+  const auto d128 = uniform(1, 4096, 4096, 16, 16, 128);
+  const auto three = knobs({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", "3"}});
+  EXPECT_NE(wide_knob_conflict(d128, three).find("at most 2 consumer warpgroups"), std::string::npos);
+  EXPECT_THROW(make_unified_launch_plan(d128, three, 132), std::invalid_argument);
+  EXPECT_TRUE(wide_knob_conflict(uniform(1, 4096, 4096, 16, 16, 64), three).empty());
+  EXPECT_EQ(make_unified_launch_plan(uniform(1, 4096, 4096, 16, 16, 64), three, 132).block_m, 192);
+  const auto four = knobs({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_STAGES", "4"}});
+  EXPECT_NE(wide_knob_conflict(d128, four).find("bytes of shared memory"), std::string::npos);
+  EXPECT_NE(wide_knob_conflict(uniform(1, 4096, 4096, 16, 16, 256), knobs({{"ATTNBENCH_SM90_STAGES", "3"}}))
+                .find("ATTNBENCH_SM90_STAGES=3"),
+            std::string::npos);
+  EXPECT_TRUE(wide_knob_conflict(uniform(1, 4096, 4096, 16, 16, 64), four).empty());
+  // Under auto a conflicting knob keeps the narrow kernel instead of declining.
+  EXPECT_FALSE(choose_wide(d128, knobs({{"ATTNBENCH_SM90_FLASH_WIDE", "3"}})));
+}
+
+TEST(CudaWideDispatch, PersistentCtasWalkEveryTileOnceHeaviestFirst) {
+  const auto p = uniform(1, 8192, 8192, 32, 32, 128);
+  const auto lp = make_unified_launch_plan(
+      p, knobs({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_PERSISTENT", "1"}}), 132);
+  EXPECT_TRUE(lp.persistent);
+  // auto: persistent for equal-length batches from max_seqlen_q 4096, one CTA per tile otherwise.
+  EXPECT_TRUE(make_unified_launch_plan(p, knobs({{"ATTNBENCH_SM90_PATH", "wide"}}), 132).persistent);
+  EXPECT_TRUE(wide_persistent(uniform(2, 4096, 4096, 32, 32, 128), knobs()));
+  EXPECT_FALSE(wide_persistent(uniform(4, 2048, 2048, 32, 32, 128), knobs()));
+  auto ragged = uniform(2, 8192, 8192, 32, 8, 128);
+  ragged.q_lens = {8192, 300};
+  ragged.kv_lens = {8192, 300};
+  EXPECT_FALSE(wide_persistent(ragged, knobs()));
+  EXPECT_TRUE(wide_persistent(ragged, knobs({{"ATTNBENCH_SM90_PERSISTENT", "1"}})));
+  EXPECT_FALSE(wide_persistent(p, knobs({{"ATTNBENCH_SM90_PERSISTENT", "0"}})));
+  EXPECT_EQ(lp.work_tiles, 64 * 32);
+  EXPECT_EQ(lp.grid_x, 132);
+  EXPECT_EQ(lp.grid_y, 1);
+  EXPECT_EQ(lp.grid_z, 1);
+  EXPECT_NE(lp.summary.find("persistent ctas=132"), std::string::npos) << lp.summary;
+  EXPECT_EQ(wide_persistent_ctas(10, 132), 10);  // never more CTAs than tiles
+  EXPECT_EQ(wide_persistent_ctas(0, 132), 1);
+  EXPECT_EQ(wide_persistent_ctas(1000, 0), kDefaultSmCount);
+}
+
+TEST(CudaWideDispatch, DecodeStays3D) {
+  const auto wide = knobs({{"ATTNBENCH_SM90_PATH", "wide"}});
   // Decode and short-q / long-KV problems stay 3D whatever the 2D regime.
   const auto lp = make_unified_launch_plan(uniform(4, 1, 4096, 32, 8, 128), wide, 132);
   EXPECT_EQ(lp.path, UnifiedPath::decode_3d);
@@ -229,9 +293,9 @@ TEST(CudaWideDispatch, UnsupportedShapesFallBackToNarrow) {
 }
 
 TEST(CudaWideDispatch, AutoFollowsTheMeasurement) {
-  // auto (kernels/NOTES.md, wide v3): wide for head size 128 with TMA K/V (block_size % 64 == 0) and
-  // max_seqlen_q >= 128, where wide wg2 measured 1.07-2.2x the narrow kernel; narrow elsewhere (cp.async K/V at
-  // block_size 32 measured slower; shorter queries not measured; other head sizes have no wide kernel).
+  // auto (kernels/NOTES.md, wide v3/v4): wide with TMA K/V (block_size % 64 == 0) from max_seqlen_q 128 at d128 and
+  // d256 and from 512 at d64, where it measured faster than the narrow kernel; narrow elsewhere (cp.async K/V at
+  // block_size 32 measured slower; shorter queries measured slower at d64 and not measured at d128/d256).
   const auto k = knobs();
   EXPECT_EQ(k.get("ATTNBENCH_SM90_PATH"), "auto");
   for (const auto& p : {uniform(1, 8192, 8192, 32, 32, 128), uniform(1, 16384, 16384, 16, 16, 128, false),
@@ -258,8 +322,17 @@ TEST(CudaWideDispatch, AutoFollowsTheMeasurement) {
     EXPECT_NE(lp.summary.find("kv=cp.async"), std::string::npos);
   }
   EXPECT_FALSE(choose_wide(uniform(16, 127, 127, 32, 8, 128), k));  // below the measured range
-  EXPECT_FALSE(choose_wide(uniform(1, 4096, 4096, 16, 16, 64), k));
-  EXPECT_FALSE(choose_wide(uniform(1, 4096, 4096, 16, 16, 256), k));
+  // d64: wide from S512 (lost at B32 S128), with 3 consumer warpgroups; d256: wide from S128.
+  EXPECT_TRUE(choose_wide(uniform(1, 4096, 4096, 16, 16, 64), k));
+  EXPECT_TRUE(choose_wide(uniform(8, 512, 512, 16, 16, 64), k));
+  EXPECT_FALSE(choose_wide(uniform(32, 128, 128, 16, 16, 64), k));
+  EXPECT_FALSE(choose_wide(uniform(8, 511, 511, 16, 16, 64), k));
+  EXPECT_EQ(make_unified_launch_plan(uniform(2, 8192, 8192, 32, 32, 64), k, 132).wide_wgs, 3);
+  EXPECT_TRUE(choose_wide(uniform(1, 4096, 4096, 16, 16, 256), k));
+  EXPECT_TRUE(choose_wide(uniform(1, 2048, 2048, 32, 2, 256), k));  // the gated block's SDPA at S2048
+  auto p256 = uniform(1, 4096, 4096, 16, 16, 256);
+  p256.block_size = 16;  // cp.async gather: narrow
+  EXPECT_FALSE(choose_wide(p256, k));
   const auto narrow = knobs({{"ATTNBENCH_SM90_PATH", "narrow"}});
   EXPECT_FALSE(choose_wide(uniform(1, 8192, 8192, 32, 32, 128), narrow));
   EXPECT_EQ(make_unified_launch_plan(uniform(1, 8192, 8192, 32, 32, 128), narrow, 132).wide_wgs, 0);
@@ -276,7 +349,8 @@ TEST(CudaUnifiedKernel, PlanCarriesWorkspaceGraphAndSummary) {
   EXPECT_EQ(plan->workspace_bytes, decode_workspace_bytes(p, 4));
   EXPECT_TRUE(plan->graph_replay);
   EXPECT_NE(plan->summary.find("3d splits=4"), std::string::npos);
-  auto plan2 = k->plan(uniform(1, 2048, 2048, 8, 8, 64), knobs({{"ATTNBENCH_SM90_NARROW_WARPS", "8"}}));
+  auto plan2 = k->plan(uniform(1, 2048, 2048, 8, 8, 64),
+                       knobs({{"ATTNBENCH_SM90_NARROW_WARPS", "8"}, {"ATTNBENCH_SM90_PATH", "narrow"}}));
   EXPECT_EQ(plan2->workspace_bytes, 0u);
   EXPECT_FALSE(plan2->graph_replay);
   EXPECT_NE(plan2->summary.find("2d warps=8"), std::string::npos);
@@ -290,6 +364,13 @@ TEST(CudaUnifiedKernel, PlanCarriesWorkspaceGraphAndSummary) {
   EXPECT_TRUE(k->supports(gp, KnobValues::resolve({}, false)).ok);
   EXPECT_NE(k->plan(gp, knobs())->summary.find("+gate"), std::string::npos);
   EXPECT_FALSE(k->supports(uniform(1, 8, 8, 4, 4, 96), KnobValues::resolve({}, false)).ok);
+  const Support three = k->supports(uniform(1, 2048, 2048, 8, 8, 128),
+                                    knobs({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", "3"}}));
+  EXPECT_FALSE(three.ok);
+  EXPECT_NE(three.reason.find("ATTNBENCH_SM90_FLASH_WIDE=3"), std::string::npos) << three.reason;
+  EXPECT_NE(k->plan(uniform(1, 2048, 2048, 8, 8, 256), knobs({{"ATTNBENCH_SM90_PATH", "wide"}}))
+                ->summary.find("2d wide wgmma consumer-wgs=2 tile=128x64 kv=tma stages=2"),
+            std::string::npos);
 }
 #endif
 

@@ -13,10 +13,18 @@ const std::vector<KnobSpec>& knob_table() {
        "cuda.unified 2D prefill: warps per CTA of the mma.sync kernel, 16 query rows per warp (4 | 8), or 4x32: "
        "4 warps x 32 query rows (two m16 tiles per warp; d256 falls back to 8 x 16)"},
       {"ATTNBENCH_SM90_PATH", {"auto", "narrow", "wide"}, "auto",
-       "cuda.unified 2D prefill: narrow = mma.sync kernel; wide = wgmma kernel (head size 128; others stay narrow); "
+       "cuda.unified 2D prefill: narrow = mma.sync kernel; wide = wgmma + TMA kernel (head sizes 64, 128, 256); "
        "auto = wide only where measured faster (kernels/NOTES.md)"},
-      {"ATTNBENCH_SM90_FLASH_WIDE", {"1", "2"}, "2",
-       "cuda.unified 2D prefill, wide regime: consumer warpgroups per CTA (64 query rows each)"},
+      {"ATTNBENCH_SM90_FLASH_WIDE", {"0", "1", "2", "3"}, "0",
+       "cuda.unified 2D prefill, wide regime: consumer warpgroups per CTA (64 query rows each); 0 = per head size "
+       "(d64 3, else 2); 3 fits the register file at head size 64 only (declined elsewhere)"},
+      {"ATTNBENCH_SM90_STAGES", {"0", "2", "3", "4"}, "0",
+       "cuda.unified 2D prefill, wide regime: K and V ring slots; 0 = the deepest that fits (d64 4, d128 3, d256 2); "
+       "a depth that does not fit shared memory is declined"},
+      {"ATTNBENCH_SM90_PERSISTENT", {"auto", "0", "1"}, "auto",
+       "cuda.unified 2D prefill, wide regime: 1 = one CTA per SM walking the q-tiles heaviest first (snake order); "
+       "0 = one CTA per q-tile, heaviest first in launch order; auto = 1 for equal-length batches with "
+       "max_seqlen_q >= 4096 (kernels/NOTES.md, wide v4)"},
       {"ATTNBENCH_Q_MAJOR_GRID", {"0", "1"}, "0",
        "cuda.unified 2D prefill: 1 puts the q-tile index on grid.x (q-major order), 0 puts heads first"},
       {"ATTNBENCH_3D_SPLITS", {}, "0",

@@ -30,18 +30,58 @@ UnifiedPath choose_path(const AttentionProblem& p) {
 
 bool wide_supports(const AttentionProblem& p) { return wide_block_n(p.head_size) > 0; }
 
+std::string wide_knob_conflict(const AttentionProblem& p, const KnobValues& knobs) {
+  if (!wide_supports(p)) return "";
+  const int wgs = wide_wgs(p, knobs);
+  if (wgs > wide_max_wgs(p.head_size))
+    return "ATTNBENCH_SM90_FLASH_WIDE=" + std::to_string(wgs) + ": head size " + std::to_string(p.head_size) +
+           " fits at most " + std::to_string(wide_max_wgs(p.head_size)) +
+           " consumer warpgroups in the register file";
+  const int stages = knobs.get_int("ATTNBENCH_SM90_STAGES");
+  if (stages != 0 && wide_smem_bytes(p.head_size, wgs, stages) > kWideSmemLimit)
+    return "ATTNBENCH_SM90_STAGES=" + std::to_string(stages) + ": " +
+           std::to_string(wide_smem_bytes(p.head_size, wgs, stages)) + " bytes of shared memory at head size " +
+           std::to_string(p.head_size) + " with " + std::to_string(wgs) + " consumer warpgroups (limit " +
+           std::to_string(kWideSmemLimit) + ")";
+  return "";
+}
+
 bool choose_wide(const AttentionProblem& p, const KnobValues& knobs) {
   const std::string& path = knobs.get("ATTNBENCH_SM90_PATH");
   if (path == "narrow" || !wide_supports(p)) return false;
   if (path == "wide") return true;
-  return wide_auto(p);
+  return wide_auto(p) && wide_knob_conflict(p, knobs).empty();
 }
 
 bool wide_auto(const AttentionProblem& p) {
-  // v3 (kernels/NOTES.md, wide v3): wide wg2 with TMA K/V beat narrow 4x32 on every d128 shape measured,
-  // max_seqlen_q 128..16384 (1.07x at B16 S128, 1.33x at B16 S256, 2.1x at S8192); with the cp.async gather
-  // (block_size 32) it lost (237 vs 262 TFLOP/s). Shorter queries were not measured: narrow.
-  return wide_supports(p) && wide_kv_tma(p.block_size) && p.max_seqlen_q() >= 128;
+  // kernels/NOTES.md, wide v3/v4: with TMA K/V (block_size % 64 == 0) the wide kernel beat the narrow one on every
+  // shape measured from max_seqlen_q 128 at d128 (1.07x at B16 S128, 2.1x at S8192) and d256 (2.7x at S8192); at
+  // d64 it lost at B32 S128 (24.3 vs 19.4 us) and won from S512 on (1.56x at S8192 with 3 warpgroups). The cp.async
+  // gather (other block sizes) lost to the narrow kernel (237 vs 262 TFLOP/s at d128): narrow there.
+  if (!wide_supports(p) || !wide_kv_tma(p.block_size)) return false;
+  return p.max_seqlen_q() >= (p.head_size == 64 ? 512 : 128);
+}
+
+int wide_wgs(const AttentionProblem& p, const KnobValues& knobs) {
+  const int forced = knobs.get_int("ATTNBENCH_SM90_FLASH_WIDE");
+  return forced != 0 ? forced : wide_default_wgs(p.head_size);
+}
+
+int wide_stages(const AttentionProblem& p, int wgs, const KnobValues& knobs) {
+  const int forced = knobs.get_int("ATTNBENCH_SM90_STAGES");
+  return forced != 0 ? forced : wide_default_stages(p.head_size, wgs);
+}
+
+bool wide_persistent(const AttentionProblem& p, const KnobValues& knobs) {
+  const std::string& v = knobs.get("ATTNBENCH_SM90_PERSISTENT");
+  if (v != "auto") return v == "1";
+  const bool equal = std::all_of(p.q_lens.begin(), p.q_lens.end(), [&](int q) { return q == p.q_lens.front(); });
+  return equal && p.max_seqlen_q() >= 4096;
+}
+
+int wide_persistent_ctas(int64_t work_tiles, int num_sms) {
+  if (num_sms <= 0) num_sms = kDefaultSmCount;
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(work_tiles, num_sms)));
 }
 
 int num_splits_heuristic(int64_t ctas_unsplit, int num_sms, int num_n_tiles) {
@@ -94,21 +134,32 @@ UnifiedLaunchPlan make_unified_launch_plan(const AttentionProblem& p, const Knob
   UnifiedLaunchPlan lp;
   lp.path = choose_path(p);
   if (lp.path == UnifiedPath::prefill_2d && choose_wide(p, knobs)) {
-    lp.wide_wgs = knobs.get_int("ATTNBENCH_SM90_FLASH_WIDE");
+    const std::string conflict = wide_knob_conflict(p, knobs);
+    if (!conflict.empty()) throw std::invalid_argument("cuda.unified wide: " + conflict);
+    lp.wide_wgs = wide_wgs(p, knobs);
     lp.warps = 4 * (lp.wide_wgs + 1);
     lp.rows_per_warp = 16;
     lp.block_m = kWideRowsPerWg * lp.wide_wgs;
     lp.block_n = wide_block_n(p.head_size);
     lp.wide_kv_tma = wide_kv_tma(p.block_size);
+    lp.wide_stages = wide_stages(p, lp.wide_wgs, knobs);
     lp.q_major = knobs.get_bool("ATTNBENCH_Q_MAJOR_GRID");
     lp.m_tiles = (p.max_seqlen_q() + lp.block_m - 1) / lp.block_m;
-    lp.grid_x = lp.q_major ? lp.m_tiles : p.heads;
-    lp.grid_y = lp.q_major ? p.heads : lp.m_tiles;
-    lp.grid_z = p.num_seqs();
+    lp.persistent = wide_persistent(p, knobs);
+    lp.work_tiles = static_cast<int64_t>(lp.m_tiles) * p.num_seqs() * p.heads;
+    if (lp.persistent) {
+      lp.grid_x = wide_persistent_ctas(lp.work_tiles, num_sms);
+      lp.grid_y = lp.grid_z = 1;
+    } else {
+      lp.grid_x = lp.q_major ? lp.m_tiles : p.heads;
+      lp.grid_y = lp.q_major ? p.heads : lp.m_tiles;
+      lp.grid_z = p.num_seqs();
+    }
     lp.summary = "2d wide wgmma consumer-wgs=" + std::to_string(lp.wide_wgs) + " tile=" +
                  std::to_string(lp.block_m) + "x" + std::to_string(lp.block_n) +
-                 (lp.wide_kv_tma ? " kv=tma" : " kv=cp.async") +
-                 (lp.q_major ? " q-major" : " head-major");
+                 (lp.wide_kv_tma ? " kv=tma" : " kv=cp.async") + " stages=" + std::to_string(lp.wide_stages) +
+                 (lp.persistent ? " persistent ctas=" + std::to_string(lp.grid_x)
+                                : std::string(lp.q_major ? " q-major" : " head-major"));
   } else if (lp.path == UnifiedPath::prefill_2d) {
     const std::string& wv = knobs.get("ATTNBENCH_SM90_NARROW_WARPS");
     if (wv == "4x32") {  // 4 warps x 32 rows; d256 has no 32-row kernel: the same 128-row tile as 8 x 16

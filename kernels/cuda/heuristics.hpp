@@ -25,9 +25,31 @@ const char* path_name(UnifiedPath p);
 constexpr int prefill_block_n(int head_size) { return head_size <= 128 ? 64 : 32; }
 constexpr int prefill_max_rows_per_warp(int head_size) { return head_size <= 128 ? 32 : 16; }
 // 2D prefill, wide regime (wgmma, ATTNBENCH_SM90_PATH): consumer warpgroups of 64 query rows each
-// (ATTNBENCH_SM90_FLASH_WIDE = 1|2), KV tiles of wide_block_n tokens, head size 128 only.
+// (ATTNBENCH_SM90_FLASH_WIDE = 1|2|3), KV tiles of wide_block_n tokens in separate K and V rings of
+// ATTNBENCH_SM90_STAGES slots. Head sizes 64, 128 (128-key tiles) and 256 (64-key tiles: the fp32 O tile of a
+// warpgroup's 64 rows already takes 128 registers per thread).
 constexpr int kWideRowsPerWg = 64;
-constexpr int wide_block_n(int head_size) { return head_size == 128 ? 128 : 0; }
+constexpr int wide_block_n(int head_size) {
+  return head_size == 256 ? 64 : (head_size == 64 || head_size == 128) ? 128 : 0;
+}
+// Consumer warpgroups that fit the register file (setmaxnreg budgets, prefill_wide.cuh): 3 only at d64; the
+// default (ATTNBENCH_SM90_FLASH_WIDE=0) is the most that fit, the fastest measured (kernels/NOTES.md, wide v4).
+constexpr int wide_max_wgs(int head_size) { return head_size == 64 ? 3 : 2; }
+constexpr int wide_default_wgs(int head_size) { return wide_max_wgs(head_size); }
+constexpr int kWideMaxStages = 4;
+constexpr int kWideSmemLimit = 227 * 1024;  // dynamic shared memory per CTA on sm_90
+// Q (64 rows x d per consumer warpgroup) + K and V rings + 4 mbarriers per slot (FULL_K, FULL_V, EMPTY_K, EMPTY_V)
+// + 1024 bytes to align the base for the 128-byte swizzle.
+constexpr int wide_smem_bytes(int head_size, int wgs, int stages) {
+  return kWideRowsPerWg * head_size * 2 * wgs + stages * 2 * wide_block_n(head_size) * head_size * 2 +
+         4 * kWideMaxStages * 8 + 1024;
+}
+// Default ring depth: the deepest of 2..min(kWideMaxStages, 3 at d >= 128) that fits (d64 4, d128 3, d256 2).
+constexpr int wide_default_stages(int head_size, int wgs) {
+  int s = head_size >= 128 ? 3 : kWideMaxStages;
+  while (s > 2 && wide_smem_bytes(head_size, wgs, s) > kWideSmemLimit) --s;
+  return s;
+}
 // Wide K/V by TMA when a 64-token box never crosses a page (block_size % 64 == 0), else a cp.async gather.
 constexpr bool wide_kv_tma(int block_size) { return block_size % 64 == 0; }
 // 3D decode: 16 packed (query token x group head) rows per CTA, 4 warps each taking 16 keys of a 64-key tile.
@@ -39,14 +61,25 @@ constexpr int kMinTilesPerSplit = 4;  // split heuristic only; ATTNBENCH_3D_SPLI
 // Resident 3D CTAs per SM (shared memory: 100 KB at d<=128, 200 KB at d256); the split heuristic fills these slots.
 constexpr int decode_ctas_per_sm(int head_size) { return head_size <= 128 ? 2 : 1; }
 
-// Whether the wide (wgmma) prefill kernel exists for this problem (head size 128); otherwise 2D is narrow.
+// Whether the wide (wgmma) prefill kernel exists for this problem's head size (64, 128, 256).
 bool wide_supports(const AttentionProblem& p);
+// Why the wide kernel cannot run this problem with these knobs (consumer warpgroups beyond wide_max_wgs, a ring
+// that does not fit shared memory); empty when it can. Checked by supports() when the knobs force the wide path.
+std::string wide_knob_conflict(const AttentionProblem& p, const KnobValues& knobs);
 // 2D prefill regime under ATTNBENCH_SM90_PATH: narrow forces mma.sync; wide takes wgmma where wide_supports
 // (else narrow); auto takes wide only where it measured faster and passed the GPU gate (wide_auto, kernels/NOTES.md).
 bool choose_wide(const AttentionProblem& p, const KnobValues& knobs);
-// The auto rule alone: wide where it passed the GPU gate and measured faster (head size 128, TMA K/V, i.e.
-// block_size % 64 == 0, and max_seqlen_q >= 128); narrow elsewhere.
+// The auto rule alone (kernels/NOTES.md, wide v3/v4): wide where it passed the GPU gate and measured faster.
 bool wide_auto(const AttentionProblem& p);
+// Consumer warpgroups under ATTNBENCH_SM90_FLASH_WIDE (0 = wide_default_wgs).
+int wide_wgs(const AttentionProblem& p, const KnobValues& knobs);
+// Ring slots under ATTNBENCH_SM90_STAGES (0 = wide_default_stages).
+int wide_stages(const AttentionProblem& p, int wgs, const KnobValues& knobs);
+// ATTNBENCH_SM90_PERSISTENT: 0 / 1, or auto: persistent for equal-length batches with max_seqlen_q >= 4096
+// (measured faster there, slower on a ragged short batch and at B4 S2048; kernels/NOTES.md, wide v4).
+bool wide_persistent(const AttentionProblem& p, const KnobValues& knobs);
+// Persistent CTAs (ATTNBENCH_SM90_PERSISTENT=1): one per SM, each walking the q-tiles heaviest first.
+int wide_persistent_ctas(int64_t work_tiles, int num_sms);
 
 // Shapes the CUDA kernels serve: head_size 64/128/256, block_size a multiple of 16, fp16/bf16.
 Support unified_supports(const AttentionProblem& p);
@@ -71,6 +104,9 @@ struct UnifiedLaunchPlan {
   int warps = 8;          // 2D: warps per CTA (ATTNBENCH_SM90_NARROW_WARPS); 3D: kDecodeWarps
   int wide_wgs = 0;       // 2D: consumer warpgroups of the wide (wgmma) kernel; 0 = narrow (mma.sync) kernel
   bool wide_kv_tma = false;  // 2D wide: K/V tiles by TMA (block_size % 64 == 0), else the cp.async gather
+  int wide_stages = 0;       // 2D wide: K and V ring slots
+  bool persistent = false;   // 2D wide: grid_x persistent CTAs walk work_tiles (q-tile rank, sequence, head)
+  int64_t work_tiles = 0;    // 2D wide persistent: m_tiles x sequences x heads
   int rows_per_warp = 16; // 2D: query rows per warp (16, or 32 for ATTNBENCH_SM90_NARROW_WARPS=4x32 at d <= 128)
   int block_m = 128;      // 2D: query rows per CTA; 3D: packed rows per CTA
   int block_n = 64;       // keys per KV tile

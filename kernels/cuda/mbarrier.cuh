@@ -9,6 +9,11 @@ namespace attnbench::cuda::dev {
 
 // mbarrier.init.shared::cta.b64 [bar], count
 __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) { ::cuda::ptx::mbarrier_init(bar, count); }
+// fence.mbarrier_init.release.cluster: makes this thread's mbarrier.init visible to the async proxy (TMA
+// complete_tx) and to other threads before the CTA barrier that follows the initialisation.
+__device__ __forceinline__ void mbar_fence_init() {
+  ::cuda::ptx::fence_mbarrier_init(::cuda::ptx::sem_release, ::cuda::ptx::scope_cluster);
+}
 // mbarrier.arrive.shared::cta.b64 (release, cta scope): one arrival on the current phase.
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) { (void)::cuda::ptx::mbarrier_arrive(bar); }
 // mbarrier.try_wait.parity.shared::cta.b64 (acquire, cta scope) in a loop: until the phase with this parity completed.

@@ -1,10 +1,13 @@
-// 2D prefill, wide regime (sm_90a): one CTA per (q-tile, query head, sequence); warpgroup 0 is the producer that
-// fills a 3-stage ring of 128B-swizzled K/V tiles through the block table: one thread issuing TMA boxes (block_size
-// % 64 == 0; V one tile behind K) or 128 threads gathering with cp.async (other block sizes). WG consumer
-// warpgroups each own 64 query rows: S = Q K^T by SS wgmma into registers, base-2 online softmax in registers, P
-// converted to 16-bit in registers as the RS A operand of O += P V (V MN-major, trans-b); with WG = 2 they
-// ping-pong their GEMM issue through named barriers. FULL_K / FULL_V / EMPTY mbarriers per stage.
-// Layouts and the register facts used here: /work/shared/HOPPER-ATTENTION.md sections 1-3, 5.
+// 2D prefill, wide regime (sm_90a). A CTA = one producer warpgroup + WG consumer warpgroups of 64 query rows each.
+// The producer fills separate K and V rings (`stages` slots each, 128B-swizzled tiles) through the block table:
+// one thread issuing TMA boxes (block_size % 64 == 0; V one tile behind K) or 128 threads gathering with cp.async
+// (other block sizes). Consumers: S = Q K^T by SS wgmma into registers, base-2 online softmax in registers, P
+// converted to 16-bit in registers as the RS A operand of O += P V (V MN-major, trans-b); iteration t issues S(t)
+// with P(t-1) V(t-1) (FA3's intra-warpgroup overlap); with WG >= 2 the warpgroups take turns issuing (named
+// barriers), so one's softmax runs under another's wgmmas. K(t) is released as soon as S(t) is done, V(t-1) after
+// P(t-1) V(t-1). Work: one CTA per (q-tile, head, sequence), heaviest q-tiles first, or (persistent) one CTA per SM
+// walking the same order in a snake, the rings and turn-taking running on across its tiles.
+// Layouts and the register facts used here: /work/shared/HOPPER-ATTENTION.md sections 1-6.
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -26,28 +29,34 @@
 
 namespace attnbench::cuda {
 
-template <int D, int WG>
+template <int D, int WG, bool TMA>
 struct WideTile {
-  static_assert(D == 128, "the wide kernel exists for head size 128 only (one wgmma N = 128 for both GEMMs)");
-  static_assert(WG == 1 || WG == 2, "1 or 2 consumer warpgroups");
-  static constexpr int kWG = WG;
+  static_assert(wide_block_n(D) > 0, "the wide kernel exists for head sizes 64, 128, 256");
+  static_assert(WG >= 1 && WG <= wide_max_wgs(D), "consumer warpgroups: 1..wide_max_wgs(D)");
   static constexpr int kThreads = 128 * (WG + 1);
   static constexpr int kBM = kWideRowsPerWg * WG;
   static constexpr int kBN = wide_block_n(D);
-  // 3 stages: with the overlap a stage is released one iteration later (after P V of the next iteration).
-  static constexpr int kStages = 3;
   // Every tile is [D/64][rows][64] 16-bit elements (128-byte rows, 16-byte chunks XOR-swizzled with row % 8) on a
-  // 1024-byte boundary: what a 128B-swizzle descriptor with base offset 0 reads.
+  // 1024-byte boundary: what a 128B-swizzle descriptor with base offset 0 reads, and what a SWIZZLE_128B TMA box
+  // of 64 x 64 writes. Shared memory: Q | K ring | V ring | barriers (heuristics.hpp, wide_smem_bytes).
   static constexpr int kQBytesPerWg = kWideRowsPerWg * D * 2;
   static constexpr int kTileBytes = kBN * D * 2;
   static constexpr int kQBytes = kQBytesPerWg * WG;
-  static constexpr int kBarOffset = kQBytes + kStages * 2 * kTileBytes;
-  // Barriers per stage: FULL_K, FULL_V (V is loaded one tile behind K), EMPTY.
-  static constexpr int kSmemBytes = kBarOffset + 3 * kStages * 8 + 1024;  // + 1024: runtime alignment of the base
-  static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA");
-  // Register budgets per role (setmaxnreg, 2 consumer warpgroups only): 128 x 56 + 256 x 224 <= 64K.
-  static constexpr int kProducerRegs = 56;
-  static constexpr int kConsumerRegs = 224;
+  // Register budgets per role (setmaxnreg, WG >= 2): the producer keeps 40 (TMA: one thread issues boxes) or 56
+  // (the cp.async gather's address math); the consumers share the rest of the 64K-register file.
+  static constexpr int kProducerRegs = WG == 3 ? 32 : 56;
+  static constexpr int kConsumerRegs = ((65536 - 128 * kProducerRegs) / (128 * WG) / 8 * 8) > 240
+                                           ? 240
+                                           : (65536 - 128 * kProducerRegs) / (128 * WG) / 8 * 8;
+};
+
+// Launch parameters beside AttentionParams: ring depth and the work walk.
+struct WideLaunch {
+  int stages;      // K and V ring slots (2..kWideMaxStages)
+  int q_major;     // non-persistent: the q-tile index on grid.x
+  int persistent;  // 1: gridDim.x CTAs walk work_tiles in snake order
+  int num_seqs;
+  int64_t work_tiles;  // persistent: m_tiles x num_seqs x heads, rank-major (heaviest q-tiles first)
 };
 
 namespace dev {
@@ -87,337 +96,453 @@ __device__ __forceinline__ void softmax_tile(float (&s)[NT8][4], float (&m)[2], 
   }
 }
 
+// st.shared.u32 / ld.shared.v4.u32 at a shared-memory address.
+__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr) : "memory");
+  return v;
+}
+// Two 16-bit outputs times sigmoid of two 16-bit gate values, fp32 math, rounded once more to 16 bit.
+template <DType DT> __device__ __forceinline__ uint32_t gate_pair(uint32_t o2, uint32_t g2) {
+  const float2 sg = sigmoid2<DT>(g2);
+  float lo, hi;
+  if constexpr (DT == DType::bf16) {
+    const __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(&o2);
+    lo = __low2float(v);
+    hi = __high2float(v);
+  } else {
+    const __half2 v = *reinterpret_cast<const __half2*>(&o2);
+    lo = __low2float(v);
+    hi = __high2float(v);
+  }
+  return pack2<DT>(lo * sg.x, hi * sg.y);
+}
+
+// One unit of work: q-tile `rank` counted from the sequence's end (rank 0 = the last, heaviest q-tile under
+// bottom-right causal masking) of query head `head` of sequence `seq`.
+struct WideWork {
+  int seq, head, rank;
+};
+
+// The k-th unit of this CTA, false when it has none. Non-persistent: the CTA's own (grid = heads x m-tiles x seqs
+// or m-tiles x heads x seqs). Persistent: index k * G + (b, or G - 1 - b on odd rounds) of the rank-major order
+// (rank, sequence, head), so every round hands the heaviest remaining tiles out and the snake evens the sums.
+__device__ __forceinline__ bool wide_next_work(const WideLaunch& w, int heads, int k, WideWork& u) {
+  if (!w.persistent) {
+    if (k > 0) return false;
+    u.rank = w.q_major ? blockIdx.x : blockIdx.y;
+    u.head = w.q_major ? blockIdx.y : blockIdx.x;
+    u.seq = blockIdx.z;
+    return true;
+  }
+  const int g = gridDim.x, b = blockIdx.x;
+  const int64_t idx = static_cast<int64_t>(k) * g + ((k & 1) ? g - 1 - b : b);
+  if (idx >= w.work_tiles) return false;
+  const int64_t per_rank = static_cast<int64_t>(w.num_seqs) * heads;
+  u.rank = static_cast<int>(idx / per_rank);
+  const int rem = static_cast<int>(idx - u.rank * per_rank);
+  u.seq = rem / heads;
+  u.head = rem - u.seq * heads;
+  return true;
+}
+
+// The geometry of one unit: its query rows [m0, m0 + BM) of q_len, the keys it reads, its KV tiles.
+template <int BM, int BN>
+struct WideGeom {
+  int q_start, q_len, kv_len, m0, diag, n_tiles, kvh;
+  __device__ __forceinline__ bool make(const AttentionParams& p, const WideWork& u) {
+    q_start = p.cu_seqlens_q[u.seq];
+    q_len = p.cu_seqlens_q[u.seq + 1] - q_start;
+    kv_len = p.seqused_k[u.seq];
+    const int n_m = (q_len + BM - 1) / BM;
+    if (u.rank >= n_m) return false;  // a shorter sequence of a ragged batch: no tile at this rank
+    m0 = (n_m - 1 - u.rank) * BM;
+    kvh = u.head / (p.heads / p.kv_heads);
+    diag = kv_len - q_len;  // bottom-right alignment: row i sees keys [0, i + diag]
+    const int n_end = max(0, p.causal ? min(kv_len, min(m0 + BM, q_len) + diag) : kv_len);
+    n_tiles = (n_end + BN - 1) / BN;
+    return true;
+  }
+};
+
+// Ring slot and phase parity of global iteration `it` (both rings advance together, one step per KV tile).
+struct RingPos {
+  int slot;
+  uint32_t phase;
+};
+__device__ __forceinline__ RingPos ring_pos(int it, int stages) {
+  const int wrap = it / stages;
+  return {it - wrap * stages, static_cast<uint32_t>(wrap & 1)};
+}
+
 // TMA: K/V tiles by cp.async.bulk.tensor from one elected producer thread (block_size % 64 == 0; one 64-token page
 // of one kv head is a {64 d, 1, 64 tokens, 1} box of the 4D maps tmk/tmv, HOPPER-ATTENTION.md section 4), V one tile
 // behind K; a tile holding tokens past kv_len is gathered by the producer warp with zero-filling cp.async instead
 // (stale slots of the last page may hold NaN; 0 * NaN would poison P V). !TMA: the 128-thread cp.async gather.
 template <DType DT, int D, int WG, bool TMA>
 __global__ void __launch_bounds__(128 * (WG + 1), 1)
-    prefill_wide_kernel(const __grid_constant__ AttentionParams p, int q_major, const __grid_constant__ CUtensorMap tmk,
-                        const __grid_constant__ CUtensorMap tmv) {
+    prefill_wide_kernel(const __grid_constant__ AttentionParams p, const WideLaunch w,
+                        const __grid_constant__ CUtensorMap tmk, const __grid_constant__ CUtensorMap tmv) {
   using T = typename StorageOf<DT>::type;
-  using Tile = WideTile<D, WG>;
-  constexpr int BM = Tile::kBM, BN = Tile::kBN, S = Tile::kStages, RW = kWideRowsPerWg;
+  using Tile = WideTile<D, WG, TMA>;
+  constexpr int BM = Tile::kBM, BN = Tile::kBN, RW = kWideRowsPerWg;
+  const int S = w.stages;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t base = (raw + 1023) & ~1023u;
   unsigned char* smem = smem_raw + (base - raw);
-  uint64_t* full_k = reinterpret_cast<uint64_t*>(smem + Tile::kBarOffset);
-  uint64_t* full_v = full_k + S;
-  uint64_t* empty = full_v + S;
-
-  const int m_idx = q_major ? blockIdx.x : blockIdx.y;
-  const int head = q_major ? blockIdx.y : blockIdx.x;
-  const int seq = blockIdx.z;
-  const int q_start = p.cu_seqlens_q[seq];
-  const int q_len = p.cu_seqlens_q[seq + 1] - q_start;
-  const int kv_len = p.seqused_k[seq];
-  const int n_m = (q_len + BM - 1) / BM;
-  if (m_idx >= n_m) return;
-  const int m0 = (n_m - 1 - m_idx) * BM;  // longest (last, for causal) q-tiles first
-  const int kvh = head / (p.heads / p.kv_heads);
-  const int diag = kv_len - q_len;  // bottom-right alignment: row i sees keys [0, i + diag]
-  const int n_end = max(0, p.causal ? min(kv_len, min(m0 + BM, q_len) + diag) : kv_len);
-  const int n_tiles = (n_end + BN - 1) / BN;
+  const uint32_t k_ring = base + Tile::kQBytes;
+  const uint32_t v_ring = k_ring + S * Tile::kTileBytes;
+  uint64_t* full_k = reinterpret_cast<uint64_t*>(smem + Tile::kQBytes + 2 * S * Tile::kTileBytes);
+  uint64_t* full_v = full_k + kWideMaxStages;
+  uint64_t* empty_k = full_v + kWideMaxStages;
+  uint64_t* empty_v = empty_k + kWideMaxStages;
+  auto k_slot = [&](int slot) { return k_ring + slot * Tile::kTileBytes; };
+  auto v_slot = [&](int slot) { return v_ring + slot * Tile::kTileBytes; };
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
       // TMA: one arrive.expect_tx (or the tail tile's one arrival); cp.async: every producer thread once its data landed
       mbar_init(&full_k[s], TMA ? 1 : 128);
       mbar_init(&full_v[s], TMA ? 1 : 128);
-      mbar_init(&empty[s], WG);  // one thread per consumer warpgroup, after its wgmmas finished reading
+      mbar_init(&empty_k[s], WG);  // one thread per consumer warpgroup, after its wgmmas finished reading
+      mbar_init(&empty_v[s], WG);
     }
+    mbar_fence_init();
   }
   __syncthreads();
-  auto stage_k = [&](int st) { return base + Tile::kQBytes + st * 2 * Tile::kTileBytes; };
+  const int32_t* block_table = p.block_table;
+  const T* kc = static_cast<const T*>(p.k_cache);
+  const T* vc = static_cast<const T*>(p.v_cache);
 
   if (threadIdx.x < 128) {  // ---- producer warpgroup
-    if constexpr (WG == 2) setmaxnreg_dec<Tile::kProducerRegs>();
+    if constexpr (WG >= 2) setmaxnreg_dec<Tile::kProducerRegs>();
     if constexpr (TMA) {
       if (threadIdx.x >= 32) return;  // one warp: lane 0 issues TMA; the warp gathers the tail tile
-      const int lane = threadIdx.x;
-      const T* kc = static_cast<const T*>(p.k_cache);
-      const T* vc = static_cast<const T*>(p.v_cache);
-      const int32_t* table_row = p.block_table + static_cast<int64_t>(seq) * p.block_table_stride;
-      const int full_tiles = min(n_tiles, kv_len / BN);  // tiles whose BN tokens are all < kv_len
-      auto issue = [&](const CUtensorMap* tm, uint64_t* bar, uint32_t dst, int t) {
-        mbar_arrive_expect_tx(bar, Tile::kTileBytes);
+    }
+    const int lane = threadIdx.x % 32;
+    int it = 0;  // global ring iteration across this CTA's units
+    WideWork u;
+    for (int k = 0; wide_next_work(w, p.heads, k, u); ++k) {
+      WideGeom<BM, BN> g;
+      if (!g.make(p, u)) continue;
+      const int32_t* table_row = block_table + static_cast<int64_t>(u.seq) * p.block_table_stride;
+      const int64_t head_off = static_cast<int64_t>(g.kvh) * p.kv_stride_head;
+      if constexpr (TMA) {
+        const int full_tiles = min(g.n_tiles, g.kv_len / BN);  // tiles whose BN tokens are all < kv_len
+        auto issue = [&](const CUtensorMap* tm, uint64_t* bar, uint32_t dst, int t) {
+          mbar_arrive_expect_tx(bar, Tile::kTileBytes);
 #pragma unroll
-        for (int h = 0; h < BN / 64; ++h) {
-          const int tok0 = t * BN + h * 64;
-          const int page = tok0 / p.block_size;
-          const int blk = __ldg(table_row + page);
+          for (int h = 0; h < BN / 64; ++h) {
+            const int tok0 = t * BN + h * 64;
+            const int page = tok0 / p.block_size;
+            const int blk = __ldg(table_row + page);
 #pragma unroll
-          for (int c = 0; c < D / 64; ++c)
-            tma_load_4d(smem + (dst - base) + c * (BN * 128) + h * 8192, tm, c * 64, kvh, tok0 - page * p.block_size,
-                        blk, bar);
-        }
-      };
-      for (int t = 0; t <= n_tiles; ++t) {
-        if (t < n_tiles) {
-          const int st = t % S;
-          mbar_wait(&empty[st], ((t / S) & 1) ^ 1);
-          const uint32_t sk = stage_k(st);
-          if (t < full_tiles) {
-            if (lane == 0) issue(&tmk, &full_k[st], sk, t);
-          } else {  // the tail tile: K and V together, zero-filled past kv_len
-            const int64_t head_off = static_cast<int64_t>(kvh) * p.kv_stride_head;
-#pragma unroll 4
-            for (int i = 0; i < BN * (D / 8) / 32; ++i) {
-              const int cidx = lane + 32 * i;
-              const int row = cidx / (D / 8), ch = cidx % (D / 8);
-              const int tok = t * BN + row;
-              const bool valid = tok < kv_len;
-              int64_t off = 0;
-              if (valid) {
-                const int blk = tok / p.block_size;
-                off = static_cast<int64_t>(__ldg(table_row + blk)) * p.kv_stride_block +
-                      static_cast<int64_t>(tok - blk * p.block_size) * p.kv_stride_token + head_off + ch * 8;
+            for (int c = 0; c < D / 64; ++c)
+              tma_load_4d(smem + (dst - base) + c * (BN * 128) + h * 8192, tm, c * 64, g.kvh,
+                          tok0 - page * p.block_size, blk, bar);
+          }
+        };
+        for (int t = 0; t <= g.n_tiles; ++t) {
+          if (t < g.n_tiles) {
+            const RingPos r = ring_pos(it + t, S);
+            mbar_wait(&empty_k[r.slot], r.phase ^ 1);
+            if (t < full_tiles) {
+              if (lane == 0) issue(&tmk, &full_k[r.slot], k_slot(r.slot), t);
+            } else {  // the tail tile: K and V together, zero-filled past kv_len
+              mbar_wait(&empty_v[r.slot], r.phase ^ 1);
+#pragma unroll 1
+              for (int i = 0; i < BN * (D / 8) / 32; ++i) {
+                const int cidx = lane + 32 * i;
+                const int row = cidx / (D / 8), ch = cidx % (D / 8);
+                const int tok = t * BN + row;
+                const bool valid = tok < g.kv_len;
+                int64_t off = 0;
+                if (valid) {
+                  const int blk = tok / p.block_size;
+                  off = static_cast<int64_t>(__ldg(table_row + blk)) * p.kv_stride_block +
+                        static_cast<int64_t>(tok - blk * p.block_size) * p.kv_stride_token + head_off + ch * 8;
+                }
+                const uint32_t dst = wide_swz<BN>(row, ch);
+                cp_async_16(k_slot(r.slot) + dst, kc + off, valid);
+                cp_async_16(v_slot(r.slot) + dst, vc + off, valid);
               }
-              const uint32_t dst = wide_swz<BN>(row, ch);
-              cp_async_16(sk + dst, kc + off, valid);
-              cp_async_16(sk + Tile::kTileBytes + dst, vc + off, valid);
-            }
-            cp_async_commit();
-            cp_async_wait<0>();
-            fence_proxy_async_smem();
-            __syncwarp();
-            if (lane == 0) {
-              mbar_arrive(&full_k[st]);
-              mbar_arrive(&full_v[st]);
+              cp_async_commit();
+              cp_async_wait<0>();
+              fence_proxy_async_smem();
+              __syncwarp();
+              if (lane == 0) {
+                mbar_arrive(&full_k[r.slot]);
+                mbar_arrive(&full_v[r.slot]);
+              }
             }
           }
+          if (t > 0 && t - 1 < full_tiles) {  // V one tile behind K
+            const RingPos v = ring_pos(it + t - 1, S);
+            mbar_wait(&empty_v[v.slot], v.phase ^ 1);
+            if (lane == 0) issue(&tmv, &full_v[v.slot], v_slot(v.slot), t - 1);
+          }
         }
-        if (t > 0 && t - 1 < full_tiles && lane == 0) {  // V one tile behind K
-          const int st = (t - 1) % S;
-          issue(&tmv, &full_v[st], stage_k(st) + Tile::kTileBytes, t - 1);
-        }
-      }
-      return;
-    }
-    const T* kc = static_cast<const T*>(p.k_cache);
-    const T* vc = static_cast<const T*>(p.v_cache);
-    const int32_t* table_row = p.block_table + static_cast<int64_t>(seq) * p.block_table_stride;
-    constexpr int kCpr = D / 8;
-    const int ch = threadIdx.x % kCpr;
-    const int64_t head_off = static_cast<int64_t>(kvh) * p.kv_stride_head + ch * 8;
-    for (int t = 0; t < n_tiles; ++t) {
-      const int st = t % S;
-      mbar_wait(&empty[st], ((t / S) & 1) ^ 1);
-      const uint32_t sk = stage_k(st), sv = sk + Tile::kTileBytes;
+      } else {
+        // Tile t is published `lag` tiles later, so that many gathers stay in flight. A slot's V is released one
+        // round after its K is consumed, so publishing t-1 only after claiming slot t needs 3 slots: with 2 the
+        // producer would wait for the release of V(t-2), which needs full K(t-1), which it has not published.
+        const int lag = S >= 3 ? 1 : 0;
+        constexpr int kCpr = D / 8;
+        const int ch = threadIdx.x % kCpr;
+        auto publish = [&](int t) {
+          fence_proxy_async_smem();
+          const RingPos q = ring_pos(it + t, S);
+          mbar_arrive(&full_k[q.slot]);
+          mbar_arrive(&full_v[q.slot]);
+        };
+        for (int t = 0; t < g.n_tiles; ++t) {
+          const RingPos r = ring_pos(it + t, S);
+          mbar_wait(&empty_k[r.slot], r.phase ^ 1);
+          mbar_wait(&empty_v[r.slot], r.phase ^ 1);
 #pragma unroll 4
-      for (int i = 0; i < BN / (128 / kCpr); ++i) {
-        const int row = threadIdx.x / kCpr + i * (128 / kCpr);
-        const int tok = t * BN + row;
-        const bool valid = tok < kv_len;
-        int64_t off = 0;
-        if (valid) {
-          const int blk = tok / p.block_size;
-          off = static_cast<int64_t>(__ldg(table_row + blk)) * p.kv_stride_block +
-                static_cast<int64_t>(tok - blk * p.block_size) * p.kv_stride_token + head_off;
+          for (int i = 0; i < BN / (128 / kCpr); ++i) {
+            const int row = threadIdx.x / kCpr + i * (128 / kCpr);
+            const int tok = t * BN + row;
+            const bool valid = tok < g.kv_len;
+            int64_t off = 0;
+            if (valid) {
+              const int blk = tok / p.block_size;
+              off = static_cast<int64_t>(__ldg(table_row + blk)) * p.kv_stride_block +
+                    static_cast<int64_t>(tok - blk * p.block_size) * p.kv_stride_token + head_off + ch * 8;
+            }
+            const uint32_t dst = wide_swz<BN>(row, ch);
+            cp_async_16(k_slot(r.slot) + dst, kc + off, valid);
+            cp_async_16(v_slot(r.slot) + dst, vc + off, valid);
+          }
+          cp_async_commit();
+          if (lag == 0) {
+            cp_async_wait<0>();
+            publish(t);
+          } else if (t > 0) {  // tile t-1 landed: publish it while tile t is in flight
+            cp_async_wait<1>();
+            publish(t - 1);
+          }
         }
-        const uint32_t dst = wide_swz<BN>(row, ch);
-        cp_async_16(sk + dst, kc + off, valid);
-        cp_async_16(sv + dst, vc + off, valid);
+        if (lag == 1 && g.n_tiles > 0) {
+          cp_async_wait<0>();
+          publish(g.n_tiles - 1);
+        }
       }
-      cp_async_commit();
-      if (t > 0) {  // tile t-1 landed: publish it while tile t is in flight
-        cp_async_wait<1>();
-        fence_proxy_async_smem();
-        mbar_arrive(&full_k[(t - 1) % S]);
-        mbar_arrive(&full_v[(t - 1) % S]);
-      }
-    }
-    if (n_tiles > 0) {
-      cp_async_wait<0>();
-      fence_proxy_async_smem();
-      mbar_arrive(&full_k[(n_tiles - 1) % S]);
-      mbar_arrive(&full_v[(n_tiles - 1) % S]);
+      it += g.n_tiles;
     }
     return;
   }
 
   // ---- consumer warpgroups
-  if constexpr (WG == 2) setmaxnreg_inc<Tile::kConsumerRegs>();
+  if constexpr (WG >= 2) setmaxnreg_inc<Tile::kConsumerRegs>();
   const int wg = threadIdx.x / 128 - 1;
   const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
-  const int r0 = m0 + wg * RW;  // this warpgroup's first query row
   const uint32_t sq = base + wg * Tile::kQBytesPerWg;
-  {
-    const T* q = static_cast<const T*>(p.q);
-    constexpr int kCpr = D / 8;
-#pragma unroll
-    for (int i = 0; i < RW * kCpr / 128; ++i) {
-      const int c = tid + i * 128;
-      const int row = c / kCpr, ch = c % kCpr;
-      const int tok = r0 + row;
-      const bool valid = tok < q_len;
-      const int64_t off = valid ? (q_start + tok) * p.q_stride_token + head * p.q_stride_head + ch * 8 : 0;
-      cp_async_16(sq + wide_swz<RW>(row, ch), q + off, valid);
-    }
-    cp_async_commit();
-    cp_async_wait<0>();
-    fence_proxy_async_smem();
-    named_bar_sync(1 + wg, 128);
-  }
-  // Ping-pong (WG = 2, FA3's warp scheduler barriers): a warpgroup issues its GEMMs of a round only after the other
-  // issued its own (bar.sync on its id, then bar.arrive on the other's), so one's softmax runs under the other's
-  // wgmmas. Both warpgroups run exactly n_tiles rounds (no-math rounds for tiles their rows cannot see); warpgroup 1
-  // opens with one arrive on warpgroup 0's barrier and warpgroup 0 closes with one sync, so the counts balance.
-  constexpr int kSchedBar = 3;  // ids 3, 4 (0: __syncthreads, 1-2: the Q loads above)
+  // Turn-taking (WG >= 2, FA3's warp scheduler barriers): a warpgroup issues its GEMMs of a round only after the
+  // previous one (wg - 1, cyclically) issued its own: bar.sync on its id, then bar.arrive on the next's. Every
+  // warpgroup runs exactly n_tiles rounds per unit (no-math rounds for tiles its rows cannot see); the last
+  // warpgroup opens with one arrive on warpgroup 0's barrier and warpgroup 0 closes with one sync at the very end,
+  // so the counts balance over the CTA's whole walk.
+  constexpr int kSchedBar = 1 + WG;  // ids 1..WG: the Q loads; then WG scheduler barriers (<= 7 of 16)
   auto sched_sync = [&] {
-    if constexpr (WG == 2) named_bar_sync(kSchedBar + wg, 256);
+    if constexpr (WG >= 2) named_bar_sync(kSchedBar + wg, 256);
   };
   auto sched_arrive = [&] {
-    if constexpr (WG == 2) named_bar_arrive(kSchedBar + (1 - wg), 256);
+    if constexpr (WG >= 2) named_bar_arrive(kSchedBar + (wg + 1) % WG, 256);
   };
-  if constexpr (WG == 2) {
-    if (wg == 1) named_bar_arrive(kSchedBar + 0, 256);
+  if constexpr (WG >= 2) {
+    if (wg == WG - 1) named_bar_arrive(kSchedBar + 0, 256);
   }
-  auto release = [&](int t) {
-    if (tid == 0) mbar_arrive(&empty[t % S]);
+  auto release = [&](uint64_t* bars, int slot) {
+    if (tid == 0) mbar_arrive(&bars[slot]);
   };
-  // Tiles this warpgroup's rows can see (others of the CTA's tiles: wait, release, no math).
-  const int wg_end = max(0, p.causal ? min(kv_len, min(r0 + RW, q_len) + diag) : kv_len);
-  const int wg_tiles = r0 < q_len ? (wg_end + BN - 1) / BN : 0;
-  const int mask_from = p.causal ? min(kv_len, r0 + 1 + diag) : kv_len;
-
   const float c = p.scale * 1.4426950408889634f;
-  float o[D / 8][4];
-#pragma unroll
-  for (int d = 0; d < D / 8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  const int row_a = r0 + warp * 16 + lane / 4;  // this thread's rows: row_a + {0, 8}
-
-  // FA3's intra-warpgroup overlap: iteration t issues S(t) = Q K(t)^T and O += P(t-1) V(t-1), waits for S only,
-  // runs the softmax of S(t) while the P V wgmmas still run, then waits for them, releases stage t-1, rescales O.
-  uint32_t pa[BN / 16][4];  // P(t-1) in the RS A layout: k-block j = S values 8j..8j+7 (n8 tiles 2j, 2j+1)
-#pragma unroll
-  for (int j = 0; j < BN / 16; ++j) pa[j][0] = pa[j][1] = pa[j][2] = pa[j][3] = 0u;
-  auto issue_pv = [&](uint32_t sv) {
-    // O += P V: V MN-major (trans-b); LBO = next 64-wide d slab (BN rows x 128 B), SBO = 8 tokens (1024 B),
-    // each k16 step over tokens +2048 B.
-#pragma unroll
-    for (int j = 0; j < BN / 16; ++j)
-      wgmma_m64n128k16_rs<DT>(o, pa[j], smem_desc_sw128(sv + j * 2048, BN * 128, 1024), 1);
-    wgmma_commit();
-  };
-  // One iteration; kFirst (no P V to overlap) is a compile-time branch: a run-time one around the wgmma issue makes
-  // ptxas serialise every wgmma (C7520).
-  auto step = [&](int t, auto first) {
-    constexpr bool kFirst = decltype(first)::value;
-    const int st = t % S;
-    mbar_wait(&full_k[st], (t / S) & 1);
-    if constexpr (!kFirst) mbar_wait(&full_v[(t - 1) % S], ((t - 1) / S) & 1);
-    const uint32_t sk = stage_k(st);
-    sched_sync();
-    const int n0 = t * BN;
-    float s[BN / 8][4];
-    fence_regs(s);
-    fence_regs(o);
-    fence_regs(pa);
-    wgmma_fence();
-    // S = Q K^T: both K-major; k-step kk over d: +(kk/4) 64-wide d slabs, +(kk%4) 32 bytes; SBO 1024 (8 rows).
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t koff = (kk % 4) * 32;
-      const uint64_t da = smem_desc_sw128(sq + (kk / 4) * (RW * 128) + koff, 16, 1024);
-      const uint64_t db = smem_desc_sw128(sk + (kk / 4) * (BN * 128) + koff, 16, 1024);
-      wgmma_m64n128k16_ss<DT>(s, da, db, kk > 0);
-    }
-    wgmma_commit();
-    if constexpr (!kFirst) {
-      issue_pv(stage_k((t - 1) % S) + Tile::kTileBytes);
-      sched_arrive();
-      wgmma_wait<1>();  // S(t) done; P(t-1) V(t-1) may still run
-    } else {
-      sched_arrive();
-      wgmma_wait<0>();
-    }
-    fence_regs(s);
-    if (n0 + BN > mask_from) {
-#pragma unroll
-      for (int n = 0; n < BN / 8; ++n) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int col = n0 + n * 8 + 2 * (lane % 4) + (e & 1);
-          const int row = row_a + 8 * (e >> 1);
-          const int limit = p.causal ? min(kv_len, row + 1 + diag) : kv_len;
-          if (col >= limit) s[n][e] = -INFINITY;
-        }
-      }
-    }
-    float alpha[2];
-    softmax_tile<BN / 8>(s, m, l, alpha, c);
-    if constexpr (!kFirst) {
-      wgmma_wait<0>();
-      fence_regs(o);
-      fence_regs(pa);
-      release(t - 1);
-    }
-#pragma unroll
-    for (int d = 0; d < D / 8; ++d) {
-      o[d][0] *= alpha[0];
-      o[d][1] *= alpha[0];
-      o[d][2] *= alpha[1];
-      o[d][3] *= alpha[1];
-    }
-#pragma unroll
-    for (int j = 0; j < BN / 16; ++j) {
-      pa[j][0] = pack2<DT>(s[2 * j][0], s[2 * j][1]);
-      pa[j][1] = pack2<DT>(s[2 * j][2], s[2 * j][3]);
-      pa[j][2] = pack2<DT>(s[2 * j + 1][0], s[2 * j + 1][1]);
-      pa[j][3] = pack2<DT>(s[2 * j + 1][2], s[2 * j + 1][3]);
-    }
-  };
-  if (wg_tiles > 0) step(0, std::true_type{});
-  for (int t = 1; t < wg_tiles; ++t) step(t, std::false_type{});
-  if (wg_tiles > 0) {  // the last tile's P V
-    fence_regs(o);
-    fence_regs(pa);
-    mbar_wait(&full_v[(wg_tiles - 1) % S], ((wg_tiles - 1) / S) & 1);
-    wgmma_fence();
-    issue_pv(stage_k((wg_tiles - 1) % S) + Tile::kTileBytes);
-    wgmma_wait<0>();
-    fence_regs(o);
-    release(wg_tiles - 1);
-  }
-  // The CTA's later tiles are all masked for this warpgroup's rows: wait (K: the producer has claimed the stage,
-  // so this arrival lands on the tile's own EMPTY phase), take the round, release, in tile order.
-  for (int t = wg_tiles; t < n_tiles; ++t) {
-    mbar_wait(&full_k[t % S], (t / S) & 1);
-    sched_sync();
-    sched_arrive();
-    release(t);
-  }
-  if constexpr (WG == 2) {
-    if (wg == 0) named_bar_sync(kSchedBar + 0, 256);
-  }
-
-  // Epilogue: O / l, times sigmoid(gate) when the problem has an output gate (p.gate non-null), fp32 math.
   T* out = static_cast<T*>(p.out);
   const T* gate = static_cast<const T*>(p.gate);
+  const T* q = static_cast<const T*>(p.q);
+  int it = 0;
+  WideWork u;
+  for (int k = 0; wide_next_work(w, p.heads, k, u); ++k) {
+    WideGeom<BM, BN> g;
+    if (!g.make(p, u)) continue;
+    const int r0 = g.m0 + wg * RW;  // this warpgroup's first query row
+    {  // Q: own 64 rows (every earlier wgmma reading it has been waited for)
+      constexpr int kCpr = D / 8;
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float sum = quad_sum(l[r]);
-    const float inv = sum > 0.f ? 1.f / sum : 0.f;
-    const int row = row_a + 8 * r;
-    if (row < q_len) {
-      const int64_t tok = q_start + row;
-      T* dst = out + tok * p.o_stride_token + head * p.o_stride_head + 2 * (lane % 4);
-      if (gate != nullptr) {
-        const T* g = gate + tok * p.gate_stride_token + head * p.gate_stride_head + 2 * (lane % 4);
+      for (int i = 0; i < RW * kCpr / 128; ++i) {
+        const int cidx = tid + i * 128;
+        const int row = cidx / kCpr, ch = cidx % kCpr;
+        const int tok = r0 + row;
+        const bool valid = tok < g.q_len;
+        const int64_t off = valid ? (g.q_start + tok) * p.q_stride_token + u.head * p.q_stride_head + ch * 8 : 0;
+        cp_async_16(sq + wide_swz<RW>(row, ch), q + off, valid);
+      }
+      cp_async_commit();
+      cp_async_wait<0>();
+      fence_proxy_async_smem();
+      named_bar_sync(1 + wg, 128);
+    }
+    // Tiles this warpgroup's rows can see (the CTA's later tiles: wait, release, no math).
+    const int wg_end = max(0, p.causal ? min(g.kv_len, min(r0 + RW, g.q_len) + g.diag) : g.kv_len);
+    const int wg_tiles = r0 < g.q_len ? (wg_end + BN - 1) / BN : 0;
+    const int mask_from = p.causal ? min(g.kv_len, r0 + 1 + g.diag) : g.kv_len;
+
+    float o[D / 8][4];
 #pragma unroll
-        for (int d = 0; d < D / 8; ++d) {
-          const float2 sg = sigmoid2<DT>(*reinterpret_cast<const uint32_t*>(g + d * 8));
-          *reinterpret_cast<uint32_t*>(dst + d * 8) = pack2<DT>(o[d][2 * r] * inv * sg.x, o[d][2 * r + 1] * inv * sg.y);
-        }
+    for (int d = 0; d < D / 8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    const int row_a = r0 + warp * 16 + lane / 4;  // this thread's rows: row_a + {0, 8}
+
+    // Iteration t issues S(t) = Q K(t)^T and O += P(t-1) V(t-1), waits for S only (then K(t) is released), runs
+    // the softmax of S(t) while the P V wgmmas still run, waits for them (V(t-1) released), rescales O.
+    uint32_t pa[BN / 16][4];  // P(t-1) in the RS A layout: k-block j = S values 8j..8j+7 (n8 tiles 2j, 2j+1)
+#pragma unroll
+    for (int j = 0; j < BN / 16; ++j) pa[j][0] = pa[j][1] = pa[j][2] = pa[j][3] = 0u;
+    auto issue_pv = [&](uint32_t sv) {
+      // O += P V: V MN-major (trans-b); LBO = next 64-wide d slab (BN rows x 128 B), SBO = 8 tokens (1024 B),
+      // each k16 step over tokens +2048 B.
+#pragma unroll
+      for (int j = 0; j < BN / 16; ++j) wgmma_rs<DT, D>(o, pa[j], smem_desc_sw128(sv + j * 2048, BN * 128, 1024), 1);
+      wgmma_commit();
+    };
+    // One iteration; kFirst (no P V to overlap) is a compile-time branch: a run-time one around the wgmma issue
+    // makes ptxas serialise every wgmma (C7520).
+    auto step = [&](int t, auto first) {
+      constexpr bool kFirst = decltype(first)::value;
+      const RingPos rk = ring_pos(it + t, S);
+      const RingPos rv = ring_pos(it + t - 1, S);
+      mbar_wait(&full_k[rk.slot], rk.phase);
+      if constexpr (!kFirst) mbar_wait(&full_v[rv.slot], rv.phase);
+      const uint32_t sk = k_slot(rk.slot);
+      sched_sync();
+      const int n0 = t * BN;
+      float s[BN / 8][4];
+      fence_regs(s);
+      fence_regs(o);
+      fence_regs(pa);
+      wgmma_fence();
+      // S = Q K^T: both K-major; k-step kk over d: +(kk/4) 64-wide d slabs, +(kk%4) 32 bytes; SBO 1024 (8 rows).
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const uint32_t koff = (kk % 4) * 32;
+        const uint64_t da = smem_desc_sw128(sq + (kk / 4) * (RW * 128) + koff, 16, 1024);
+        const uint64_t db = smem_desc_sw128(sk + (kk / 4) * (BN * 128) + koff, 16, 1024);
+        wgmma_ss<DT, BN>(s, da, db, kk > 0);
+      }
+      wgmma_commit();
+      if constexpr (!kFirst) {
+        issue_pv(v_slot(rv.slot));
+        sched_arrive();
+        wgmma_wait<1>();  // S(t) done; P(t-1) V(t-1) may still run
       } else {
+        sched_arrive();
+        wgmma_wait<0>();
+      }
+      fence_regs(s);
+      release(empty_k, rk.slot);
+      if (n0 + BN > mask_from) {
+#pragma unroll
+        for (int n = 0; n < BN / 8; ++n) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int col = n0 + n * 8 + 2 * (lane % 4) + (e & 1);
+            const int row = row_a + 8 * (e >> 1);
+            const int limit = p.causal ? min(g.kv_len, row + 1 + g.diag) : g.kv_len;
+            if (col >= limit) s[n][e] = -INFINITY;
+          }
+        }
+      }
+      float alpha[2];
+      softmax_tile<BN / 8>(s, m, l, alpha, c);
+      if constexpr (!kFirst) {
+        wgmma_wait<0>();
+        fence_regs(o);
+        fence_regs(pa);
+        release(empty_v, rv.slot);
+      }
+#pragma unroll
+      for (int d = 0; d < D / 8; ++d) {
+        o[d][0] *= alpha[0];
+        o[d][1] *= alpha[0];
+        o[d][2] *= alpha[1];
+        o[d][3] *= alpha[1];
+      }
+#pragma unroll
+      for (int j = 0; j < BN / 16; ++j) {
+        pa[j][0] = pack2<DT>(s[2 * j][0], s[2 * j][1]);
+        pa[j][1] = pack2<DT>(s[2 * j][2], s[2 * j][3]);
+        pa[j][2] = pack2<DT>(s[2 * j + 1][0], s[2 * j + 1][1]);
+        pa[j][3] = pack2<DT>(s[2 * j + 1][2], s[2 * j + 1][3]);
+      }
+    };
+    if (wg_tiles > 0) step(0, std::true_type{});
+    for (int t = 1; t < wg_tiles; ++t) step(t, std::false_type{});
+    if (wg_tiles > 0) {  // the last tile's P V
+      const RingPos rv = ring_pos(it + wg_tiles - 1, S);
+      fence_regs(o);
+      fence_regs(pa);
+      mbar_wait(&full_v[rv.slot], rv.phase);
+      wgmma_fence();
+      issue_pv(v_slot(rv.slot));
+      wgmma_wait<0>();
+      fence_regs(o);
+      release(empty_v, rv.slot);
+    }
+    // The CTA's later tiles are all masked for this warpgroup's rows: wait for each (the producer has claimed the
+    // slot, so the arrival lands on the tile's own EMPTY phase), take the round, release, in tile order.
+    for (int t = wg_tiles; t < g.n_tiles; ++t) {
+      const RingPos r = ring_pos(it + t, S);
+      mbar_wait(&full_k[r.slot], r.phase);
+      sched_sync();
+      sched_arrive();
+      release(empty_k, r.slot);
+      mbar_wait(&full_v[r.slot], r.phase);
+      release(empty_v, r.slot);
+    }
+    it += g.n_tiles;
+
+    // Epilogue through shared memory: O / l rounded to 16 bit into this warpgroup's Q tile (free: its last S
+    // wgmma has been waited for; swizzled, so the 4-byte writes of a warp hit 32 distinct banks), then 16-byte
+    // row-contiguous reads and global stores, times sigmoid(gate) when the problem has an output gate (p.gate
+    // non-null; O is rounded before the gate, as an unfused O-then-gate chain rounds it).
+    if (r0 < g.q_len) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float sum = quad_sum(l[r]);
+        const float inv = sum > 0.f ? 1.f / sum : 0.f;
+        const int lrow = warp * 16 + lane / 4 + 8 * r;
 #pragma unroll
         for (int d = 0; d < D / 8; ++d)
-          *reinterpret_cast<uint32_t*>(dst + d * 8) = pack2<DT>(o[d][2 * r] * inv, o[d][2 * r + 1] * inv);
+          st_shared_u32(sq + wide_swz<RW>(lrow, d) + (lane % 4) * 4, pack2<DT>(o[d][2 * r] * inv, o[d][2 * r + 1] * inv));
       }
+      named_bar_sync(1 + wg, 128);
+      constexpr int kCpr = D / 8;
+#pragma unroll 4
+      for (int i = 0; i < RW * kCpr / 128; ++i) {
+        const int cidx = tid + i * 128;
+        const int row = cidx / kCpr, ch = cidx % kCpr;
+        if (r0 + row >= g.q_len) continue;
+        const int64_t tok = g.q_start + r0 + row;
+        uint4 v = ld_shared_v4(sq + wide_swz<RW>(row, ch));
+        if (gate != nullptr) {  // gate strides are only known to be even: 4-byte loads
+          const uint32_t* gp = reinterpret_cast<const uint32_t*>(gate + tok * p.gate_stride_token +
+                                                                 u.head * p.gate_stride_head + ch * 8);
+          v.x = gate_pair<DT>(v.x, __ldg(gp + 0));
+          v.y = gate_pair<DT>(v.y, __ldg(gp + 1));
+          v.z = gate_pair<DT>(v.z, __ldg(gp + 2));
+          v.w = gate_pair<DT>(v.w, __ldg(gp + 3));
+        }
+        *reinterpret_cast<uint4*>(out + tok * p.o_stride_token + u.head * p.o_stride_head + ch * 8) = v;
+      }
+      named_bar_sync(1 + wg, 128);  // the tile is read before the next unit's Q overwrites it
     }
+  }
+  if constexpr (WG >= 2) {
+    if (wg == 0) named_bar_sync(kSchedBar + 0, 256);
   }
 }
 
@@ -465,14 +590,19 @@ inline CUtensorMap encode_kv_map(const void* base, DType dt, const AttentionPara
 
 template <DType DT, int D, int WG>
 void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaStream_t stream) {
-  using Tile = WideTile<D, WG>;
+  if (lp.wide_stages < 2 || lp.wide_stages > kWideMaxStages)
+    throw std::invalid_argument("cuda.unified wide: " + std::to_string(lp.wide_stages) + " ring slots (2.." +
+                                std::to_string(kWideMaxStages) + ")");
+  const int smem = wide_smem_bytes(D, WG, lp.wide_stages);
+  if (smem > kWideSmemLimit)
+    throw std::invalid_argument("cuda.unified wide: " + std::to_string(smem) + " bytes of shared memory");
   const dim3 grid(lp.grid_x, lp.grid_y, lp.grid_z);
+  const WideLaunch w{lp.wide_stages, lp.q_major ? 1 : 0, lp.persistent ? 1 : 0, p.num_seqs, lp.work_tiles};
   auto go = [&](auto tma) {
     constexpr bool kTma = decltype(tma)::value;
     auto* kernel = &dev::prefill_wide_kernel<DT, D, WG, kTma>;
     static const bool configured = [&] {
-      ATTNBENCH_CUDA_CHECK(
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::kSmemBytes));
+      ATTNBENCH_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kWideSmemLimit));
       return true;
     }();
     (void)configured;
@@ -484,15 +614,15 @@ void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, 
       std::memset(&tmk, 0, sizeof(tmk));
       std::memset(&tmv, 0, sizeof(tmv));
     }
-    kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(p, lp.q_major ? 1 : 0, tmk, tmv);
+    kernel<<<grid, WideTile<D, WG, kTma>::kThreads, smem, stream>>>(p, w, tmk, tmv);
   };
   if (lp.wide_kv_tma) go(std::true_type{});
   else go(std::false_type{});
   ATTNBENCH_CUDA_CHECK(cudaGetLastError());
 }
 
-#define ATTNBENCH_INSTANTIATE_PREFILL_WIDE(DT, D)                                                            \
-  template void launch_prefill_wide<DT, D, 1>(const AttentionParams&, const UnifiedLaunchPlan&, cudaStream_t); \
-  template void launch_prefill_wide<DT, D, 2>(const AttentionParams&, const UnifiedLaunchPlan&, cudaStream_t);
+// One .cu per (dtype, head size): every consumer-warpgroup count that head size allows.
+#define ATTNBENCH_INSTANTIATE_PREFILL_WIDE_WG(DT, D, WG) \
+  template void launch_prefill_wide<DT, D, WG>(const AttentionParams&, const UnifiedLaunchPlan&, cudaStream_t);
 
 }  // namespace attnbench::cuda

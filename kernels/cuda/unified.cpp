@@ -46,10 +46,16 @@ void launch_2d_d(const AttentionParams& a, const UnifiedLaunchPlan& lp, cudaStre
 template <DType DT>
 void launch_2d(const AttentionParams& a, const UnifiedLaunchPlan& lp, cudaStream_t s) {
   if (lp.wide_wgs > 0) {
-    if (a.head_size != 128 || (lp.wide_wgs != 1 && lp.wide_wgs != 2))
-      throw std::invalid_argument("cuda.unified: no wide 2D kernel for " + lp.summary);
-    return lp.wide_wgs == 2 ? cuda::launch_prefill_wide<DT, 128, 2>(a, lp, s)
-                            : cuda::launch_prefill_wide<DT, 128, 1>(a, lp, s);
+    switch (a.head_size * 10 + lp.wide_wgs) {
+      case 641: return cuda::launch_prefill_wide<DT, 64, 1>(a, lp, s);
+      case 642: return cuda::launch_prefill_wide<DT, 64, 2>(a, lp, s);
+      case 643: return cuda::launch_prefill_wide<DT, 64, 3>(a, lp, s);
+      case 1281: return cuda::launch_prefill_wide<DT, 128, 1>(a, lp, s);
+      case 1282: return cuda::launch_prefill_wide<DT, 128, 2>(a, lp, s);
+      case 2561: return cuda::launch_prefill_wide<DT, 256, 1>(a, lp, s);
+      case 2562: return cuda::launch_prefill_wide<DT, 256, 2>(a, lp, s);
+    }
+    throw std::invalid_argument("cuda.unified: no wide 2D kernel for " + lp.summary);
   }
   switch (a.head_size) {
     case 64: return launch_2d_d<DT, 64>(a, lp, s);
@@ -73,7 +79,16 @@ class CudaUnified final : public AttentionKernel {
  public:
   std::string name() const override { return "cuda.unified"; }
   Backend backend() const override { return Backend::cuda; }
-  Support supports(const AttentionProblem& p, const KnobValues&) const override { return cuda::unified_supports(p); }
+  Support supports(const AttentionProblem& p, const KnobValues& knobs) const override {
+    const Support s = cuda::unified_supports(p);
+    if (!s.ok) return s;
+    // Knobs that force the wide regime onto a geometry it cannot hold are declined with the reason.
+    if (cuda::choose_path(p) == UnifiedPath::prefill_2d && knobs.get("ATTNBENCH_SM90_PATH") == "wide") {
+      const std::string conflict = cuda::wide_knob_conflict(p, knobs);
+      if (!conflict.empty()) return Support::no(conflict);
+    }
+    return s;
+  }
 
   std::unique_ptr<AttentionPlan> plan(const AttentionProblem& p, const KnobValues& knobs) const override {
     auto plan = std::make_unique<CudaUnifiedPlan>();

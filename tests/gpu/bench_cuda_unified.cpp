@@ -111,7 +111,47 @@ int main(int argc, char** argv) {
     p.output_gate = true;
     return p;
   };
+  auto wk = [](std::map<std::string, std::string> k) {
+    k["ATTNBENCH_SM90_PATH"] = "wide";
+    return k;
+  };
+  const auto pers = wk({{"ATTNBENCH_SM90_PERSISTENT", "1"}});
   std::vector<Bench> benches = {
+      // wide v4: every head size, persistent CTAs, ring depth (filter "v4 ")
+      {"v4 d128 causal S8192 H32 B1 wg2", prob(1, 8192, 8192, 32, 32, 128), wide("2"), false},
+      {"v4 d128 causal S8192 H32 B1 wg2 persistent", prob(1, 8192, 8192, 32, 32, 128), pers, false},
+      {"v4 d128 causal S8192 H32 B1 wg2 stages2", prob(1, 8192, 8192, 32, 32, 128),
+       wk({{"ATTNBENCH_SM90_STAGES", "2"}}), false},
+      {"v4 d128 causal S8192 H32 B1 wg2 graph", prob(1, 8192, 8192, 32, 32, 128), wide("2"), true},
+      {"v4 d128 noncausal S16384 H16 B1 wg2", prob(1, 16384, 16384, 16, 16, 128, false), wide("2"), false},
+      {"v4 d128 noncausal S16384 H16 B1 wg2 persistent", prob(1, 16384, 16384, 16, 16, 128, false), pers, false},
+      {"v4 d128 gqa causal S8192 H64 KV8 wg2", prob(1, 8192, 8192, 64, 8, 128), wide("2"), false},
+      {"v4 d128 gqa causal S8192 H64 KV8 wg2 persistent", prob(1, 8192, 8192, 64, 8, 128), pers, false},
+      {"v4 d128 causal S2048 H32 KV32 B4 wg2", prob(4, 2048, 2048, 32, 32, 128), wide("2"), false},
+      {"v4 d128 causal S2048 H32 KV32 B4 wg2 persistent", prob(4, 2048, 2048, 32, 32, 128), pers, false},
+      {"v4 d64 causal S8192 H32 B2 narrow 8", prob(2, 8192, 8192, 32, 32, 64), w8, false},
+      {"v4 d64 causal S8192 H32 B2 wg2", prob(2, 8192, 8192, 32, 32, 64), wide("2"), false},
+      {"v4 d64 causal S8192 H32 B2 wg3", prob(2, 8192, 8192, 32, 32, 64), wide("3"), false},
+      {"v4 d64 causal S8192 H32 B2 wg2 persistent", prob(2, 8192, 8192, 32, 32, 64), pers, false},
+      {"v4 d64 causal S16384 H16 B1 wg2", prob(1, 16384, 16384, 16, 16, 64), wide("2"), false},
+      {"v4 d64 short h16kv16 B32 S128 narrow 8", prob(32, 128, 128, 16, 16, 64), w8, true},
+      {"v4 d64 short h16kv16 B32 S128 wg2", prob(32, 128, 128, 16, 16, 64), wide("2"), true},
+      {"v4 d64 causal S256 H16 B32 narrow 8", prob(32, 256, 256, 16, 16, 64), w8, true},
+      {"v4 d64 causal S256 H16 B32 wide", prob(32, 256, 256, 16, 16, 64), wk({}), true},
+      {"v4 d64 causal S512 H16 B16 narrow 8", prob(16, 512, 512, 16, 16, 64), w8, true},
+      {"v4 d64 causal S512 H16 B16 wide", prob(16, 512, 512, 16, 16, 64), wk({}), true},
+      {"v4 d64 causal S1024 H16 B8 narrow 8", prob(8, 1024, 1024, 16, 16, 64), w8, false},
+      {"v4 d64 causal S1024 H16 B8 wide", prob(8, 1024, 1024, 16, 16, 64), wk({}), false},
+      {"v4 d256 causal S256 H32 KV2 B16 narrow 8", prob(16, 256, 256, 32, 2, 256), w8, true},
+      {"v4 d256 causal S256 H32 KV2 B16 wide", prob(16, 256, 256, 32, 2, 256), wk({}), true},
+      {"v4 d256 causal S1024 H32 KV2 B2 narrow 8", prob(2, 1024, 1024, 32, 2, 256), w8, false},
+      {"v4 d256 causal S1024 H32 KV2 B2 wide", prob(2, 1024, 1024, 32, 2, 256), wk({}), false},
+      {"v4 d256 causal S8192 H8 B2 narrow 8", prob(2, 8192, 8192, 8, 8, 256), w8, false},
+      {"v4 d256 causal S8192 H8 B2 wg2", prob(2, 8192, 8192, 8, 8, 256), wide("2"), false},
+      {"v4 d256 causal S8192 H8 B2 wg1", prob(2, 8192, 8192, 8, 8, 256), wide("1"), false},
+      {"v4 d256 causal S8192 H8 B2 wg2 persistent", prob(2, 8192, 8192, 8, 8, 256), pers, false},
+      {"v4 d256 gqa causal S8192 H32 KV2 wg2", prob(1, 8192, 8192, 32, 2, 256), wide("2"), false},
+      {"v4 d256 gqa causal S8192 H32 KV2 wg2 gate", gated(prob(1, 8192, 8192, 32, 2, 256)), wide("2"), false},
       // wide (wgmma) vs narrow in one process: the dispatch evidence for ATTNBENCH_SM90_PATH=auto
       {"wide d128 causal S8192 H32 B1 narrow 4x32", prob(1, 8192, 8192, 32, 32, 128), w4r32, false},
       {"wide d128 causal S8192 H32 B1 wide wg2", prob(1, 8192, 8192, 32, 32, 128), wide("2"), false},

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "attnbench/reference.hpp"
+#include "cuda/heuristics.hpp"
 #include "gpu_case.hpp"
 
 namespace attnbench::gputest {
@@ -183,28 +184,47 @@ TEST_P(Prefill2D, MatchesReferenceForEveryKnob) {
   }
 }
 
-// The wide (wgmma) regime, forced by ATTNBENCH_SM90_PATH=wide, for every ATTNBENCH_SM90_FLASH_WIDE value; head
-// size 128 only (other head sizes plan the narrow kernel, checked by the host tests).
+// The wide (wgmma) regime, forced by ATTNBENCH_SM90_PATH=wide, for every head size and every value of its knobs:
+// each consumer-warpgroup count the head size allows (ATTNBENCH_SM90_FLASH_WIDE), one CTA per tile in both grid
+// orders and persistent CTAs (ATTNBENCH_SM90_PERSISTENT), and every ring depth that fits (ATTNBENCH_SM90_STAGES).
+std::vector<std::map<std::string, std::string>> wide_settings(int head_size) {
+  std::vector<std::map<std::string, std::string>> out;
+  const int max_wgs = cuda::wide_max_wgs(head_size);
+  for (int wgs = 1; wgs <= max_wgs; ++wgs) {
+    const std::string w = std::to_string(wgs);
+    out.push_back({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", w}});
+    out.push_back({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", w}, {"ATTNBENCH_SM90_PERSISTENT", "1"}});
+  }
+  out.push_back({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_Q_MAJOR_GRID", "1"}});
+  for (int st = 2; st <= cuda::kWideMaxStages; ++st) {
+    if (cuda::wide_smem_bytes(head_size, 2, st) > cuda::kWideSmemLimit) continue;
+    out.push_back({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_STAGES", std::to_string(st)},
+                   {"ATTNBENCH_SM90_PERSISTENT", st % 2 ? "1" : "0"}});
+  }
+  return out;
+}
+
+std::string knob_text(const std::map<std::string, std::string>& k) {
+  std::string t;
+  for (const auto& [name, value] : k)
+    if (name != "ATTNBENCH_SM90_PATH") t += " " + name.substr(std::string("ATTNBENCH_").size()) + "=" + value;
+  return t;
+}
+
 TEST_P(Prefill2D, WideMatchesReferenceForEveryKnob) {
   const auto [idx, dt] = GetParam();
   const Shape sh = prefill_shapes()[idx];
-  if (sh.head_size != 128) GTEST_SKIP() << "wide kernel: head size 128 only";
-  for (const char* wgs : {"1", "2"}) {
-    for (const char* qmajor : {"0", "1"}) {
-      const std::map<std::string, std::string> k = {{"ATTNBENCH_SM90_PATH", "wide"},
-                                                    {"ATTNBENCH_SM90_FLASH_WIDE", wgs},
-                                                    {"ATTNBENCH_Q_MAJOR_GRID", qmajor}};
-      DeviceCase probe(problem_of(sh, dt), k, 1);
-      ASSERT_NE(probe.plan->summary.find("wide"), std::string::npos) << probe.plan->summary;
-      ASSERT_NE(probe.plan->summary.find(sh.block_size % 64 == 0 ? "kv=tma" : "kv=cp.async"), std::string::npos)
-          << probe.plan->summary;
-      const auto o = run_and_check(sh, dt, k, 1234 + idx);
-      std::printf("  %-46s %s wide wgs=%s qmajor=%s rows=%lld max_abs=%.3g\n", sh.name.c_str(), dtype_name(dt), wgs,
-                  qmajor, static_cast<long long>(o.rows), o.max_abs);
-      EXPECT_EQ(o.nonfinite, 0) << sh.name << " wide wgs=" << wgs << ": unwritten or non-finite outputs";
-      EXPECT_EQ(o.padding_written, 0);
-      EXPECT_LE(o.max_abs, tol(dt)) << sh.name << " wide wgs=" << wgs << " qmajor=" << qmajor << ": " << o.worst;
-    }
+  for (const auto& k : wide_settings(sh.head_size)) {
+    DeviceCase probe(problem_of(sh, dt), k, 1);
+    ASSERT_NE(probe.plan->summary.find("wide"), std::string::npos) << probe.plan->summary;
+    ASSERT_NE(probe.plan->summary.find(sh.block_size % 64 == 0 ? "kv=tma" : "kv=cp.async"), std::string::npos)
+        << probe.plan->summary;
+    const auto o = run_and_check(sh, dt, k, 1234 + idx);
+    std::printf("  %-46s %s wide%s rows=%lld max_abs=%.3g\n", sh.name.c_str(), dtype_name(dt), knob_text(k).c_str(),
+                static_cast<long long>(o.rows), o.max_abs);
+    EXPECT_EQ(o.nonfinite, 0) << sh.name << " wide" << knob_text(k) << ": unwritten or non-finite outputs";
+    EXPECT_EQ(o.padding_written, 0);
+    EXPECT_LE(o.max_abs, tol(dt)) << sh.name << " wide" << knob_text(k) << ": " << o.worst;
   }
 }
 
@@ -259,7 +279,8 @@ TEST_P(GateAndStrides, MatchReferenceTimesSigmoidGate) {
       {{"ATTNBENCH_SM90_PATH", "auto"}},        {{"ATTNBENCH_3D_SPLITS", "1"}},
       {{"ATTNBENCH_3D_SPLITS", "5"}},           {{"ATTNBENCH_3D_SPLITS", "0"}},
       {{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", "1"}},
-      {{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", "2"}}};
+      {{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", "2"}},
+      {{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_PERSISTENT", "1"}}};
   for (const CaseLayout lay : {CaseLayout{true, true}, CaseLayout{false, true}, CaseLayout{true, false}}) {
     for (const auto& k : settings) {
       const auto o = run_and_check(sh, dt, k, 4321 + idx, lay);
