@@ -72,7 +72,7 @@ TEST(CompareRule, EveryVerdictFromFiles) {
   EXPECT_EQ(c.counts.at(Verdict::slow), 1);
   EXPECT_EQ(c.new_failures, 1);
   for (const auto& r : c.rows)
-    if (r.shape == "slow") EXPECT_NEAR(*r.ratio, 1.1, 1e-12);
+    if (r.shape == "slow") { EXPECT_NEAR(*r.ratio, 1.1, 1e-12); }
 }
 
 TEST(CompareRule, MatchesOnModeKernelAndNonDefaultKnobs) {
@@ -151,7 +151,7 @@ TEST(CompareCli, TableSummaryJsonAndExitCodes) {
   EXPECT_EQ(j["rows"].size(), 8u);
   EXPECT_EQ(j["summary"]["SLOW"], 1);
   for (const auto& row : j["rows"])
-    if (row["shape"] == "fast") EXPECT_NEAR(row["speedup"].get<double>(), 100.0 / 90.0, 1e-9);
+    if (row["shape"] == "fast") { EXPECT_NEAR(row["speedup"].get<double>(), 100.0 / 90.0, 1e-9); }
 
   EXPECT_EQ(run_cli("compare " + base + " " + now + " --fail-on slow").code, 1);
   EXPECT_EQ(run_cli("compare " + base + " " + now + " --fail-on mismatch").code, 1);  // the GATE row

@@ -235,7 +235,7 @@ TEST(CudaWideDispatch, EveryHeadSizeHasATileAndARing) {
     EXPECT_NE(lp.summary.find("stages=" + std::to_string(w.stages)), std::string::npos) << lp.summary;
     // Every default fits; one slot more than the default does not at d128 / d256 with 2 consumer warpgroups.
     EXPECT_LE(wide_smem_bytes(w.d, 2, w.stages), kWideSmemLimit);
-    if (w.d >= 128) EXPECT_GT(wide_smem_bytes(w.d, 2, w.stages + 1), kWideSmemLimit) << w.d;
+    if (w.d >= 128) { EXPECT_GT(wide_smem_bytes(w.d, 2, w.stages + 1), kWideSmemLimit) << w.d; }
     const auto two = make_unified_launch_plan(p, knobs({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", "2"}}), 132);
     EXPECT_EQ(two.wide_wgs, 2) << w.d;
   }

@@ -60,7 +60,7 @@ TEST(Shapes, ShippedGroupsLoadWithTheDesignShapes) {
   EXPECT_FALSE(gated[6].gated.causal);
   for (const auto& g : {"long_prefill"})
     for (const auto& c : load_group(g))
-      if (c.name == "d128_h16kv16_b1_s16384_full") EXPECT_FALSE(c.attention.causal);
+      if (c.name == "d128_h16kv16_b1_s16384_full") { EXPECT_FALSE(c.attention.causal); }
 }
 
 TEST(Shapes, DefaultsMergeAndDtypesExpand) {

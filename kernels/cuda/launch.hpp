@@ -7,6 +7,7 @@
 
 #include "attnbench/attention.hpp"
 #include "cuda/heuristics.hpp"
+#include "cuda/tensor_map.hpp"
 
 namespace attnbench::cuda {
 
@@ -16,11 +17,12 @@ template <DType DT, int D, int W, int RW>
 void launch_prefill(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaStream_t stream);
 
 // 2D prefill, wide regime (prefill_wide.cuh, prefill_wide_hdim{64,128,256}_{bf16,fp16}_sm90.cu): WG consumer
-// warpgroups of 64 query rows plus one producer warpgroup (TMA K/V when lp.wide_kv_tma, else cp.async; the tensor maps are encoded
-// on the host at launch, no allocation); head sizes 64 (WG 1-3), 128 and 256 (WG 1-2). Applies the output gate when
-// p.gate is non-null.
+// warpgroups of 64 query rows plus one producer warpgroup (TMA K/V through `maps`, encoded by the caller, when
+// lp.wide_kv_tma; else a cp.async gather and `maps` unused); head sizes 64 (WG 1-3), 128 and 256 (WG 1-2). Applies
+// the output gate when p.gate is non-null.
 template <DType DT, int D, int WG>
-void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaStream_t stream);
+void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, const KvTensorMaps* maps,
+                         cudaStream_t stream);
 
 // 3D split-KV decode (p.workspace: lp.workspace_bytes); with lp.splits > 1 the last split CTA of each
 // (sequence, kv head, row tile) merges the splits. Applies the output gate when p.gate is non-null.

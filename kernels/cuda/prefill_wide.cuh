@@ -9,9 +9,7 @@
 // walking the same order in a snake, the rings and turn-taking running on across its tiles.
 // Layouts and the register facts used here: /work/shared/HOPPER-ATTENTION.md sections 1-6.
 #pragma once
-#include <cuda.h>
 #include <cuda_runtime.h>
-#include <cudaTypedefs.h>
 
 #include <cstring>
 #include <stdexcept>
@@ -24,6 +22,7 @@
 #include "cuda/mbarrier.cuh"
 #include "cuda/mma_sm80.cuh"
 #include "cuda/runtime.hpp"
+#include "cuda/tensor_map.hpp"
 #include "cuda/warp_tile.cuh"
 #include "cuda/wgmma.cuh"
 
@@ -548,54 +547,16 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
 
 }  // namespace dev
 
-namespace detail {
-// cuTensorMapEncodeTiled through the runtime's driver entry point (no libcuda link); null when unavailable.
-inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      f = nullptr;
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  return fn;
-}
-
-// The paged cache [num_blocks][block_size][kv_heads][head_size] (element strides from p) as a 4D map, innermost
-// first {d, kv head, token in page, page}, box {64, 1, 64, 1}, 128-byte swizzle: one box = one 8 KB d-slab of 64
-// tokens of one kv head, the [d/64][token][64] smem layout. The page count is not known here: the map's page
-// extent is INT32_MAX (coordinates come from the block table; no page is out of bounds). Host only, no allocation.
-inline CUtensorMap encode_kv_map(const void* base, DType dt, const AttentionParams& p) {
-  CUtensorMap m;
-  std::memset(&m, 0, sizeof(m));
-  const PFN_cuTensorMapEncodeTiled_v12000 enc = tensor_map_encoder();
-  if (enc == nullptr) throw std::runtime_error("cuda.unified wide: cuTensorMapEncodeTiled unavailable");
-  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.head_size), static_cast<cuuint64_t>(p.kv_heads),
-                              static_cast<cuuint64_t>(p.block_size), 0x7fffffffull};
-  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(p.kv_stride_head) * 2,
-                                 static_cast<cuuint64_t>(p.kv_stride_token) * 2,
-                                 static_cast<cuuint64_t>(p.kv_stride_block) * 2};
-  const cuuint32_t box[4] = {64, 1, 64, 1};
-  const cuuint32_t estr[4] = {1, 1, 1, 1};
-  const CUresult r = enc(&m, dt == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
-                         const_cast<void*>(base), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    throw std::runtime_error("cuda.unified wide: cuTensorMapEncodeTiled failed (CUresult " + std::to_string(r) + ")");
-  return m;
-}
-}  // namespace detail
-
 template <DType DT, int D, int WG>
-void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaStream_t stream) {
+void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, const KvTensorMaps* maps,
+                         cudaStream_t stream) {
   if (lp.wide_stages < 2 || lp.wide_stages > kWideMaxStages)
     throw std::invalid_argument("cuda.unified wide: " + std::to_string(lp.wide_stages) + " ring slots (2.." +
                                 std::to_string(kWideMaxStages) + ")");
   const int smem = wide_smem_bytes(D, WG, lp.wide_stages);
   if (smem > kWideSmemLimit)
     throw std::invalid_argument("cuda.unified wide: " + std::to_string(smem) + " bytes of shared memory");
+  if (lp.wide_kv_tma && maps == nullptr) throw std::invalid_argument("cuda.unified wide: TMA plan without tensor maps");
   const dim3 grid(lp.grid_x, lp.grid_y, lp.grid_z);
   const WideLaunch w{lp.wide_stages, lp.q_major ? 1 : 0, lp.persistent ? 1 : 0, p.num_seqs, lp.work_tiles};
   auto go = [&](auto tma) {
@@ -606,15 +567,10 @@ void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, 
       return true;
     }();
     (void)configured;
-    CUtensorMap tmk, tmv;
-    if constexpr (kTma) {
-      tmk = detail::encode_kv_map(p.k_cache, DT, p);
-      tmv = detail::encode_kv_map(p.v_cache, DT, p);
-    } else {
-      std::memset(&tmk, 0, sizeof(tmk));
-      std::memset(&tmv, 0, sizeof(tmv));
-    }
-    kernel<<<grid, WideTile<D, WG, kTma>::kThreads, smem, stream>>>(p, w, tmk, tmv);
+    KvTensorMaps none;
+    if constexpr (!kTma) std::memset(&none, 0, sizeof(none));
+    const KvTensorMaps& m = kTma ? *maps : none;
+    kernel<<<grid, WideTile<D, WG, kTma>::kThreads, smem, stream>>>(p, w, m.k, m.v);
   };
   if (lp.wide_kv_tma) go(std::true_type{});
   else go(std::false_type{});
@@ -623,6 +579,7 @@ void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, 
 
 // One .cu per (dtype, head size): every consumer-warpgroup count that head size allows.
 #define ATTNBENCH_INSTANTIATE_PREFILL_WIDE_WG(DT, D, WG) \
-  template void launch_prefill_wide<DT, D, WG>(const AttentionParams&, const UnifiedLaunchPlan&, cudaStream_t);
+  template void launch_prefill_wide<DT, D, WG>(const AttentionParams&, const UnifiedLaunchPlan&, \
+                                               const KvTensorMaps*, cudaStream_t);
 
 }  // namespace attnbench::cuda

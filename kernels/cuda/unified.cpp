@@ -3,18 +3,46 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
+#include <tuple>
 
 #include "attnbench/backends.hpp"
 #include "cuda/heuristics.hpp"
 #include "cuda/launch.hpp"
 #include "cuda/runtime.hpp"
+#include "cuda/tensor_map.hpp"
 
 namespace attnbench {
 namespace {
 
 using cuda::UnifiedLaunchPlan;
 using cuda::UnifiedPath;
+
+// The wide kernel's TMA maps describe the K/V pointers and layout of a call: encoded the first time a plan runs on
+// them and reused while they stay the same (the usual case: one set of buffers per plan), so the host encode is
+// not on every call's path.
+class KvMapCache {
+ public:
+  cuda::KvTensorMaps get(const AttentionParams& a) const {
+    const Key key{a.k_cache, a.v_cache, a.kv_stride_head, a.kv_stride_token, a.kv_stride_block, a.kv_heads,
+                  a.block_size};
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!valid_ || key != key_) {
+      maps_ = cuda::encode_kv_maps(a);
+      key_ = key;
+      valid_ = true;
+    }
+    return maps_;
+  }
+
+ private:
+  using Key = std::tuple<const void*, const void*, int64_t, int64_t, int64_t, int, int>;
+  mutable std::mutex mu_;
+  mutable bool valid_ = false;
+  mutable Key key_;
+  mutable cuda::KvTensorMaps maps_;
+};
 
 struct CudaUnifiedPlan : AttentionPlan {
   UnifiedLaunchPlan launch;
@@ -25,6 +53,7 @@ struct CudaUnifiedPlan : AttentionPlan {
   // time this plan runs on a workspace pointer; the kernel leaves them zero after every call.
   std::size_t counter_offset = 0, counter_bytes = 0;
   mutable std::atomic<const void*> counters_zeroed_for{nullptr};
+  KvMapCache kv_maps;  // 2D wide with TMA K/V
 };
 
 int sm_count() {
@@ -44,16 +73,20 @@ void launch_2d_d(const AttentionParams& a, const UnifiedLaunchPlan& lp, cudaStre
 }
 
 template <DType DT>
-void launch_2d(const AttentionParams& a, const UnifiedLaunchPlan& lp, cudaStream_t s) {
+void launch_2d(const AttentionParams& a, const CudaUnifiedPlan& plan, cudaStream_t s) {
+  const UnifiedLaunchPlan& lp = plan.launch;
   if (lp.wide_wgs > 0) {
+    cuda::KvTensorMaps maps;
+    if (lp.wide_kv_tma) maps = plan.kv_maps.get(a);
+    const cuda::KvTensorMaps* m = lp.wide_kv_tma ? &maps : nullptr;
     switch (a.head_size * 10 + lp.wide_wgs) {
-      case 641: return cuda::launch_prefill_wide<DT, 64, 1>(a, lp, s);
-      case 642: return cuda::launch_prefill_wide<DT, 64, 2>(a, lp, s);
-      case 643: return cuda::launch_prefill_wide<DT, 64, 3>(a, lp, s);
-      case 1281: return cuda::launch_prefill_wide<DT, 128, 1>(a, lp, s);
-      case 1282: return cuda::launch_prefill_wide<DT, 128, 2>(a, lp, s);
-      case 2561: return cuda::launch_prefill_wide<DT, 256, 1>(a, lp, s);
-      case 2562: return cuda::launch_prefill_wide<DT, 256, 2>(a, lp, s);
+      case 641: return cuda::launch_prefill_wide<DT, 64, 1>(a, lp, m, s);
+      case 642: return cuda::launch_prefill_wide<DT, 64, 2>(a, lp, m, s);
+      case 643: return cuda::launch_prefill_wide<DT, 64, 3>(a, lp, m, s);
+      case 1281: return cuda::launch_prefill_wide<DT, 128, 1>(a, lp, m, s);
+      case 1282: return cuda::launch_prefill_wide<DT, 128, 2>(a, lp, m, s);
+      case 2561: return cuda::launch_prefill_wide<DT, 256, 1>(a, lp, m, s);
+      case 2562: return cuda::launch_prefill_wide<DT, 256, 2>(a, lp, m, s);
     }
     throw std::invalid_argument("cuda.unified: no wide 2D kernel for " + lp.summary);
   }
@@ -135,7 +168,7 @@ class CudaUnified final : public AttentionKernel {
       if (cs == cudaStreamCaptureStatusNone) cp->counters_zeroed_for.store(a.workspace);
     }
     if (lp.path == UnifiedPath::prefill_2d) {
-      a.dtype == DType::bf16 ? launch_2d<DType::bf16>(a, lp, s) : launch_2d<DType::f16>(a, lp, s);
+      a.dtype == DType::bf16 ? launch_2d<DType::bf16>(a, *cp, s) : launch_2d<DType::f16>(a, *cp, s);
     } else {
       a.dtype == DType::bf16 ? launch_3d<DType::bf16>(a, lp, s) : launch_3d<DType::f16>(a, lp, s);
     }

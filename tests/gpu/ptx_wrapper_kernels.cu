@@ -6,7 +6,6 @@
 
 #include <cuda.h>
 #include <cuda_runtime.h>
-#include <cudaTypedefs.h>
 
 #include <cstring>
 #include <stdexcept>
@@ -16,6 +15,7 @@
 #include "cuda/mbarrier.cuh"
 #include "cuda/mma_sm80.cuh"  // smem_u32, cp_async_16 / commit / wait
 #include "cuda/runtime.hpp"
+#include "cuda/tensor_map.hpp"
 #include "cuda/wgmma.cuh"
 
 namespace attnbench::gputest {
@@ -444,28 +444,10 @@ std::vector<uint16_t> run_tma_load_box(DType dt, const std::vector<uint16_t>& ca
   check_size(cache, static_cast<std::size_t>(blocks) * kBlockSize * kv_heads * head_size, "tma cache");
   DeviceBuffer dcache = upload(cache.data(), cache.size() * 2);
   DeviceBuffer out = poisoned<uint16_t>(64 * 64);
-  // The map prefill_wide.cuh's detail::encode_kv_map builds (not called: that header is being reworked), for a
-  // dense [blocks][64][kv_heads][head_size] cache: innermost first {d, kv head, token in block, block}, byte
-  // strides, box {64, 1, 64, 1}, SWIZZLE_128B.
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-  ATTNBENCH_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
-  if (q != cudaDriverEntryPointSuccess || fn == nullptr) throw std::runtime_error("cuTensorMapEncodeTiled unavailable");
-  const auto encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  CUtensorMap map;
-  std::memset(&map, 0, sizeof(map));
-  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(head_size), static_cast<cuuint64_t>(kv_heads), kBlockSize,
-                              static_cast<cuuint64_t>(blocks)};
-  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(head_size) * 2,
-                                 static_cast<cuuint64_t>(kv_heads) * head_size * 2,
-                                 static_cast<cuuint64_t>(kBlockSize) * kv_heads * head_size * 2};
-  const cuuint32_t box[4] = {64, 1, 64, 1};
-  const cuuint32_t estr[4] = {1, 1, 1, 1};
-  const CUresult r = encode(&map, dt == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-                            4, dcache.data(), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) throw std::runtime_error("cuTensorMapEncodeTiled failed (CUresult " + std::to_string(r) + ")");
+  // The wide kernel's map (cuda/tensor_map.hpp) over a dense [blocks][64][kv_heads][head_size] cache.
+  const CUtensorMap map = cuda::encode_paged_kv_map(dcache.data(), dt, head_size, kv_heads, kBlockSize, head_size,
+                                              static_cast<int64_t>(kv_heads) * head_size,
+                                              static_cast<int64_t>(kBlockSize) * kv_heads * head_size, blocks);
   const int smem = 64 * 64 * 2 + 1024;
   tma_box_kernel<<<1, 128, smem>>>(map, d0, head, block, static_cast<uint16_t*>(out.data()));
   finish();
