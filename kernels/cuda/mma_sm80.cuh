@@ -70,6 +70,17 @@ template <DType DT> __device__ __forceinline__ uint32_t pack2(float lo, float hi
   }
 }
 
+// One 32-bit register of two 16-bit values -> two fp32 (x = the low half): the inverse of pack2.
+template <DType DT> __device__ __forceinline__ float2 unpack2(uint32_t v2) {
+  if constexpr (DT == DType::bf16) {
+    const __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(&v2);
+    return make_float2(__low2float(v), __high2float(v));
+  } else {
+    const __half2 v = *reinterpret_cast<const __half2*>(&v2);
+    return make_float2(__low2float(v), __high2float(v));
+  }
+}
+
 // ex2.approx.ftz.f32: 2^x (the softmax works in base 2 with scale * log2(e) folded into one FFMA).
 __device__ __forceinline__ float exp2_approx(float x) {
   float y;

@@ -11,6 +11,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -44,9 +45,7 @@ struct WideTile {
   // Register budgets per role (setmaxnreg, WG >= 2): the producer keeps 40 (TMA: one thread issues boxes) or 56
   // (the cp.async gather's address math); the consumers share the rest of the 64K-register file.
   static constexpr int kProducerRegs = WG == 3 ? 32 : 56;
-  static constexpr int kConsumerRegs = ((65536 - 128 * kProducerRegs) / (128 * WG) / 8 * 8) > 240
-                                           ? 240
-                                           : (65536 - 128 * kProducerRegs) / (128 * WG) / 8 * 8;
+  static constexpr int kConsumerRegs = std::min(240, (65536 - 128 * kProducerRegs) / (128 * WG) / 8 * 8);
 };
 
 // Launch parameters beside AttentionParams: ring depth and the work walk.
@@ -66,35 +65,6 @@ __device__ __forceinline__ uint32_t wide_swz(int row, int ch) {
   return static_cast<uint32_t>((ch >> 3) * (ROWS * 128) + row * 128 + (((ch & 7) ^ (row & 7)) << 4));
 }
 
-// Base-2 online softmax of one score tile (masked with -inf) without touching O: updates the running max m (raw
-// score units) and thread-partial sums l, turns s into probabilities, returns the O rescale factors alpha.
-template <int NT8>
-__device__ __forceinline__ void softmax_tile(float (&s)[NT8][4], float (&m)[2], float (&l)[2], float (&alpha)[2],
-                                             float c) {
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float mx = m[r];
-#pragma unroll
-    for (int n = 0; n < NT8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
-    mx = quad_max(mx);
-    const float m_use = mx == -INFINITY ? 0.f : mx;  // a row with nothing visible yet stays at p = 0
-    alpha[r] = exp2_approx((m[r] - m_use) * c);
-    m[r] = mx;
-    const float ms = m_use * c;
-    float sum = 0.f;
-#pragma unroll
-    for (int n = 0; n < NT8; ++n) {
-#pragma unroll
-      for (int e = 2 * r; e < 2 * r + 2; ++e) {
-        const float pr = exp2_approx(fmaf(s[n][e], c, -ms));
-        s[n][e] = pr;
-        sum += pr;
-      }
-    }
-    l[r] = l[r] * alpha[r] + sum;
-  }
-}
-
 // st.shared.u32 / ld.shared.v4.u32 at a shared-memory address.
 __device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
@@ -106,18 +76,36 @@ __device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
 }
 // Two 16-bit outputs times sigmoid of two 16-bit gate values, fp32 math, rounded once more to 16 bit.
 template <DType DT> __device__ __forceinline__ uint32_t gate_pair(uint32_t o2, uint32_t g2) {
-  const float2 sg = sigmoid2<DT>(g2);
-  float lo, hi;
-  if constexpr (DT == DType::bf16) {
-    const __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(&o2);
-    lo = __low2float(v);
-    hi = __high2float(v);
-  } else {
-    const __half2 v = *reinterpret_cast<const __half2*>(&o2);
-    lo = __low2float(v);
-    hi = __high2float(v);
+  const float2 sg = sigmoid2<DT>(g2), o = unpack2<DT>(o2);
+  return pack2<DT>(o.x * sg.x, o.y * sg.y);
+}
+
+// K and V rows [t BN, t BN + BN) of one kv head (element offset head_off) into the swizzled tiles at sk / sv with
+// 16-byte cp.async through the block table, by THREADS threads (this one: tid), zero-filling tokens >= kv_len;
+// the caller commits and waits. The one-warp tail gather of the TMA producer stays rolled (its register budget).
+template <int D, int BN, int THREADS>
+__device__ __forceinline__ void gather_kv_tile(const AttentionParams& p, const int32_t* table_row, int64_t head_off,
+                                               int kv_len, int t, uint32_t sk, uint32_t sv, int tid) {
+  constexpr int kCpr = D / 8;  // 16-byte chunks per row
+  constexpr int kUnroll = THREADS >= 128 ? 4 : 1;
+  const char* kc = static_cast<const char*>(p.k_cache);
+  const char* vc = static_cast<const char*>(p.v_cache);
+#pragma unroll kUnroll
+  for (int i = 0; i < BN * kCpr / THREADS; ++i) {
+    const int cidx = tid + THREADS * i;
+    const int row = cidx / kCpr, ch = cidx % kCpr;
+    const int tok = t * BN + row;
+    const bool valid = tok < kv_len;
+    int64_t off = 0;
+    if (valid) {
+      const int blk = tok / p.block_size;
+      off = static_cast<int64_t>(__ldg(table_row + blk)) * p.kv_stride_block +
+            static_cast<int64_t>(tok - blk * p.block_size) * p.kv_stride_token + head_off + ch * 8;
+    }
+    const uint32_t dst = wide_swz<BN>(row, ch);
+    cp_async_16(sk + dst, kc + 2 * off, valid);
+    cp_async_16(sv + dst, vc + 2 * off, valid);
   }
-  return pack2<DT>(lo * sg.x, hi * sg.y);
 }
 
 // One unit of work: q-tile `rank` counted from the sequence's end (rank 0 = the last, heaviest q-tile under
@@ -214,8 +202,6 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
   }
   __syncthreads();
   const int32_t* block_table = p.block_table;
-  const T* kc = static_cast<const T*>(p.k_cache);
-  const T* vc = static_cast<const T*>(p.v_cache);
 
   if (threadIdx.x < 128) {  // ---- producer warpgroup
     if constexpr (WG >= 2) setmaxnreg_dec<Tile::kProducerRegs>();
@@ -253,22 +239,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
               if (lane == 0) issue(&tmk, &full_k[r.slot], k_slot(r.slot), t);
             } else {  // the tail tile: K and V together, zero-filled past kv_len
               mbar_wait(&empty_v[r.slot], r.phase ^ 1);
-#pragma unroll 1
-              for (int i = 0; i < BN * (D / 8) / 32; ++i) {
-                const int cidx = lane + 32 * i;
-                const int row = cidx / (D / 8), ch = cidx % (D / 8);
-                const int tok = t * BN + row;
-                const bool valid = tok < g.kv_len;
-                int64_t off = 0;
-                if (valid) {
-                  const int blk = tok / p.block_size;
-                  off = static_cast<int64_t>(__ldg(table_row + blk)) * p.kv_stride_block +
-                        static_cast<int64_t>(tok - blk * p.block_size) * p.kv_stride_token + head_off + ch * 8;
-                }
-                const uint32_t dst = wide_swz<BN>(row, ch);
-                cp_async_16(k_slot(r.slot) + dst, kc + off, valid);
-                cp_async_16(v_slot(r.slot) + dst, vc + off, valid);
-              }
+              gather_kv_tile<D, BN, 32>(p, table_row, head_off, g.kv_len, t, k_slot(r.slot), v_slot(r.slot), lane);
               cp_async_commit();
               cp_async_wait<0>();
               fence_proxy_async_smem();
@@ -290,8 +261,6 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
         // round after its K is consumed, so publishing t-1 only after claiming slot t needs 3 slots: with 2 the
         // producer would wait for the release of V(t-2), which needs full K(t-1), which it has not published.
         const int lag = S >= 3 ? 1 : 0;
-        constexpr int kCpr = D / 8;
-        const int ch = threadIdx.x % kCpr;
         auto publish = [&](int t) {
           fence_proxy_async_smem();
           const RingPos q = ring_pos(it + t, S);
@@ -302,21 +271,8 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
           const RingPos r = ring_pos(it + t, S);
           mbar_wait(&empty_k[r.slot], r.phase ^ 1);
           mbar_wait(&empty_v[r.slot], r.phase ^ 1);
-#pragma unroll 4
-          for (int i = 0; i < BN / (128 / kCpr); ++i) {
-            const int row = threadIdx.x / kCpr + i * (128 / kCpr);
-            const int tok = t * BN + row;
-            const bool valid = tok < g.kv_len;
-            int64_t off = 0;
-            if (valid) {
-              const int blk = tok / p.block_size;
-              off = static_cast<int64_t>(__ldg(table_row + blk)) * p.kv_stride_block +
-                    static_cast<int64_t>(tok - blk * p.block_size) * p.kv_stride_token + head_off + ch * 8;
-            }
-            const uint32_t dst = wide_swz<BN>(row, ch);
-            cp_async_16(k_slot(r.slot) + dst, kc + off, valid);
-            cp_async_16(v_slot(r.slot) + dst, vc + off, valid);
-          }
+          gather_kv_tile<D, BN, 128>(p, table_row, head_off, g.kv_len, t, k_slot(r.slot), v_slot(r.slot),
+                                     threadIdx.x);
           cp_async_commit();
           if (lag == 0) {
             cp_async_wait<0>();
@@ -456,7 +412,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
         }
       }
       float alpha[2];
-      softmax_tile<BN / 8>(s, m, l, alpha, c);
+      softmax_tile<BN / 8>(s, m, l, c, [&](int r, float a) { alpha[r] = a; });
       if constexpr (!kFirst) {
         wgmma_wait<0>();
         fence_regs(o);

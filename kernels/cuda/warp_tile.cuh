@@ -41,12 +41,13 @@ __device__ __forceinline__ void qk_tile(float (&s)[NT8][4], const uint32_t (&qf)
   }
 }
 
-// Online softmax over one tile of scores (already masked with -inf): updates the running max m (raw score
-// units), the thread-partial row sums l, rescales the output accumulator, and turns s into probabilities.
+// Base-2 online softmax of one score tile (masked with -inf): updates the running max m (raw score units) and the
+// thread-partial row sums l, turns s into probabilities, and hands each row's O rescale factor to
+// rescale(r, alpha) as soon as it is known (so a caller rescaling O keeps one row's factor live at a time).
 // c = softmax scale * log2(e).
-template <int NT8, int NO8>
-__device__ __forceinline__ void online_softmax(float (&s)[NT8][4], float (&m)[2], float (&l)[2], float (&o)[NO8][4],
-                                               float c) {
+template <int NT8, typename Rescale>
+__device__ __forceinline__ void softmax_tile(float (&s)[NT8][4], float (&m)[2], float (&l)[2], float c,
+                                             Rescale&& rescale) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float mx = m[r];
@@ -62,18 +63,27 @@ __device__ __forceinline__ void online_softmax(float (&s)[NT8][4], float (&m)[2]
     for (int n = 0; n < NT8; ++n) {
 #pragma unroll
       for (int e = 2 * r; e < 2 * r + 2; ++e) {
-        const float p = exp2_approx(fmaf(s[n][e], c, -ms));
-        s[n][e] = p;
-        sum += p;
+        const float pr = exp2_approx(fmaf(s[n][e], c, -ms));
+        s[n][e] = pr;
+        sum += pr;
       }
     }
     l[r] = l[r] * alpha + sum;
+    rescale(r, alpha);
+  }
+}
+
+// Online softmax over one tile of scores that also rescales the output accumulator rows.
+template <int NT8, int NO8>
+__device__ __forceinline__ void online_softmax(float (&s)[NT8][4], float (&m)[2], float (&l)[2], float (&o)[NO8][4],
+                                               float c) {
+  softmax_tile<NT8>(s, m, l, c, [&](int r, float alpha) {
 #pragma unroll
     for (int d = 0; d < NO8; ++d) {
       o[d][2 * r] *= alpha;
       o[d][2 * r + 1] *= alpha;
     }
-  }
+  });
 }
 
 // o (16 x D) += P (16 x 8*NT8, from the score registers: the accumulator layout of two n8 tiles is the A layout of
@@ -155,17 +165,8 @@ __device__ __forceinline__ void pv_tile_mt(float (&o)[MT][D / 8][4], const float
 
 // Output gate: 1 / (1 + 2^(-g log2 e)) in fp32 (sigmoid), for two adjacent 16-bit gate values packed in `g2`.
 template <DType DT> __device__ __forceinline__ float2 sigmoid2(uint32_t g2) {
-  float lo, hi;
-  if constexpr (DT == DType::bf16) {
-    const __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(&g2);
-    lo = __low2float(v);
-    hi = __high2float(v);
-  } else {
-    const __half2 v = *reinterpret_cast<const __half2*>(&g2);
-    lo = __low2float(v);
-    hi = __high2float(v);
-  }
-  return make_float2(1.f / (1.f + __expf(-lo)), 1.f / (1.f + __expf(-hi)));
+  const float2 g = unpack2<DT>(g2);
+  return make_float2(1.f / (1.f + __expf(-g.x)), 1.f / (1.f + __expf(-g.y)));
 }
 
 }  // namespace attnbench::cuda::dev
