@@ -218,11 +218,12 @@ TEST(CudaWideDispatch, KnobForcesEachRegime) {
 }
 
 TEST(CudaWideDispatch, EveryHeadSizeHasATileAndARing) {
-  const auto wide = knobs({{"ATTNBENCH_SM90_PATH", "wide"}});
+  const auto wide = knobs({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_PERSISTENT", "0"}});
+  const auto wide_persistent = knobs({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_PERSISTENT", "1"}});
   struct Want {
-    int d, block_n, max_wgs, stages;
+    int d, block_n, max_wgs, stages, persistent_stages, persistent_q_bufs;
   };
-  for (const Want w : {Want{64, 128, 3, 4}, Want{128, 128, 2, 3}, Want{256, 64, 2, 2}}) {
+  for (const Want w : {Want{64, 128, 3, 4, 4, 2}, Want{128, 128, 2, 3, 2, 2}, Want{256, 64, 2, 2, 2, 1}}) {
     const auto p = uniform(1, 4096, 4096, 16, 16, w.d);
     EXPECT_TRUE(wide_supports(p));
     EXPECT_TRUE(choose_wide(p, wide));
@@ -231,11 +232,17 @@ TEST(CudaWideDispatch, EveryHeadSizeHasATileAndARing) {
     EXPECT_EQ(lp.block_m, 64 * w.max_wgs) << w.d;
     EXPECT_EQ(lp.block_n, w.block_n) << w.d;
     EXPECT_EQ(lp.wide_stages, w.stages) << w.d;
+    EXPECT_EQ(lp.wide_q_bufs, 1) << w.d;
     EXPECT_EQ(wide_max_wgs(w.d), w.max_wgs);
     EXPECT_NE(lp.summary.find("stages=" + std::to_string(w.stages)), std::string::npos) << lp.summary;
     // Every default fits; one slot more than the default does not at d128 / d256 with 2 consumer warpgroups.
     EXPECT_LE(wide_smem_bytes(w.d, 2, w.stages), kWideSmemLimit);
     if (w.d >= 128) { EXPECT_GT(wide_smem_bytes(w.d, 2, w.stages + 1), kWideSmemLimit) << w.d; }
+    // Persistent CTAs keep room for the next unit's Q where a 2-slot ring allows it.
+    const auto pl = make_unified_launch_plan(p, wide_persistent, 132);
+    EXPECT_EQ(pl.wide_stages, w.persistent_stages) << w.d;
+    EXPECT_EQ(pl.wide_q_bufs, w.persistent_q_bufs) << w.d;
+    EXPECT_LE(wide_smem_bytes(w.d, pl.wide_wgs, pl.wide_stages, pl.wide_q_bufs), kWideSmemLimit) << w.d;
     const auto two = make_unified_launch_plan(p, knobs({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", "2"}}), 132);
     EXPECT_EQ(two.wide_wgs, 2) << w.d;
   }
@@ -268,6 +275,9 @@ TEST(CudaWideDispatch, PersistentCtasWalkEveryTileOnceHeaviestFirst) {
   EXPECT_TRUE(make_unified_launch_plan(p, knobs({{"ATTNBENCH_SM90_PATH", "wide"}}), 132).persistent);
   EXPECT_TRUE(wide_persistent(uniform(2, 4096, 4096, 32, 32, 128), knobs()));
   EXPECT_FALSE(wide_persistent(uniform(4, 2048, 2048, 32, 32, 128), knobs()));
+  EXPECT_FALSE(wide_persistent(uniform(8, 1024, 1024, 32, 8, 128), knobs()));
+  EXPECT_TRUE(wide_persistent(uniform(4, 768, 768, 32, 8, 128), knobs()));  // short: Q loaded ahead pays
+  EXPECT_TRUE(wide_persistent(uniform(16, 256, 256, 32, 8, 128), knobs()));
   auto ragged = uniform(2, 8192, 8192, 32, 8, 128);
   ragged.q_lens = {8192, 300};
   ragged.kv_lens = {8192, 300};
@@ -282,6 +292,31 @@ TEST(CudaWideDispatch, PersistentCtasWalkEveryTileOnceHeaviestFirst) {
   EXPECT_EQ(wide_persistent_ctas(10, 132), 10);  // never more CTAs than tiles
   EXPECT_EQ(wide_persistent_ctas(0, 132), 1);
   EXPECT_EQ(wide_persistent_ctas(1000, 0), kDefaultSmCount);
+}
+
+TEST(CudaWideDispatch, PersistentCtasLoadTheNextQAheadWhereASecondTileFits) {
+  // Two Q tiles where they fit beside the ring, and only for persistent CTAs (one unit per CTA has no next Q).
+  EXPECT_EQ(wide_q_bufs(128, 2, 2, true), 2);   // 64 KB of Q + 128 KB of ring
+  EXPECT_EQ(wide_q_bufs(128, 2, 3, true), 1);   // 64 KB + 192 KB does not fit
+  EXPECT_EQ(wide_q_bufs(128, 2, 2, false), 1);
+  EXPECT_EQ(wide_q_bufs(64, 3, 4, true), 2);    // 48 KB + 128 KB
+  EXPECT_EQ(wide_q_bufs(256, 2, 2, true), 1);   // 128 KB + 128 KB does not fit
+  EXPECT_EQ(wide_q_bufs(256, 1, 2, true), 2);
+  for (int d : {64, 128, 256})
+    for (int wgs = 1; wgs <= wide_max_wgs(d); ++wgs)
+      for (int st = 2; st <= kWideMaxStages; ++st)
+        if (wide_q_bufs(d, wgs, st, true) == 2) { EXPECT_LE(wide_smem_bytes(d, wgs, st, 2), kWideSmemLimit); }
+  const auto p = uniform(1, 8192, 8192, 32, 32, 128);
+  const auto ahead = make_unified_launch_plan(
+      p, knobs({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_PERSISTENT", "1"}, {"ATTNBENCH_SM90_STAGES", "2"}}),
+      132);
+  EXPECT_EQ(ahead.wide_q_bufs, 2);
+  EXPECT_NE(ahead.summary.find("q-ahead"), std::string::npos) << ahead.summary;
+  const auto one = make_unified_launch_plan(
+      p, knobs({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_PERSISTENT", "0"}, {"ATTNBENCH_SM90_STAGES", "2"}}),
+      132);
+  EXPECT_EQ(one.wide_q_bufs, 1);
+  EXPECT_EQ(one.summary.find("q-ahead"), std::string::npos) << one.summary;
 }
 
 TEST(CudaWideDispatch, DecodeStays3D) {

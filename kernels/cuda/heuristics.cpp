@@ -69,14 +69,14 @@ int wide_wgs(const AttentionProblem& p, const KnobValues& knobs) {
 
 int wide_stages(const AttentionProblem& p, int wgs, const KnobValues& knobs) {
   const int forced = knobs.get_int("ATTNBENCH_SM90_STAGES");
-  return forced != 0 ? forced : wide_default_stages(p.head_size, wgs);
+  return forced != 0 ? forced : wide_default_stages(p.head_size, wgs, wide_persistent(p, knobs));
 }
 
 bool wide_persistent(const AttentionProblem& p, const KnobValues& knobs) {
   const std::string& v = knobs.get("ATTNBENCH_SM90_PERSISTENT");
   if (v != "auto") return v == "1";
   const bool equal = std::all_of(p.q_lens.begin(), p.q_lens.end(), [&](int q) { return q == p.q_lens.front(); });
-  return equal && p.max_seqlen_q() >= 4096;
+  return equal && (p.max_seqlen_q() >= 4096 || p.max_seqlen_q() <= 768);
 }
 
 int wide_persistent_ctas(int64_t work_tiles, int num_sms) {
@@ -147,6 +147,7 @@ UnifiedLaunchPlan make_unified_launch_plan(const AttentionProblem& p, const Knob
     lp.m_tiles = (p.max_seqlen_q() + lp.block_m - 1) / lp.block_m;
     lp.persistent = wide_persistent(p, knobs);
     lp.work_tiles = static_cast<int64_t>(lp.m_tiles) * p.num_seqs() * p.heads;
+    lp.wide_q_bufs = wide_q_bufs(p.head_size, lp.wide_wgs, lp.wide_stages, lp.persistent);
     if (lp.persistent) {
       lp.grid_x = wide_persistent_ctas(lp.work_tiles, num_sms);
       lp.grid_y = lp.grid_z = 1;
@@ -158,7 +159,8 @@ UnifiedLaunchPlan make_unified_launch_plan(const AttentionProblem& p, const Knob
     lp.summary = "2d wide wgmma consumer-wgs=" + std::to_string(lp.wide_wgs) + " tile=" +
                  std::to_string(lp.block_m) + "x" + std::to_string(lp.block_n) +
                  (lp.wide_kv_tma ? " kv=tma" : " kv=cp.async") + " stages=" + std::to_string(lp.wide_stages) +
-                 (lp.persistent ? " persistent ctas=" + std::to_string(lp.grid_x)
+                 (lp.persistent ? " persistent ctas=" + std::to_string(lp.grid_x) +
+                                      (lp.wide_q_bufs == 2 ? " q-ahead" : "")
                                 : std::string(lp.q_major ? " q-major" : " head-major"));
   } else if (lp.path == UnifiedPath::prefill_2d) {
     const std::string& wv = knobs.get("ATTNBENCH_SM90_NARROW_WARPS");

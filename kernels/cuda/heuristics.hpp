@@ -34,20 +34,32 @@ constexpr int wide_block_n(int head_size) {
 }
 // Consumer warpgroups that fit the register file (setmaxnreg budgets, prefill_wide.cuh): 3 only at d64; the
 // default (ATTNBENCH_SM90_FLASH_WIDE=0) is the most that fit, the fastest measured (kernels/NOTES.md, wide v4).
-constexpr int wide_max_wgs(int head_size) { return head_size == 64 ? 3 : 2; }
+constexpr int kWideMaxWgs = 3;
+constexpr int wide_max_wgs(int head_size) { return head_size == 64 ? kWideMaxWgs : 2; }
 constexpr int wide_default_wgs(int head_size) { return wide_max_wgs(head_size); }
 constexpr int kWideMaxStages = 4;
 constexpr int kWideSmemLimit = 227 * 1024;  // dynamic shared memory per CTA on sm_90
-// Q (64 rows x d per consumer warpgroup) + K and V rings + 4 mbarriers per slot (FULL_K, FULL_V, EMPTY_K, EMPTY_V)
-// + 1024 bytes to align the base for the 128-byte swizzle.
-constexpr int wide_smem_bytes(int head_size, int wgs, int stages) {
-  return kWideRowsPerWg * head_size * 2 * wgs + stages * 2 * wide_block_n(head_size) * head_size * 2 +
-         4 * kWideMaxStages * 8 + 1024;
+// Q (64 rows x d per consumer warpgroup; q_bufs copies) + K and V rings + 4 mbarriers per slot (FULL_K, FULL_V,
+// EMPTY_K, EMPTY_V) + 8 scratch bytes per warp (a store that orders the softmax before a wgmma wait) + 1024 bytes
+// to align the base for the 128-byte swizzle.
+constexpr int kWideScratchBytes = 8 * 4 * (kWideMaxWgs + 1);
+constexpr int wide_smem_bytes(int head_size, int wgs, int stages, int q_bufs = 1) {
+  return kWideRowsPerWg * head_size * 2 * wgs * q_bufs + stages * 2 * wide_block_n(head_size) * head_size * 2 +
+         4 * kWideMaxStages * 8 + kWideScratchBytes + 1024;
 }
-// Default ring depth: the deepest of 2..min(kWideMaxStages, 3 at d >= 128) that fits (d64 4, d128 3, d256 2).
-constexpr int wide_default_stages(int head_size, int wgs) {
+// Q tiles per consumer warpgroup: a persistent CTA loads the next unit's Q into a second tile while it computes
+// the current one, when the second tile fits beside the ring; otherwise (and one unit per CTA) one tile.
+constexpr int wide_q_bufs(int head_size, int wgs, int stages, bool persistent) {
+  return persistent && wide_smem_bytes(head_size, wgs, stages, 2) <= kWideSmemLimit ? 2 : 1;
+}
+// Default ring depth: the deepest of 2..min(kWideMaxStages, 3 at d >= 128) that fits (d64 4, d128 3, d256 2);
+// persistent CTAs first keep room for the second Q tile (d64 4, d128 2, d256 2 with one Q tile at 2 warpgroups):
+// at d128, 2 slots with Q loaded ahead measured as fast as 3 on long sequences and 7-12% faster on short ones
+// (kernels/NOTES.md, wide v5).
+constexpr int wide_default_stages(int head_size, int wgs, bool persistent = false) {
+  const int q_bufs = persistent && wide_smem_bytes(head_size, wgs, 2, 2) <= kWideSmemLimit ? 2 : 1;
   int s = head_size >= 128 ? 3 : kWideMaxStages;
-  while (s > 2 && wide_smem_bytes(head_size, wgs, s) > kWideSmemLimit) --s;
+  while (s > 2 && wide_smem_bytes(head_size, wgs, s, q_bufs) > kWideSmemLimit) --s;
   return s;
 }
 // Wide K/V by TMA when a 64-token box never crosses a page (block_size % 64 == 0), else a cp.async gather.
@@ -75,8 +87,8 @@ bool wide_auto(const AttentionProblem& p);
 int wide_wgs(const AttentionProblem& p, const KnobValues& knobs);
 // Ring slots under ATTNBENCH_SM90_STAGES (0 = wide_default_stages).
 int wide_stages(const AttentionProblem& p, int wgs, const KnobValues& knobs);
-// ATTNBENCH_SM90_PERSISTENT: 0 / 1, or auto: persistent for equal-length batches with max_seqlen_q >= 4096
-// (measured faster there, slower on a ragged short batch and at B4 S2048; kernels/NOTES.md, wide v4).
+// ATTNBENCH_SM90_PERSISTENT: 0 / 1, or auto: persistent for equal-length batches with max_seqlen_q >= 4096 or
+// <= 768 (measured faster there; slower on a ragged short batch and at B4 S2048; kernels/NOTES.md, wide v4/v5).
 bool wide_persistent(const AttentionProblem& p, const KnobValues& knobs);
 // Persistent CTAs (ATTNBENCH_SM90_PERSISTENT=1): one per SM, each walking the q-tiles heaviest first.
 int wide_persistent_ctas(int64_t work_tiles, int num_sms);
@@ -105,6 +117,7 @@ struct UnifiedLaunchPlan {
   int wide_wgs = 0;       // 2D: consumer warpgroups of the wide (wgmma) kernel; 0 = narrow (mma.sync) kernel
   bool wide_kv_tma = false;  // 2D wide: K/V tiles by TMA (block_size % 64 == 0), else the cp.async gather
   int wide_stages = 0;       // 2D wide: K and V ring slots
+  int wide_q_bufs = 1;       // 2D wide: Q tiles per consumer warpgroup (2: the next unit's Q loads ahead)
   bool persistent = false;   // 2D wide: grid_x persistent CTAs walk work_tiles (q-tile rank, sequence, head)
   int64_t work_tiles = 0;    // 2D wide persistent: m_tiles x sequences x heads
   int rows_per_warp = 16; // 2D: query rows per warp (16, or 32 for ATTNBENCH_SM90_NARROW_WARPS=4x32 at d <= 128)

@@ -38,7 +38,7 @@ struct WideTile {
   static constexpr int kBN = wide_block_n(D);
   // Every tile is [D/64][rows][64] 16-bit elements (128-byte rows, 16-byte chunks XOR-swizzled with row % 8) on a
   // 1024-byte boundary: what a 128B-swizzle descriptor with base offset 0 reads, and what a SWIZZLE_128B TMA box
-  // of 64 x 64 writes. Shared memory: Q | K ring | V ring | barriers (heuristics.hpp, wide_smem_bytes).
+  // of 64 x 64 writes. Shared memory: Q | K ring | V ring | barriers | scratch (heuristics.hpp, wide_smem_bytes).
   static constexpr int kQBytesPerWg = kWideRowsPerWg * D * 2;
   static constexpr int kTileBytes = kBN * D * 2;
   static constexpr int kQBytes = kQBytesPerWg * WG;
@@ -51,6 +51,7 @@ struct WideTile {
 // Launch parameters beside AttentionParams: ring depth and the work walk.
 struct WideLaunch {
   int stages;      // K and V ring slots (2..kWideMaxStages)
+  int q_bufs;      // Q tiles per consumer warpgroup: 2 = the next unit's Q loads while this one computes
   int q_major;     // non-persistent: the q-tile index on grid.x
   int persistent;  // 1: gridDim.x CTAs walk work_tiles in snake order
   int num_seqs;
@@ -65,9 +66,12 @@ __device__ __forceinline__ uint32_t wide_swz(int row, int ch) {
   return static_cast<uint32_t>((ch >> 3) * (ROWS * 128) + row * 128 + (((ch & 7) ^ (row & 7)) << 4));
 }
 
-// st.shared.u32 / ld.shared.v4.u32 at a shared-memory address.
+// st.shared.u32 / st.shared.v2.f32 / ld.shared.v4.u32 at a shared-memory address.
 __device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st_shared_v2(uint32_t addr, float x, float y) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
 }
 __device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
   uint4 v;
@@ -155,14 +159,29 @@ struct WideGeom {
   }
 };
 
-// Ring slot and phase parity of global iteration `it` (both rings advance together, one step per KV tile).
+// Ring slot and phase parity of one KV tile; each role steps its own positions once per tile, in tile order
+// across its units (no division by the run-time ring depth).
 struct RingPos {
-  int slot;
-  uint32_t phase;
+  uint32_t v = 0;  // slot | phase << 16: one register
+  __device__ __forceinline__ int slot() const { return static_cast<int>(v & 0xFFFFu); }
+  __device__ __forceinline__ uint32_t phase() const { return v >> 16; }
+  __device__ __forceinline__ void advance(int stages) {
+    ++v;
+    if (slot() == stages) v = (v & 0x10000u) ^ 0x10000u;
+  }
+  // The position one tile earlier.
+  __device__ __forceinline__ RingPos before(int stages) const {
+    return slot() == 0 ? RingPos{(v ^ 0x10000u) + static_cast<uint32_t>(stages - 1)} : RingPos{v - 1};
+  }
 };
-__device__ __forceinline__ RingPos ring_pos(int it, int stages) {
-  const int wrap = it / stages;
-  return {it - wrap * stages, static_cast<uint32_t>(wrap & 1)};
+
+// The first unit at or after index k that has a q-tile (k is moved to it); false when the CTA has no more.
+template <int BM, int BN>
+__device__ __forceinline__ bool wide_next_unit(const AttentionParams& p, const WideLaunch& w, int& k, WideWork& u,
+                                               WideGeom<BM, BN>& g) {
+  for (; wide_next_work(w, p.heads, k, u); ++k)
+    if (g.make(p, u)) return true;
+  return false;
 }
 
 // TMA: K/V tiles by cp.async.bulk.tensor from one elected producer thread (block_size % 64 == 0; one 64-token page
@@ -181,12 +200,13 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t base = (raw + 1023) & ~1023u;
   unsigned char* smem = smem_raw + (base - raw);
-  const uint32_t k_ring = base + Tile::kQBytes;
+  const uint32_t k_ring = base + w.q_bufs * Tile::kQBytes;
   const uint32_t v_ring = k_ring + S * Tile::kTileBytes;
-  uint64_t* full_k = reinterpret_cast<uint64_t*>(smem + Tile::kQBytes + 2 * S * Tile::kTileBytes);
+  uint64_t* full_k = reinterpret_cast<uint64_t*>(smem + w.q_bufs * Tile::kQBytes + 2 * S * Tile::kTileBytes);
   uint64_t* full_v = full_k + kWideMaxStages;
   uint64_t* empty_k = full_v + kWideMaxStages;
   uint64_t* empty_v = empty_k + kWideMaxStages;
+  const uint32_t scratch = smem_u32(empty_v + kWideMaxStages);  // 8 bytes per warp (kWideScratchBytes)
   auto k_slot = [&](int slot) { return k_ring + slot * Tile::kTileBytes; };
   auto v_slot = [&](int slot) { return v_ring + slot * Tile::kTileBytes; };
 
@@ -209,7 +229,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
       if (threadIdx.x >= 32) return;  // one warp: lane 0 issues TMA; the warp gathers the tail tile
     }
     const int lane = threadIdx.x % 32;
-    int it = 0;  // global ring iteration across this CTA's units
+    RingPos kp;  // ring position of the next K tile, across this CTA's units
     WideWork u;
     for (int k = 0; wide_next_work(w, p.heads, k, u); ++k) {
       WideGeom<BM, BN> g;
@@ -232,28 +252,29 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
           }
         };
         for (int t = 0; t <= g.n_tiles; ++t) {
+          const RingPos r = kp;  // tile t's position; tile t-1's is the one before
           if (t < g.n_tiles) {
-            const RingPos r = ring_pos(it + t, S);
-            mbar_wait(&empty_k[r.slot], r.phase ^ 1);
+            kp.advance(S);
+            mbar_wait(&empty_k[r.slot()], r.phase() ^ 1);
             if (t < full_tiles) {
-              if (lane == 0) issue(&tmk, &full_k[r.slot], k_slot(r.slot), t);
+              if (lane == 0) issue(&tmk, &full_k[r.slot()], k_slot(r.slot()), t);
             } else {  // the tail tile: K and V together, zero-filled past kv_len
-              mbar_wait(&empty_v[r.slot], r.phase ^ 1);
-              gather_kv_tile<D, BN, 32>(p, table_row, head_off, g.kv_len, t, k_slot(r.slot), v_slot(r.slot), lane);
+              mbar_wait(&empty_v[r.slot()], r.phase() ^ 1);
+              gather_kv_tile<D, BN, 32>(p, table_row, head_off, g.kv_len, t, k_slot(r.slot()), v_slot(r.slot()), lane);
               cp_async_commit();
               cp_async_wait<0>();
               fence_proxy_async_smem();
               __syncwarp();
               if (lane == 0) {
-                mbar_arrive(&full_k[r.slot]);
-                mbar_arrive(&full_v[r.slot]);
+                mbar_arrive(&full_k[r.slot()]);
+                mbar_arrive(&full_v[r.slot()]);
               }
             }
           }
-          if (t > 0 && t - 1 < full_tiles) {  // V one tile behind K
-            const RingPos v = ring_pos(it + t - 1, S);
-            mbar_wait(&empty_v[v.slot], v.phase ^ 1);
-            if (lane == 0) issue(&tmv, &full_v[v.slot], v_slot(v.slot), t - 1);
+          if (t > 0 && t - 1 < full_tiles) {  // V one tile behind K (the tail tile's V went with its K)
+            const RingPos v = r.before(S);
+            mbar_wait(&empty_v[v.slot()], v.phase() ^ 1);
+            if (lane == 0) issue(&tmv, &full_v[v.slot()], v_slot(v.slot()), t - 1);
           }
         }
       } else {
@@ -261,42 +282,44 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
         // round after its K is consumed, so publishing t-1 only after claiming slot t needs 3 slots: with 2 the
         // producer would wait for the release of V(t-2), which needs full K(t-1), which it has not published.
         const int lag = S >= 3 ? 1 : 0;
-        auto publish = [&](int t) {
+        auto publish = [&](const RingPos& q) {
           fence_proxy_async_smem();
-          const RingPos q = ring_pos(it + t, S);
-          mbar_arrive(&full_k[q.slot]);
-          mbar_arrive(&full_v[q.slot]);
+          mbar_arrive(&full_k[q.slot()]);
+          mbar_arrive(&full_v[q.slot()]);
         };
+        RingPos prev;  // the tile gathered one step earlier
         for (int t = 0; t < g.n_tiles; ++t) {
-          const RingPos r = ring_pos(it + t, S);
-          mbar_wait(&empty_k[r.slot], r.phase ^ 1);
-          mbar_wait(&empty_v[r.slot], r.phase ^ 1);
-          gather_kv_tile<D, BN, 128>(p, table_row, head_off, g.kv_len, t, k_slot(r.slot), v_slot(r.slot),
+          const RingPos r = kp;
+          kp.advance(S);
+          mbar_wait(&empty_k[r.slot()], r.phase() ^ 1);
+          mbar_wait(&empty_v[r.slot()], r.phase() ^ 1);
+          gather_kv_tile<D, BN, 128>(p, table_row, head_off, g.kv_len, t, k_slot(r.slot()), v_slot(r.slot()),
                                      threadIdx.x);
           cp_async_commit();
           if (lag == 0) {
             cp_async_wait<0>();
-            publish(t);
+            publish(r);
           } else if (t > 0) {  // tile t-1 landed: publish it while tile t is in flight
             cp_async_wait<1>();
-            publish(t - 1);
+            publish(prev);
           }
+          prev = r;
         }
         if (lag == 1 && g.n_tiles > 0) {
           cp_async_wait<0>();
-          publish(g.n_tiles - 1);
+          publish(prev);
         }
       }
-      it += g.n_tiles;
     }
     return;
   }
 
   // ---- consumer warpgroups
   if constexpr (WG >= 2) setmaxnreg_inc<Tile::kConsumerRegs>();
-  const int wg = threadIdx.x / 128 - 1;
+  // The warpgroup index through a lane-0 shuffle: ptxas then knows it is warp-uniform, so the shared-memory
+  // descriptors of every wgmma are built in uniform registers (no per-wgmma R2UR moves in the issue loop).
+  const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128) - 1, 0);
   const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
-  const uint32_t sq = base + wg * Tile::kQBytesPerWg;
   // Turn-taking (WG >= 2, FA3's warp scheduler barriers): a warpgroup issues its GEMMs of a round only after the
   // previous one (wg - 1, cyclically) issued its own: bar.sync on its id, then bar.arrive on the next's. Every
   // warpgroup runs exactly n_tiles rounds per unit (no-math rounds for tiles its rows cannot see); the last
@@ -319,28 +342,35 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
   T* out = static_cast<T*>(p.out);
   const T* gate = static_cast<const T*>(p.gate);
   const T* q = static_cast<const T*>(p.q);
-  int it = 0;
-  WideWork u;
-  for (int k = 0; wide_next_work(w, p.heads, k, u); ++k) {
-    WideGeom<BM, BN> g;
-    if (!g.make(p, u)) continue;
-    const int r0 = g.m0 + wg * RW;  // this warpgroup's first query row
-    {  // Q: own 64 rows (every earlier wgmma reading it has been waited for)
-      constexpr int kCpr = D / 8;
+  // This warpgroup's 64 Q rows of a unit into the swizzled tile at dst (zero past q_len), one cp.async group.
+  auto load_q = [&](uint32_t dst, const WideWork& uu, const WideGeom<BM, BN>& gg) {
+    constexpr int kCpr = D / 8;
+    const int rq = gg.m0 + wg * RW;
 #pragma unroll
-      for (int i = 0; i < RW * kCpr / 128; ++i) {
-        const int cidx = tid + i * 128;
-        const int row = cidx / kCpr, ch = cidx % kCpr;
-        const int tok = r0 + row;
-        const bool valid = tok < g.q_len;
-        const int64_t off = valid ? (g.q_start + tok) * p.q_stride_token + u.head * p.q_stride_head + ch * 8 : 0;
-        cp_async_16(sq + wide_swz<RW>(row, ch), q + off, valid);
-      }
-      cp_async_commit();
-      cp_async_wait<0>();
-      fence_proxy_async_smem();
-      named_bar_sync(1 + wg, 128);
+    for (int i = 0; i < RW * kCpr / 128; ++i) {
+      const int cidx = tid + i * 128;
+      const int row = cidx / kCpr, ch = cidx % kCpr;
+      const int tok = rq + row;
+      const bool valid = tok < gg.q_len;
+      const int64_t off = valid ? (gg.q_start + tok) * p.q_stride_token + uu.head * p.q_stride_head + ch * 8 : 0;
+      cp_async_16(dst + wide_swz<RW>(row, ch), q + off, valid);
     }
+    cp_async_commit();
+  };
+  RingPos cur;  // ring position of the next K tile (V of a tile sits at the same position)
+  // With two Q tiles, unit n uses tile n % 2 and every unit after the first had its Q loaded during the one before.
+  int k = 0, n_done = 0;
+  WideWork u;
+  WideGeom<BM, BN> g;
+  for (bool have = wide_next_unit(p, w, k, u, g); have; have = wide_next_unit(p, w, ++k, u, g), ++n_done) {
+    const int qb = w.q_bufs == 2 ? n_done & 1 : 0;
+    const int r0 = g.m0 + wg * RW;  // this warpgroup's first query row
+    const uint32_t sq = base + qb * Tile::kQBytes + wg * Tile::kQBytesPerWg;
+    // Q: own 64 rows (every earlier wgmma reading this tile has been waited for, and its epilogue reads are done)
+    if (w.q_bufs == 1 || n_done == 0) load_q(sq, u, g);
+    cp_async_wait<0>();
+    fence_proxy_async_smem();
+    named_bar_sync(1 + wg, 128);
     // Tiles this warpgroup's rows can see (the CTA's later tiles: wait, release, no math).
     const int wg_end = max(0, p.causal ? min(g.kv_len, min(r0 + RW, g.q_len) + g.diag) : g.kv_len);
     const int wg_tiles = r0 < g.q_len ? (wg_end + BN - 1) / BN : 0;
@@ -353,26 +383,29 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
     const int row_a = r0 + warp * 16 + lane / 4;  // this thread's rows: row_a + {0, 8}
 
     // Iteration t issues S(t) = Q K(t)^T and O += P(t-1) V(t-1), waits for S only (then K(t) is released), runs
-    // the softmax of S(t) while the P V wgmmas still run, waits for them (V(t-1) released), rescales O.
+    // the softmax of S(t) while the P V wgmmas still run, waits for them (V(t-1) released), rescales O and converts
+    // P(t) (FA3's intra-warpgroup overlap).
     uint32_t pa[BN / 16][4];  // P(t-1) in the RS A layout: k-block j = S values 8j..8j+7 (n8 tiles 2j, 2j+1)
 #pragma unroll
     for (int j = 0; j < BN / 16; ++j) pa[j][0] = pa[j][1] = pa[j][2] = pa[j][3] = 0u;
+    const Sw128Desc<> dq(sq, 16);  // Q, K-major: SBO 1024 (8 rows)
     auto issue_pv = [&](uint32_t sv) {
       // O += P V: V MN-major (trans-b); LBO = next 64-wide d slab (BN rows x 128 B), SBO = 8 tokens (1024 B),
       // each k16 step over tokens +2048 B.
+      const Sw128Desc<> dv(sv, BN * 128);
 #pragma unroll
-      for (int j = 0; j < BN / 16; ++j) wgmma_rs<DT, D>(o, pa[j], smem_desc_sw128(sv + j * 2048, BN * 128, 1024), 1);
+      for (int j = 0; j < BN / 16; ++j) wgmma_rs<DT, D>(o, pa[j], dv.at(j * 2048), 1);
       wgmma_commit();
     };
     // One iteration; kFirst (no P V to overlap) is a compile-time branch: a run-time one around the wgmma issue
     // makes ptxas serialise every wgmma (C7520).
     auto step = [&](int t, auto first) {
       constexpr bool kFirst = decltype(first)::value;
-      const RingPos rk = ring_pos(it + t, S);
-      const RingPos rv = ring_pos(it + t - 1, S);
-      mbar_wait(&full_k[rk.slot], rk.phase);
-      if constexpr (!kFirst) mbar_wait(&full_v[rv.slot], rv.phase);
-      const uint32_t sk = k_slot(rk.slot);
+      const RingPos rk = cur, rv = cur.before(S);  // tiles t and t-1
+      cur.advance(S);
+      mbar_wait(&full_k[rk.slot()], rk.phase());
+      if constexpr (!kFirst) mbar_wait(&full_v[rv.slot()], rv.phase());
+      const uint32_t sk = k_slot(rk.slot());
       sched_sync();
       const int n0 = t * BN;
       float s[BN / 8][4];
@@ -381,16 +414,15 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
       fence_regs(pa);
       wgmma_fence();
       // S = Q K^T: both K-major; k-step kk over d: +(kk/4) 64-wide d slabs, +(kk%4) 32 bytes; SBO 1024 (8 rows).
+      const Sw128Desc<> dk(sk, 16);
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
         const uint32_t koff = (kk % 4) * 32;
-        const uint64_t da = smem_desc_sw128(sq + (kk / 4) * (RW * 128) + koff, 16, 1024);
-        const uint64_t db = smem_desc_sw128(sk + (kk / 4) * (BN * 128) + koff, 16, 1024);
-        wgmma_ss<DT, BN>(s, da, db, kk > 0);
+        wgmma_ss<DT, BN>(s, dq.at((kk / 4) * (RW * 128) + koff), dk.at((kk / 4) * (BN * 128) + koff), kk > 0);
       }
       wgmma_commit();
       if constexpr (!kFirst) {
-        issue_pv(v_slot(rv.slot));
+        issue_pv(v_slot(rv.slot()));
         sched_arrive();
         wgmma_wait<1>();  // S(t) done; P(t-1) V(t-1) may still run
       } else {
@@ -398,7 +430,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
         wgmma_wait<0>();
       }
       fence_regs(s);
-      release(empty_k, rk.slot);
+      release(empty_k, rk.slot());
       if (n0 + BN > mask_from) {
 #pragma unroll
         for (int n = 0; n < BN / 8; ++n) {
@@ -412,19 +444,26 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
         }
       }
       float alpha[2];
-      softmax_tile<BN / 8>(s, m, l, c, [&](int r, float a) { alpha[r] = a; });
+      softmax_tile<BN / 8, 4>(s, m, l, c, [&](int r, float a) { alpha[r] = a; });
       if constexpr (!kFirst) {
+        // ptxas hoists a wgmma wait above independent ALU work (here: the whole softmax, which then no longer
+        // overlaps P V) but keeps it after a shared-memory store: lane 0 of each warp stores its row sums, which
+        // depend on every exponential, to the warp's scratch slot just before the wait.
+        if (lane == 0) st_shared_v2(scratch + 8 * (threadIdx.x / 32), l[0], l[1]);
         wgmma_wait<0>();
         fence_regs(o);
         fence_regs(pa);
-        release(empty_v, rv.slot);
+        release(empty_v, rv.slot());
       }
+      // O rescale, skipped by a warp whose rows' maxima all stayed (alpha exactly 1: most tiles past the first few)
+      if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
 #pragma unroll
-      for (int d = 0; d < D / 8; ++d) {
-        o[d][0] *= alpha[0];
-        o[d][1] *= alpha[0];
-        o[d][2] *= alpha[1];
-        o[d][3] *= alpha[1];
+        for (int d = 0; d < D / 8; ++d) {
+          o[d][0] *= alpha[0];
+          o[d][1] *= alpha[0];
+          o[d][2] *= alpha[1];
+          o[d][3] *= alpha[1];
+        }
       }
 #pragma unroll
       for (int j = 0; j < BN / 16; ++j) {
@@ -435,30 +474,39 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
       }
     };
     if (wg_tiles > 0) step(0, std::true_type{});
+    // The next unit's Q into the other tile while this unit computes (its last reader, the epilogue of the unit
+    // before, finished with the named barrier at its end).
+    if (w.q_bufs == 2) {
+      int k_next = k + 1;
+      WideWork u_next;
+      WideGeom<BM, BN> g_next;
+      if (wide_next_unit(p, w, k_next, u_next, g_next))
+        load_q(base + (qb ^ 1) * Tile::kQBytes + wg * Tile::kQBytesPerWg, u_next, g_next);
+    }
     for (int t = 1; t < wg_tiles; ++t) step(t, std::false_type{});
     if (wg_tiles > 0) {  // the last tile's P V
-      const RingPos rv = ring_pos(it + wg_tiles - 1, S);
+      const RingPos rv = cur.before(S);
       fence_regs(o);
       fence_regs(pa);
-      mbar_wait(&full_v[rv.slot], rv.phase);
+      mbar_wait(&full_v[rv.slot()], rv.phase());
       wgmma_fence();
-      issue_pv(v_slot(rv.slot));
+      issue_pv(v_slot(rv.slot()));
       wgmma_wait<0>();
       fence_regs(o);
-      release(empty_v, rv.slot);
+      release(empty_v, rv.slot());
     }
     // The CTA's later tiles are all masked for this warpgroup's rows: wait for each (the producer has claimed the
     // slot, so the arrival lands on the tile's own EMPTY phase), take the round, release, in tile order.
     for (int t = wg_tiles; t < g.n_tiles; ++t) {
-      const RingPos r = ring_pos(it + t, S);
-      mbar_wait(&full_k[r.slot], r.phase);
+      const RingPos r = cur;
+      cur.advance(S);
+      mbar_wait(&full_k[r.slot()], r.phase());
       sched_sync();
       sched_arrive();
-      release(empty_k, r.slot);
-      mbar_wait(&full_v[r.slot], r.phase);
-      release(empty_v, r.slot);
+      release(empty_k, r.slot());
+      mbar_wait(&full_v[r.slot()], r.phase());
+      release(empty_v, r.slot());
     }
-    it += g.n_tiles;
 
     // Epilogue through shared memory: O / l rounded to 16 bit into this warpgroup's Q tile (free: its last S
     // wgmma has been waited for; swizzled, so the 4-byte writes of a warp hit 32 distinct banks), then 16-byte
@@ -493,7 +541,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
         }
         *reinterpret_cast<uint4*>(out + tok * p.o_stride_token + u.head * p.o_stride_head + ch * 8) = v;
       }
-      named_bar_sync(1 + wg, 128);  // the tile is read before the next unit's Q overwrites it
+      named_bar_sync(1 + wg, 128);  // the tile is read before a later unit's Q overwrites it
     }
   }
   if constexpr (WG >= 2) {
@@ -509,12 +557,12 @@ void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, 
   if (lp.wide_stages < 2 || lp.wide_stages > kWideMaxStages)
     throw std::invalid_argument("cuda.unified wide: " + std::to_string(lp.wide_stages) + " ring slots (2.." +
                                 std::to_string(kWideMaxStages) + ")");
-  const int smem = wide_smem_bytes(D, WG, lp.wide_stages);
+  const int smem = wide_smem_bytes(D, WG, lp.wide_stages, lp.wide_q_bufs);
   if (smem > kWideSmemLimit)
     throw std::invalid_argument("cuda.unified wide: " + std::to_string(smem) + " bytes of shared memory");
   if (lp.wide_kv_tma && maps == nullptr) throw std::invalid_argument("cuda.unified wide: TMA plan without tensor maps");
   const dim3 grid(lp.grid_x, lp.grid_y, lp.grid_z);
-  const WideLaunch w{lp.wide_stages, lp.q_major ? 1 : 0, lp.persistent ? 1 : 0, p.num_seqs, lp.work_tiles};
+  const WideLaunch w{lp.wide_stages, lp.wide_q_bufs, lp.q_major ? 1 : 0, lp.persistent ? 1 : 0, p.num_seqs, lp.work_tiles};
   auto go = [&](auto tma) {
     constexpr bool kTma = decltype(tma)::value;
     auto* kernel = &dev::prefill_wide_kernel<DT, D, WG, kTma>;

@@ -43,33 +43,64 @@ __device__ __forceinline__ void qk_tile(float (&s)[NT8][4], const uint32_t (&qf)
 
 // Base-2 online softmax of one score tile (masked with -inf): updates the running max m (raw score units) and the
 // thread-partial row sums l, turns s into probabilities, and hands each row's O rescale factor to
-// rescale(r, alpha) as soon as it is known (so a caller rescaling O keeps one row's factor live at a time).
-// c = softmax scale * log2(e).
-template <int NT8, typename Rescale>
+// rescale(r, alpha). c = softmax scale * log2(e). Both rows at once, the quads' shuffles of the two rows side by
+// side; PARTS > 1 splits each row's max and sum into PARTS interleaved partials (dependency chains of 2 NT8 / PARTS
+// instead of 2 NT8: the wide kernel, whose softmax runs alone on its warp; the narrow kernels keep 1, whose
+// occupancy depends on every register).
+template <int NT8, int PARTS = 1, typename Rescale>
 __device__ __forceinline__ void softmax_tile(float (&s)[NT8][4], float (&m)[2], float (&l)[2], float c,
                                              Rescale&& rescale) {
+  constexpr int kParts = PARTS;
+  static_assert(kParts >= 1 && (2 * NT8) % kParts == 0, "partials must divide a row's values");
+  float part[2][kParts];
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+#pragma unroll
+    for (int k = 0; k < kParts; ++k) part[r][k] = m[r];
+#pragma unroll
+  for (int n = 0; n < NT8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float& acc = part[e >> 1][(2 * n + (e & 1)) % kParts];
+      acc = fmaxf(acc, s[n][e]);
+    }
+  float mx[2], ms[2], alpha[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float mx = m[r];
+    mx[r] = part[r][0];
 #pragma unroll
-    for (int n = 0; n < NT8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
-    mx = quad_max(mx);
-    const float m_use = mx == -INFINITY ? 0.f : mx;  // a row with nothing visible yet stays at p = 0
-    const float alpha = exp2_approx((m[r] - m_use) * c);
-    m[r] = mx;
-    const float ms = m_use * c;
-    float sum = 0.f;
+    for (int k = 1; k < kParts; ++k) mx[r] = fmaxf(mx[r], part[r][k]);
+  }
 #pragma unroll
-    for (int n = 0; n < NT8; ++n) {
+  for (int d = 1; d <= 2; d *= 2)
 #pragma unroll
-      for (int e = 2 * r; e < 2 * r + 2; ++e) {
-        const float pr = exp2_approx(fmaf(s[n][e], c, -ms));
-        s[n][e] = pr;
-        sum += pr;
-      }
+    for (int r = 0; r < 2; ++r) mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], d));
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float m_use = mx[r] == -INFINITY ? 0.f : mx[r];  // a row with nothing visible yet stays at p = 0
+    alpha[r] = exp2_approx((m[r] - m_use) * c);
+    m[r] = mx[r];
+    ms[r] = m_use * c;
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+#pragma unroll
+    for (int k = 0; k < kParts; ++k) part[r][k] = 0.f;
+#pragma unroll
+  for (int n = 0; n < NT8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float pr = exp2_approx(fmaf(s[n][e], c, -ms[e >> 1]));
+      s[n][e] = pr;
+      part[e >> 1][(2 * n + (e & 1)) % kParts] += pr;
     }
-    l[r] = l[r] * alpha + sum;
-    rescale(r, alpha);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float sum = part[r][0];
+#pragma unroll
+    for (int k = 1; k < kParts; ++k) sum += part[r][k];
+    l[r] = l[r] * alpha[r] + sum;
+    rescale(r, alpha[r]);
   }
 }
 

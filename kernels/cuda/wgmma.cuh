@@ -38,6 +38,19 @@ __device__ __forceinline__ uint64_t smem_desc_sw128(uint32_t addr, uint32_t lbo_
          (static_cast<uint64_t>(sbo_bytes >> 4) << 32) | (1ull << 62);
 }
 
+// The same descriptor as a compile-time high word (SBO, swizzle mode) and a 32-bit low word (start address, LBO):
+// the descriptor of the tile at byte offset `off` is one 32-bit add, for the k-steps of a GEMM (the start field
+// holds a shared-memory address >> 4, below 2^14, so the add never carries into LBO).
+template <uint32_t SBO = 1024>
+struct Sw128Desc {
+  uint32_t lo;
+  __device__ __forceinline__ Sw128Desc(uint32_t addr, uint32_t lbo_bytes)
+      : lo(((addr & 0x3FFFF) >> 4) | ((lbo_bytes >> 4) << 16)) {}
+  __device__ __forceinline__ uint64_t at(uint32_t off_bytes) const {
+    return (static_cast<uint64_t>((SBO >> 4) | (1u << 30)) << 32) | (lo + (off_bytes >> 4));
+  }
+};
+
 // wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}.{bf16,f16}, N = 64 | 128 | 256, as PTX text: the
 // accumulator is operands %0..%(N/2 - 1); scale-d is the predicate set from the last operand.
 // SS: A and B from shared memory (descriptors), both K-major (imm-trans-a = imm-trans-b = 0).

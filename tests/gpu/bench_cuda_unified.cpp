@@ -116,6 +116,14 @@ int main(int argc, char** argv) {
     return k;
   };
   const auto pers = wk({{"ATTNBENCH_SM90_PERSISTENT", "1"}});
+  const auto pst2 = wk({{"ATTNBENCH_SM90_PERSISTENT", "1"}, {"ATTNBENCH_SM90_STAGES", "2"}});
+  const std::map<std::string, std::string> np = {{"ATTNBENCH_SM90_PERSISTENT", "0"}};
+  auto ragged_short = [] {  // the short_prefill group's ragged batch
+    AttentionProblem p = prob(3, 1, 1, 32, 8, 128);
+    p.q_lens = {5, 129, 768};
+    p.kv_lens = {18, 463, 768};
+    return p;
+  };
   std::vector<Bench> benches = {
       // wide v4: every head size, persistent CTAs, ring depth (filter "v4 ")
       {"v4 d128 causal S8192 H32 B1 wg2", prob(1, 8192, 8192, 32, 32, 128), wide("2"), false},
@@ -152,6 +160,37 @@ int main(int argc, char** argv) {
       {"v4 d256 causal S8192 H8 B2 wg2 persistent", prob(2, 8192, 8192, 8, 8, 256), pers, false},
       {"v4 d256 gqa causal S8192 H32 KV2 wg2", prob(1, 8192, 8192, 32, 2, 256), wide("2"), false},
       {"v4 d256 gqa causal S8192 H32 KV2 wg2 gate", gated(prob(1, 8192, 8192, 32, 2, 256)), wide("2"), false},
+      // wide v5: persistent CTAs loading the next unit's Q ahead (2 ring slots at d128), O rescaled under S
+      {"v5 d128 causal S8192 H32 B1 persistent stages2", prob(1, 8192, 8192, 32, 32, 128), pst2, false},
+      {"v5 d128 causal S8192 H32 B1 persistent stages3", prob(1, 8192, 8192, 32, 32, 128), pers, false},
+      {"v5 d128 causal S8192 H32 B1 stages2", prob(1, 8192, 8192, 32, 32, 128), wk({{"ATTNBENCH_SM90_STAGES", "2"}}),
+       false},
+      {"v5 d128 noncausal S16384 H16 persistent stages2", prob(1, 16384, 16384, 16, 16, 128, false), pst2, false},
+      {"v5 d128 gqa causal S8192 H64 KV8 persistent stages2", prob(1, 8192, 8192, 64, 8, 128), pst2, false},
+      {"v5 d128 causal S2048 H32 KV32 B4 persistent stages2", prob(4, 2048, 2048, 32, 32, 128), pst2, false},
+      {"v5 d128 causal S4096 H32 KV32 B2 auto", prob(2, 4096, 4096, 32, 32, 128), {}, false},
+      {"v5 d128 causal S4096 H32 KV32 B2 persistent stages2", prob(2, 4096, 4096, 32, 32, 128), pst2, false},
+      {"v5 short d128 h32kv8 B16 S256 wide", prob(16, 256, 256, 32, 8, 128), wk({}), true},
+      {"v5 short d128 h32kv8 B16 S256 persistent", prob(16, 256, 256, 32, 8, 128), pers, true},
+      {"v5 short d128 h32kv8 B16 S256 persistent stages2", prob(16, 256, 256, 32, 8, 128), pst2, true},
+      {"v5 short d128 h32kv8 B8 S512 wide", prob(8, 512, 512, 32, 8, 128), wk({}), true},
+      {"v5 short d128 h32kv8 B8 S512 persistent stages2", prob(8, 512, 512, 32, 8, 128), pst2, true},
+      {"v5 short d128 h32kv8 B4 S768 wide", prob(4, 768, 768, 32, 8, 128), wk({}), true},
+      {"v5 short d128 h32kv8 B4 S768 persistent stages2", prob(4, 768, 768, 32, 8, 128), pst2, true},
+      {"v5 d64 causal S8192 H32 B2 wg3 persistent", prob(2, 8192, 8192, 32, 32, 64), pers, false},
+      {"v5 d256 causal S8192 H8 B2 wg2 persistent", prob(2, 8192, 8192, 8, 8, 256), pers, false},
+      // wide v6: auto (persistent for equal-length batches up to q 768, 2 slots + Q ahead at d128) vs one CTA per tile
+      {"v6 short d128 h32kv8 B16 S256 auto", prob(16, 256, 256, 32, 8, 128), {}, true},
+      {"v6 short d128 h32kv8 B16 S256 persistent 0", prob(16, 256, 256, 32, 8, 128), np, true},
+      {"v6 short d128 h32kv8 ragged auto", ragged_short(), {}, true},
+      {"v6 short d128 h32kv8 ragged persistent 1", ragged_short(), pers, true},
+      {"v6 d256 h32kv2 B16 S256 auto", prob(16, 256, 256, 32, 2, 256), {}, true},
+      {"v6 d256 h32kv2 B16 S256 persistent 0", prob(16, 256, 256, 32, 2, 256), np, true},
+      {"v6 d64 h16 B16 S512 auto", prob(16, 512, 512, 16, 16, 64), {}, true},
+      {"v6 d64 h16 B16 S512 persistent 0", prob(16, 512, 512, 16, 16, 64), np, true},
+      {"v6 d128 causal S2048 H32 KV8 B4 auto", prob(4, 2048, 2048, 32, 8, 128), {}, false},
+      {"v6 d128 causal S8192 H32 B1 auto", prob(1, 8192, 8192, 32, 32, 128), {}, false},
+      {"v6 d128 noncausal S16384 H16 auto", prob(1, 16384, 16384, 16, 16, 128, false), {}, false},
       // wide (wgmma) vs narrow in one process: the dispatch evidence for ATTNBENCH_SM90_PATH=auto
       {"wide d128 causal S8192 H32 B1 narrow 4x32", prob(1, 8192, 8192, 32, 32, 128), w4r32, false},
       {"wide d128 causal S8192 H32 B1 wide wg2", prob(1, 8192, 8192, 32, 32, 128), wide("2"), false},

@@ -129,6 +129,9 @@ std::vector<Shape> prefill_shapes() {
       {"long d128 h8kv8 b1 s2048", uniform(1, 2048, 2048), 8, 8, 128},
       {"long d64 h4kv4 b2 s1500", uniform(2, 1500, 1500), 4, 4, 64},
       {"long d256 h2kv2 b2 s1100", uniform(2, 1100, 1100), 2, 2, 256},
+      // more q-tiles than multiprocessors at d64 and d256: persistent CTAs walk several units (Q loaded ahead)
+      {"long d64 h16kv16 b8 s512", uniform(8, 512, 512), 16, 16, 64},
+      {"gqa d256 h16kv2 b2 s1000", uniform(2, 1000, 1000), 16, 2, 256},
       {"long noncausal d128 h4kv4 s1000", uniform(1, 1000, 1000), 4, 4, 128, false},
       // gqa
       {"gqa d128 h28kv4 b2 s700", uniform(2, 700, 700), 28, 4, 128},
@@ -186,7 +189,8 @@ TEST_P(Prefill2D, MatchesReferenceForEveryKnob) {
 
 // The wide (wgmma) regime, forced by ATTNBENCH_SM90_PATH=wide, for every head size and every value of its knobs:
 // each consumer-warpgroup count the head size allows (ATTNBENCH_SM90_FLASH_WIDE), one CTA per tile in both grid
-// orders and persistent CTAs (ATTNBENCH_SM90_PERSISTENT), and every ring depth that fits (ATTNBENCH_SM90_STAGES).
+// orders and persistent CTAs (ATTNBENCH_SM90_PERSISTENT) with one and, where it fits, two Q tiles (2 ring slots),
+// and every ring depth that fits (ATTNBENCH_SM90_STAGES).
 std::vector<std::map<std::string, std::string>> wide_settings(int head_size) {
   std::vector<std::map<std::string, std::string>> out;
   const int max_wgs = cuda::wide_max_wgs(head_size);
@@ -194,6 +198,10 @@ std::vector<std::map<std::string, std::string>> wide_settings(int head_size) {
     const std::string w = std::to_string(wgs);
     out.push_back({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", w}});
     out.push_back({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", w}, {"ATTNBENCH_SM90_PERSISTENT", "1"}});
+    out.push_back({{"ATTNBENCH_SM90_PATH", "wide"},
+                   {"ATTNBENCH_SM90_FLASH_WIDE", w},
+                   {"ATTNBENCH_SM90_PERSISTENT", "1"},
+                   {"ATTNBENCH_SM90_STAGES", "2"}});
   }
   out.push_back({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_Q_MAJOR_GRID", "1"}});
   for (int st = 2; st <= cuda::kWideMaxStages; ++st) {
@@ -219,9 +227,14 @@ TEST_P(Prefill2D, WideMatchesReferenceForEveryKnob) {
     ASSERT_NE(probe.plan->summary.find("wide"), std::string::npos) << probe.plan->summary;
     ASSERT_NE(probe.plan->summary.find(sh.block_size % 64 == 0 ? "kv=tma" : "kv=cp.async"), std::string::npos)
         << probe.plan->summary;
+    // The plan's own record of what runs: persistent CTAs load Q ahead exactly where a second Q tile fits.
+    const auto lp = cuda::make_unified_launch_plan(problem_of(sh, dt), KnobValues::resolve(k, false), 132);
+    ASSERT_EQ(probe.plan->summary.find("q-ahead") != std::string::npos,
+              lp.persistent && cuda::wide_smem_bytes(sh.head_size, lp.wide_wgs, lp.wide_stages, 2) <= cuda::kWideSmemLimit)
+        << probe.plan->summary;
     const auto o = run_and_check(sh, dt, k, 1234 + idx);
-    std::printf("  %-46s %s wide%s rows=%lld max_abs=%.3g\n", sh.name.c_str(), dtype_name(dt), knob_text(k).c_str(),
-                static_cast<long long>(o.rows), o.max_abs);
+    std::printf("  %-46s %s wide%s rows=%lld max_abs=%.3g [%s]\n", sh.name.c_str(), dtype_name(dt),
+                knob_text(k).c_str(), static_cast<long long>(o.rows), o.max_abs, probe.plan->summary.c_str());
     EXPECT_EQ(o.nonfinite, 0) << sh.name << " wide" << knob_text(k) << ": unwritten or non-finite outputs";
     EXPECT_EQ(o.padding_written, 0);
     EXPECT_LE(o.max_abs, tol(dt)) << sh.name << " wide" << knob_text(k) << ": " << o.worst;
