@@ -523,23 +523,49 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
           st_shared_u32(sq + wide_swz<RW>(lrow, d) + (lane % 4) * 4, pack2<DT>(o[d][2 * r] * inv, o[d][2 * r + 1] * inv));
       }
       named_bar_sync(1 + wg, 128);
-      constexpr int kCpr = D / 8;
-#pragma unroll 4
-      for (int i = 0; i < RW * kCpr / 128; ++i) {
-        const int cidx = tid + i * 128;
-        const int row = cidx / kCpr, ch = cidx % kCpr;
-        if (r0 + row >= g.q_len) continue;
-        const int64_t tok = g.q_start + r0 + row;
-        uint4 v = ld_shared_v4(sq + wide_swz<RW>(row, ch));
-        if (gate != nullptr) {  // gate strides are only known to be even: 4-byte loads
-          const uint32_t* gp = reinterpret_cast<const uint32_t*>(gate + tok * p.gate_stride_token +
-                                                                 u.head * p.gate_stride_head + ch * 8);
-          v.x = gate_pair<DT>(v.x, __ldg(gp + 0));
-          v.y = gate_pair<DT>(v.y, __ldg(gp + 1));
-          v.z = gate_pair<DT>(v.z, __ldg(gp + 2));
-          v.w = gate_pair<DT>(v.w, __ldg(gp + 3));
+      constexpr int kCpr = D / 8, kChunks = RW * kCpr / 128, kBatch = 2;
+      // Gate values: 16-byte loads where the gate's base and strides allow them (the gated block's fused
+      // projection layout does), two chunks' loads issued ahead of their tile reads; otherwise 4-byte loads
+      // per chunk (gate strides are only known to be even).
+      const bool gate16 =
+          gate != nullptr &&
+          ((reinterpret_cast<uintptr_t>(gate) | static_cast<uintptr_t>(p.gate_stride_token | p.gate_stride_head) * 2) &
+           15) == 0;
+#pragma unroll
+      for (int i0 = 0; i0 < kChunks; i0 += kBatch) {
+        uint4 gv[kBatch];
+        if (gate16) {
+#pragma unroll
+          for (int b = 0; b < kBatch; ++b) {
+            const int cidx = tid + (i0 + b) * 128;
+            const int row = cidx / kCpr, ch = cidx % kCpr;
+            const int64_t tok = g.q_start + min(r0 + row, g.q_len - 1);  // rows past q_len: a valid row, unused
+            gv[b] = __ldg(reinterpret_cast<const uint4*>(gate + tok * p.gate_stride_token +
+                                                          u.head * p.gate_stride_head + ch * 8));
+          }
         }
-        *reinterpret_cast<uint4*>(out + tok * p.o_stride_token + u.head * p.o_stride_head + ch * 8) = v;
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) {
+          const int cidx = tid + (i0 + b) * 128;
+          const int row = cidx / kCpr, ch = cidx % kCpr;
+          if (r0 + row >= g.q_len) continue;
+          const int64_t tok = g.q_start + r0 + row;
+          uint4 v = ld_shared_v4(sq + wide_swz<RW>(row, ch));
+          if (gate16) {
+            v.x = gate_pair<DT>(v.x, gv[b].x);
+            v.y = gate_pair<DT>(v.y, gv[b].y);
+            v.z = gate_pair<DT>(v.z, gv[b].z);
+            v.w = gate_pair<DT>(v.w, gv[b].w);
+          } else if (gate != nullptr) {
+            const uint32_t* gp = reinterpret_cast<const uint32_t*>(gate + tok * p.gate_stride_token +
+                                                                   u.head * p.gate_stride_head + ch * 8);
+            v.x = gate_pair<DT>(v.x, __ldg(gp + 0));
+            v.y = gate_pair<DT>(v.y, __ldg(gp + 1));
+            v.z = gate_pair<DT>(v.z, __ldg(gp + 2));
+            v.w = gate_pair<DT>(v.w, __ldg(gp + 3));
+          }
+          *reinterpret_cast<uint4*>(out + tok * p.o_stride_token + u.head * p.o_stride_head + ch * 8) = v;
+        }
       }
       named_bar_sync(1 + wg, 128);  // the tile is read before a later unit's Q overwrites it
     }

@@ -19,10 +19,12 @@ namespace attnbench::gputest {
 // [Q heads | GATE heads | K heads | V heads] (N = (2 h + 2 h_kv) d elements, the gated block's layout): q/kv
 // token strides N, kv_stride_block = block_size * N; rows past the real Q tokens hold NaN. The output gets padded
 // strides (o_stride_head = d + 8, o_stride_token = h (d + 8) + 16). Gate: problem.output_gate, params.gate reads
-// the GATE columns (fused) or a packed [total_q, h, d] buffer, seeded values in [-4, 4].
+// the GATE columns (fused) or a [total_q, h, d] buffer, seeded values in [-4, 4]; gate_pad pads that buffer's
+// token rows by 2 elements, so its rows are only 4-byte aligned (the kernels' narrow gate loads).
 struct CaseLayout {
   bool fused = false;
   bool gate = false;
+  bool gate_pad = false;
 };
 
 struct DeviceCase {
@@ -38,7 +40,7 @@ struct DeviceCase {
   DeviceCase(const AttentionProblem& p0, const std::map<std::string, std::string>& knobs, uint64_t seed,
              BlockOrder order = BlockOrder::shuffled, CaseLayout lay = {})
       : host(build_inputs(with_gate(p0, lay.gate || p0.output_gate), seed, order)),
-        layout{lay.fused, lay.gate || p0.output_gate} {
+        layout{lay.fused, lay.gate || p0.output_gate, lay.gate_pad} {
     lay = layout;
     const AttentionProblem& p = host.problem;
     auto up = [](cuda::DeviceBuffer& b, const auto& vec) {
@@ -92,12 +94,12 @@ struct DeviceCase {
       params.k_cache = k.data();
       params.v_cache = v.data();
       if (lay.gate) {
-        gate_host.resize(static_cast<std::size_t>(tq * h * d));
+        gate_st = h * d + (lay.gate_pad ? 2 : 0);
+        gate_sh = d;
+        gate_host.resize(static_cast<std::size_t>(tq * gate_st));
         for (auto& g : gate_host) g = float_to_half(ug(rng), p.dtype);
         up(gate, gate_host);
         params.gate = gate.data();
-        gate_st = h * d;
-        gate_sh = d;
       }
     }
     params.gate_stride_token = gate_st;

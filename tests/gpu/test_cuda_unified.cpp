@@ -294,16 +294,18 @@ TEST_P(GateAndStrides, MatchReferenceTimesSigmoidGate) {
       {{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", "1"}},
       {{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", "2"}},
       {{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_PERSISTENT", "1"}}};
-  for (const CaseLayout lay : {CaseLayout{true, true}, CaseLayout{false, true}, CaseLayout{true, false}}) {
+  for (const CaseLayout lay :
+       {CaseLayout{true, true}, CaseLayout{false, true}, CaseLayout{true, false}, CaseLayout{false, true, true}}) {
     for (const auto& k : settings) {
       const auto o = run_and_check(sh, dt, k, 4321 + idx, lay);
-      std::printf("  %-46s %s %s=%s%s fused=%d gate=%d rows=%lld max_abs=%.3g\n", sh.name.c_str(), dtype_name(dt),
-                  k.begin()->first.c_str(), k.begin()->second.c_str(),
-                  k.size() > 1 ? (" wgs=" + k.rbegin()->second).c_str() : "", lay.fused, lay.gate,
+      std::printf("  %-46s %s %s=%s%s fused=%d gate=%d pad=%d rows=%lld max_abs=%.3g\n", sh.name.c_str(),
+                  dtype_name(dt), k.begin()->first.c_str(), k.begin()->second.c_str(),
+                  k.size() > 1 ? (" wgs=" + k.rbegin()->second).c_str() : "", lay.fused, lay.gate, lay.gate_pad,
                   static_cast<long long>(o.rows), o.max_abs);
       EXPECT_EQ(o.nonfinite, 0) << sh.name << ": unwritten or non-finite outputs";
       EXPECT_EQ(o.padding_written, 0) << sh.name << ": wrote output padding";
-      EXPECT_LE(o.max_abs, tol(dt)) << sh.name << " fused=" << lay.fused << " gate=" << lay.gate << ": " << o.worst;
+      EXPECT_LE(o.max_abs, tol(dt)) << sh.name << " fused=" << lay.fused << " gate=" << lay.gate
+                                     << " pad=" << lay.gate_pad << ": " << o.worst;
     }
   }
 }
