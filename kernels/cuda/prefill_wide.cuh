@@ -6,7 +6,10 @@
 // with P(t-1) V(t-1) (FA3's intra-warpgroup overlap); with WG >= 2 the warpgroups take turns issuing (named
 // barriers), so one's softmax runs under another's wgmmas. K(t) is released as soon as S(t) is done, V(t-1) after
 // P(t-1) V(t-1). Work: one CTA per (q-tile, head, sequence), heaviest q-tiles first, or (persistent) one CTA per SM
-// walking the same order in a snake, the rings and turn-taking running on across its tiles.
+// walking the same order in a snake, the rings and turn-taking running on across its tiles, the next unit's Q
+// loaded into a second Q tile while the current one computes (where it fits). Two things ptxas needs told, checked
+// in the SASS (kernels/NOTES.md, wide v5): the warpgroup index is made warp-uniform (descriptors in uniform
+// registers) and a shared store pins the P V wait after the softmax.
 // Layouts and the register facts used here: /work/shared/HOPPER-ATTENTION.md sections 1-6.
 #pragma once
 #include <cuda_runtime.h>
@@ -42,8 +45,8 @@ struct WideTile {
   static constexpr int kQBytesPerWg = kWideRowsPerWg * D * 2;
   static constexpr int kTileBytes = kBN * D * 2;
   static constexpr int kQBytes = kQBytesPerWg * WG;
-  // Register budgets per role (setmaxnreg, WG >= 2): the producer keeps 40 (TMA: one thread issues boxes) or 56
-  // (the cp.async gather's address math); the consumers share the rest of the 64K-register file.
+  // Register budgets per role (setmaxnreg, WG >= 2): the producer keeps 56 (the cp.async gather's address math),
+  // 32 beside 3 consumer warpgroups; the consumers share the rest of the 64K-register file.
   static constexpr int kProducerRegs = WG == 3 ? 32 : 56;
   static constexpr int kConsumerRegs = std::min(240, (65536 - 128 * kProducerRegs) / (128 * WG) / 8 * 8);
 };
