@@ -57,7 +57,7 @@ constexpr int wide_q_bufs(int head_size, int wgs, int stages, bool persistent) {
 // at d128, 2 slots with Q loaded ahead measured as fast as 3 on long sequences and 7-12% faster on short ones
 // (kernels/NOTES.md, wide v5).
 constexpr int wide_default_stages(int head_size, int wgs, bool persistent = false) {
-  const int q_bufs = persistent && wide_smem_bytes(head_size, wgs, 2, 2) <= kWideSmemLimit ? 2 : 1;
+  const int q_bufs = wide_q_bufs(head_size, wgs, 2, persistent);
   int s = head_size >= 128 ? 3 : kWideMaxStages;
   while (s > 2 && wide_smem_bytes(head_size, wgs, s, q_bufs) > kWideSmemLimit) --s;
   return s;

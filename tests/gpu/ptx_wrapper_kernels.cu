@@ -188,6 +188,10 @@ __global__ void smem_desc_kernel(uint32_t addr, uint32_t lbo, uint32_t sbo, uint
   *out = dev::smem_desc_sw128(addr, lbo, sbo);
 }
 
+__global__ void sw128_desc_at_kernel(uint32_t base, uint32_t lbo, uint32_t off, uint64_t* out) {
+  *out = dev::Sw128Desc<1024>(base, lbo).at(off);
+}
+
 // ---- mbarrier, TMA, named barriers, setmaxnreg
 
 // Warp 1 arrives (32 lanes per phase), lane 0 of warp 0 waits. A value written late (after __nanosleep) just before
@@ -426,6 +430,13 @@ std::vector<float> run_wgmma_rs(DType dt, int n, const std::vector<uint16_t>& a,
 uint64_t run_smem_desc_sw128(uint32_t addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
   DeviceBuffer out = poisoned<uint64_t>(1);
   smem_desc_kernel<<<1, 1>>>(addr, lbo_bytes, sbo_bytes, static_cast<uint64_t*>(out.data()));
+  finish();
+  return download<uint64_t>(out)[0];
+}
+
+uint64_t run_sw128_desc_at(uint32_t base, uint32_t lbo_bytes, uint32_t off_bytes) {
+  DeviceBuffer out = poisoned<uint64_t>(1);
+  sw128_desc_at_kernel<<<1, 1>>>(base, lbo_bytes, off_bytes, static_cast<uint64_t*>(out.data()));
   finish();
   return download<uint64_t>(out)[0];
 }

@@ -29,6 +29,8 @@ std::vector<float> run_wgmma_rs(DType dt, int n, const std::vector<uint16_t>& a,
 
 // smem_desc_sw128(addr, lbo, sbo) evaluated on the device.
 uint64_t run_smem_desc_sw128(uint32_t addr, uint32_t lbo_bytes, uint32_t sbo_bytes);
+// Sw128Desc<1024>(base, lbo).at(off): the split descriptor the wide kernel steps its k-steps with.
+uint64_t run_sw128_desc_at(uint32_t base, uint32_t lbo_bytes, uint32_t off_bytes);
 
 // mbar_init(32) / mbar_arrive / mbar_wait over two phases; each value is written late, just before the arrival
 // that completes its phase.

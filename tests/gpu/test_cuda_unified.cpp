@@ -230,7 +230,7 @@ TEST_P(Prefill2D, WideMatchesReferenceForEveryKnob) {
     // The plan's own record of what runs: persistent CTAs load Q ahead exactly where a second Q tile fits.
     const auto lp = cuda::make_unified_launch_plan(problem_of(sh, dt), KnobValues::resolve(k, false), 132);
     ASSERT_EQ(probe.plan->summary.find("q-ahead") != std::string::npos,
-              lp.persistent && cuda::wide_smem_bytes(sh.head_size, lp.wide_wgs, lp.wide_stages, 2) <= cuda::kWideSmemLimit)
+              cuda::wide_q_bufs(sh.head_size, lp.wide_wgs, lp.wide_stages, lp.persistent) == 2)
         << probe.plan->summary;
     const auto o = run_and_check(sh, dt, k, 1234 + idx);
     std::printf("  %-46s %s wide%s rows=%lld max_abs=%.3g [%s]\n", sh.name.c_str(), dtype_name(dt),

@@ -117,6 +117,9 @@ TEST(PtxWrappers, SmemDescSw128Fields) {
   EXPECT_EQ(run_smem_desc_sw128(0x2420, 16, 1024), 0x4000004000010242ull);
   // V-like MN-major tile: LBO 128 rows x 128 B = 16 KB, SBO 1024; the start address keeps its low 18 bits only.
   EXPECT_EQ(run_smem_desc_sw128(0x40000 + 0x8800, 16384, 1024), 0x4000004004000880ull);
+  // The split form: a tile's base descriptor plus a k-step offset is the descriptor of base + offset.
+  EXPECT_EQ(run_sw128_desc_at(0x2400, 16, 0x20), 0x4000004000010242ull);
+  EXPECT_EQ(run_sw128_desc_at(0x40000 + 0x8000, 16384, 0x800), 0x4000004004000880ull);
 }
 
 // fence_proxy_async_smem after cp.async: tiles written by cp.async, then one SS wgmma (N = 128) reads them.
