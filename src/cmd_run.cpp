@@ -2,6 +2,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "cli_options.hpp"
 #include "commands.hpp"
 #include "errors.hpp"
 #include "runner.hpp"
@@ -92,27 +93,15 @@ void run_callback(RunCli& c, Context& ctx) {
 void add_run_command(CLI::App& app, Context& ctx) {
   auto c = std::make_shared<RunCli>();
   CLI::App* cmd = app.add_subcommand("run", "Gate and time the kernels on shape groups; write JSON and CSV");
-  cmd->add_option("--group,-g", c->opt.groups, "Shape group (repeatable): decode, short_prefill, ...");
-  cmd->add_option("--shapes", c->opt.shape_files, "A shape file in the shapes/ schema (repeatable)");
-  cmd->add_option("--kernel,-k", c->opt.kernel_glob, "Kernel name glob, e.g. 'cuda.*'")->capture_default_str();
-  cmd->add_option("--backend", c->opt.backend, "auto (cuda when a GPU is visible, else cpu) | cpu | cuda | all")
-      ->capture_default_str();
-  cmd->add_option("--dtype", c->opt.dtypes, "Keep only these dtypes (bf16, fp16)")->delimiter(',');
+  add_case_options(cmd, c->opt);
   cmd->add_option("--mode", c->modes, "Timing modes: eager, graph")->delimiter(',')->capture_default_str();
-  cmd->add_option("--filter", c->opt.filter, "Regex over 'group/shape/dtype'");
   cmd->add_option("--out,-o", c->out, "Results JSON (default results/<groups>.json)");
   cmd->add_option("--csv", c->csv, "Results CSV (default: the JSON path with .csv)");
-  cmd->add_option("--seed", c->opt.seed, "Input RNG seed")->capture_default_str();
   cmd->add_option("--atol", c->atol, "Gate max_abs tolerance (default: fp16 2e-2, bf16 4e-2)")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--gate-only", c->opt.gate_only, "Gate every row, time nothing");
   cmd->add_flag("--no-gate", c->opt.no_gate, "Time without gating (rows are not checked)");
-  cmd->add_option("--min-samples", c->opt.stop.min_samples, "Timing samples at least")->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--max-noise", c->opt.stop.max_noise, "Stop when relative stdev <= this")->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--timeout", c->opt.stop.timeout_s, "Seconds per measurement at most")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  add_stop_options(cmd, c->opt.stop);
   cmd->add_option("--l2", c->l2, "hot: back-to-back; cold: L2 flushed before each sample (CUDA)")->capture_default_str();
   cmd->add_option("--block-order", c->block_order, "contiguous | shuffled physical KV blocks")->capture_default_str();
   cmd->add_option("--set", c->sets, "Knob override NAME=VALUE (repeatable; see list --knobs)");

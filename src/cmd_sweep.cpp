@@ -2,6 +2,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "cli_options.hpp"
 #include "commands.hpp"
 #include "errors.hpp"
 #include "runner.hpp"
@@ -54,20 +55,9 @@ void add_sweep_command(CLI::App& app, Context& ctx) {
   auto c = std::make_shared<SweepCli>();
   CLI::App* cmd = app.add_subcommand("sweep", "Run shapes once per knob setting (cartesian over --knob); one file");
   cmd->add_option("--knob", c->knobs, "NAME=v1,v2,... (repeatable; see list --knobs)")->required();
-  cmd->add_option("--group,-g", c->opt.groups, "Shape group (repeatable)");
-  cmd->add_option("--shapes", c->opt.shape_files, "A shape file (repeatable)");
-  cmd->add_option("--kernel,-k", c->opt.kernel_glob, "Kernel name glob")->capture_default_str();
-  cmd->add_option("--backend", c->opt.backend, "auto | cpu | cuda | all")->capture_default_str();
-  cmd->add_option("--dtype", c->opt.dtypes, "Keep only these dtypes (bf16, fp16)")->delimiter(',');
+  add_case_options(cmd, c->opt);
   cmd->add_option("--mode", c->modes, "Timing modes: eager, graph")->delimiter(',')->capture_default_str();
-  cmd->add_option("--filter", c->opt.filter, "Regex over 'group/shape/dtype'");
-  cmd->add_option("--seed", c->opt.seed, "Input RNG seed")->capture_default_str();
-  cmd->add_option("--min-samples", c->opt.stop.min_samples, "Timing samples at least")->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--max-noise", c->opt.stop.max_noise, "Stop when relative stdev <= this")->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--timeout", c->opt.stop.timeout_s, "Seconds per measurement at most")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  add_stop_options(cmd, c->opt.stop);
   cmd->add_option("--out,-o", c->out, "Results JSON (default results/sweep_<groups>.json)");
   cmd->add_option("--csv", c->csv, "Results CSV (default: the JSON path with .csv)");
   cmd->add_flag("--no-progress", c->no_progress, "No progress line on a terminal");
