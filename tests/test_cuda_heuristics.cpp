@@ -294,6 +294,97 @@ TEST(CudaWideDispatch, PersistentCtasWalkEveryTileOnceHeaviestFirst) {
   EXPECT_EQ(wide_persistent_ctas(1000, 0), kDefaultSmCount);
 }
 
+TEST(CudaWideDispatch, GqaPackRowDivisionIsExactForEveryTileRow) {
+  // The kernel finds a row's head as (r * wide_pack_magic(tq)) >> 16: exact for every row of every tile height.
+  for (int tq = 1; tq <= 3 * kWideRowsPerWg; ++tq)
+    for (int r = 0; r < 3 * kWideRowsPerWg; ++r)
+      ASSERT_EQ(static_cast<int>((static_cast<uint32_t>(r) * wide_pack_magic(tq)) >> 16), r / tq) << r << " / " << tq;
+}
+
+TEST(CudaWideDispatch, GqaPackFillsShortTilesWithTheHeadsOfOneGroup) {
+  const auto wide = knobs({{"ATTNBENCH_SM90_PATH", "wide"}});
+  // Long and mid-length q: packing saves nothing (same KV-tile steps, same units), the auto rule keeps 1.
+  EXPECT_EQ(wide_pack(uniform(1, 8192, 8192, 32, 8, 128), 128, wide), 1);
+  EXPECT_EQ(wide_pack(uniform(16, 256, 256, 32, 8, 128), 128, wide), 1);
+  EXPECT_EQ(wide_pack(uniform(8, 512, 4096, 32, 8, 128), 128, wide), 1);  // chunked prefill
+  // Short q: 5 tokens of each of 4 heads in one tile instead of 4 tiles of 5 rows.
+  EXPECT_EQ(wide_pack(uniform(4, 5, 18, 32, 8, 128), 128, wide), 4);
+  EXPECT_EQ(wide_pack_cost(uniform(4, 5, 18, 32, 8, 128), 128, 4) * 4,
+            wide_pack_cost(uniform(4, 5, 18, 32, 8, 128), 128, 1));
+  // q 40 at group 8: 3 tiles of 16 tokens x 8 heads (48 steps + units) beat 2 of 32 x 4 (64) and 8 of 128 x 1;
+  // q 8 at group 16: 16 heads of 8 tokens.
+  EXPECT_EQ(wide_pack(uniform(2, 40, 40, 32, 4, 128), 128, wide), 8);
+  EXPECT_EQ(wide_pack_cost(uniform(2, 40, 40, 32, 4, 128), 128, 8), 48);
+  EXPECT_EQ(wide_pack_cost(uniform(2, 40, 40, 32, 4, 128), 128, 4), 64);
+  EXPECT_EQ(wide_pack(uniform(2, 8, 600, 32, 2, 128), 128, wide), 16);
+  // Group 7: pack 7 (18 tokens each, rows 126 and 127 idle); no divisor above the group size.
+  EXPECT_EQ(wide_pack(uniform(2, 10, 10, 28, 4, 128), 128, wide), 7);
+  EXPECT_EQ(wide_pack(uniform(2, 10, 10, 8, 8, 128), 128, wide), 1);  // MHA: nothing to pack
+  // The plan: head tiles on the grid, tokens per head, the pack in the summary.
+  auto ragged = uniform(3, 1, 1, 32, 8, 128);  // the short_prefill group's ragged batch
+  ragged.q_lens = {5, 129, 768};
+  ragged.kv_lens = {18, 463, 768};
+  const auto lp = make_unified_launch_plan(ragged, knobs(), 132);
+  EXPECT_EQ(lp.wide_pack, 4);
+  EXPECT_EQ(lp.wide_tq, 32);
+  EXPECT_EQ(lp.m_tiles, 24);
+  EXPECT_EQ(lp.grid_x, 8);  // head tiles (head-major grid)
+  EXPECT_EQ(lp.grid_y, 24);
+  EXPECT_NE(lp.summary.find("gqa-pack=4x32"), std::string::npos) << lp.summary;
+  // Forced: any divisor of the group up to 16; others are a wide-knob conflict naming the group size.
+  const auto two = make_unified_launch_plan(
+      uniform(2, 700, 700, 28, 4, 128), knobs({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_GQA_PACK", "7"}, {"ATTNBENCH_SM90_PERSISTENT", "0"}}),
+      132);
+  EXPECT_EQ(two.wide_pack, 7);
+  EXPECT_EQ(two.wide_tq, 18);
+  EXPECT_EQ(two.m_tiles, (700 + 17) / 18);
+  EXPECT_EQ(two.work_tiles, static_cast<int64_t>(two.m_tiles) * 2 * 4);  // 4 head tiles of 7 heads, 2 sequences
+  EXPECT_EQ(static_cast<int64_t>(two.grid_x) * two.grid_y * two.grid_z, two.work_tiles);
+  const std::string bad =
+      wide_knob_conflict(uniform(2, 700, 700, 28, 4, 128), knobs({{"ATTNBENCH_SM90_GQA_PACK", "4"}}));
+  EXPECT_NE(bad.find("ATTNBENCH_SM90_GQA_PACK=4"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("group size 7"), std::string::npos) << bad;
+  EXPECT_FALSE(wide_knob_conflict(uniform(2, 70, 70, 64, 2, 128), knobs({{"ATTNBENCH_SM90_GQA_PACK", "32"}})).empty());
+#ifdef ATTNBENCH_WITH_CUDA
+  const AttentionProblem d = uniform(2, 700, 700, 28, 4, 128);
+  const auto s = make_cuda_unified()->supports(d, knobs({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_GQA_PACK", "4"}}));
+  EXPECT_FALSE(s.ok);
+  EXPECT_NE(s.reason.find("GQA_PACK"), std::string::npos) << s.reason;
+#endif
+}
+
+TEST(CudaWideDispatch, TheQPrologueRunsInTheWideKernelOnly) {
+  auto with_prologue = [](AttentionProblem p, int rope) {
+    p.q_norm = true;
+    p.q_rope_dim = rope;
+    return p;
+  };
+  const auto d64 = with_prologue(uniform(1, 4096, 4096, 16, 2, 64), 64);
+  EXPECT_TRUE(q_prologue_conflict(d64, knobs()).empty());
+  EXPECT_TRUE(q_prologue_conflict(uniform(1, 4096, 4096, 16, 2, 64), knobs({{"ATTNBENCH_SM90_PATH", "narrow"}})).empty());
+  // d64 defaults to 3 consumer warpgroups; with a Q prologue to 2 (the kernels that have it), 3 is a conflict.
+  EXPECT_EQ(make_unified_launch_plan(uniform(1, 4096, 4096, 16, 2, 64), knobs(), 132).wide_wgs, 3);
+  EXPECT_EQ(make_unified_launch_plan(d64, knobs(), 132).wide_wgs, kWideMaxWgsQPrologue);
+  const std::string three = q_prologue_conflict(d64, knobs({{"ATTNBENCH_SM90_FLASH_WIDE", "3"}}));
+  EXPECT_NE(three.find("at most 2 consumer warpgroups"), std::string::npos) << three;
+  EXPECT_NE(q_prologue_conflict(d64, knobs({{"ATTNBENCH_SM90_PATH", "narrow"}})).find("narrow kernel"),
+            std::string::npos);
+  EXPECT_NE(q_prologue_conflict(with_prologue(uniform(1, 4096, 4096, 16, 2, 64), 24), knobs()).find("multiple of 16"),
+            std::string::npos);
+  EXPECT_NE(q_prologue_conflict(with_prologue(uniform(4, 1, 4096, 32, 8, 128), 64), knobs()).find("3D decode"),
+            std::string::npos);
+  AttentionProblem rope_only = uniform(1, 1024, 1024, 8, 8, 128);
+  rope_only.q_rope_dim = 32;
+  EXPECT_TRUE(rope_only.has_q_prologue());
+  EXPECT_TRUE(q_prologue_conflict(rope_only, knobs()).empty());
+#ifdef ATTNBENCH_WITH_CUDA
+  const auto s = make_cuda_unified()->supports(with_prologue(uniform(1, 100, 100, 4, 2, 64), 16), knobs());
+  EXPECT_FALSE(s.ok);  // auto keeps 100 d64 queries on the narrow kernel
+  EXPECT_NE(s.reason.find("Q prologue"), std::string::npos) << s.reason;
+  EXPECT_NE(make_cuda_unified()->plan(d64, knobs())->summary.find("+q-norm-rope"), std::string::npos);
+#endif
+}
+
 TEST(CudaWideDispatch, PersistentCtasLoadTheNextQAheadWhereASecondTileFits) {
   // Two Q tiles where they fit beside the ring, and only for persistent CTAs (one unit per CTA has no next Q).
   EXPECT_EQ(wide_q_bufs(128, 2, 2, true), 2);   // 64 KB of Q + 128 KB of ring

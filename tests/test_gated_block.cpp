@@ -141,8 +141,8 @@ TEST(CpuGatedBlock, TypedDeclines) {
   o.fuse_gate = true;  // cpu.unified's epilogue applies the gate
   EXPECT_EQ(field(g, o, knobs()), "<no decline>");
   o = plain_options();
-  o.fuse_norm_rope = true;
-  EXPECT_EQ(field(g, o, knobs()), "fuse_norm_rope");
+  o.fuse_norm_rope = true;  // K's pass + cpu.unified's Q prologue
+  EXPECT_EQ(field(g, o, knobs()), "<no decline>");
   o = plain_options();
   o.attn_scale = -1.f;
   EXPECT_EQ(field(g, o, knobs()), "attn_scale");
@@ -160,11 +160,22 @@ TEST(CudaGatedBlock, TypedDeclinesWithoutADevice) {
   const auto k = make_cuda_gated_block();
   const GatedGeometry g(small_dims());
   EXPECT_TRUE(k->supports(g, plain_options(), knobs()).ok);
+  // fuse_norm_rope: the Q prologue is in the wide kernel only (auto keeps 100 d64 queries on the narrow one) and
+  // rotates 16-byte chunks (rope_dim a multiple of 16).
   GatedOptions o = plain_options();
   o.fuse_norm_rope = true;
   Support s = k->supports(g, o, knobs());
   EXPECT_FALSE(s.ok);
-  EXPECT_NE(s.reason.find("field 'fuse_norm_rope': the projection is cuBLASLt"), std::string::npos) << s.reason;
+  EXPECT_NE(s.reason.find("field 'fuse_norm_rope': the SDPA kernel has no Q prologue here"), std::string::npos)
+      << s.reason;
+  EXPECT_NE(s.reason.find("narrow kernel"), std::string::npos) << s.reason;
+  EXPECT_TRUE(k->supports(g, o, knobs({{"ATTNBENCH_SM90_PATH", "wide"}})).ok);
+  GatedDims rope8 = small_dims();
+  rope8.rope_dim = 8;
+  s = k->supports(GatedGeometry(rope8), o, knobs({{"ATTNBENCH_SM90_PATH", "wide"}}));
+  EXPECT_NE(s.reason.find("field 'fuse_norm_rope'"), std::string::npos) << s.reason;
+  EXPECT_NE(s.reason.find("q_rope_dim 8 is not a multiple of 16"), std::string::npos) << s.reason;
+  EXPECT_TRUE(k->supports(GatedGeometry(rope8), plain_options(), knobs({{"ATTNBENCH_SM90_PATH", "wide"}})).ok);
   s = k->supports(GatedGeometry(small_dims(100, 2)), plain_options(), knobs());
   EXPECT_NE(s.reason.find("field 'seqlen'"), std::string::npos) << s.reason;
   // fuse_gate follows what the SDPA kernel says about its gate epilogue.
@@ -340,6 +351,7 @@ struct CpuCase {
   bool qk_norm;
   float offset;
   bool fuse_gate = false;
+  bool fuse_norm_rope = false;
 };
 
 class CpuGatedVsReference : public ::testing::TestWithParam<CpuCase> {};
@@ -352,6 +364,7 @@ TEST_P(CpuGatedVsReference, PassesTheGate) {
   o.qk_norm = c.qk_norm;
   o.norm_weight_offset = c.offset;
   o.fuse_gate = c.fuse_gate;
+  o.fuse_norm_rope = c.fuse_norm_rope;
   auto block = make_cpu_gated_block()->create(g, o, knobs());
   const CpuRun r = run_cpu(g, *block, c.layout);
   const auto [max_abs, atol] = compare_with_reference(g, o, r);
@@ -366,7 +379,33 @@ INSTANTIATE_TEST_SUITE_P(
                       CpuCase{2, 48, true, DType::f16, QGateLayout::flat, false, 0.f},
                       CpuCase{2, 64, false, DType::bf16, QGateLayout::interleaved, true, 0.f},
                       CpuCase{1, 100, true, DType::bf16, QGateLayout::flat, true, 0.f, true},
-                      CpuCase{2, 48, true, DType::f16, QGateLayout::interleaved, true, 1.f, true}));
+                      CpuCase{2, 48, true, DType::f16, QGateLayout::interleaved, true, 1.f, true},
+                      CpuCase{1, 100, true, DType::bf16, QGateLayout::flat, true, 0.f, true, true},
+                      CpuCase{2, 48, false, DType::f16, QGateLayout::interleaved, true, 1.f, true, true},
+                      CpuCase{2, 64, true, DType::bf16, QGateLayout::flat, false, 0.f, false, true}));
+
+// fuse_norm_rope moves Q's norm + RoPE into cpu.unified's Q load: the same fp32 math and the same single rounding
+// as the separate pass, so the block's output is bit-identical; with the prologue reading a wrong weight (a
+// planted bug: the activations' first row) the output moves and the gate catches it.
+TEST(CpuGatedBlock, FusedNormRopeEqualsTheSeparatePassAndAWrongWeightFailsTheGate) {
+  const GatedGeometry g(small_dims(100, 1));
+  GatedOptions o = plain_options();
+  o.norm_weight_offset = 1.f;
+  auto separate = make_cpu_gated_block()->create(g, o, knobs());
+  GatedOptions f = o;
+  f.fuse_norm_rope = true;
+  auto fused = make_cpu_gated_block()->create(g, f, knobs());
+  EXPECT_EQ(fused->stage_names(),
+            (std::vector<std::string>{"qkvg_proj", "k_norm_rope", "q_norm_rope+sdpa", "gate", "out_proj"}));
+  const CpuRun a = run_cpu(g, *separate, QGateLayout::flat);
+  const CpuRun b = run_cpu(g, *fused, QGateLayout::flat);
+  EXPECT_EQ(a.out, b.out);
+  CpuRun bad = run_cpu(g, *fused, QGateLayout::flat);
+  bad.prm.q_norm_weight = bad.in.h.data();
+  fused->execute(bad.prm, nullptr);
+  const auto [max_abs, atol] = compare_with_reference(g, f, bad);
+  EXPECT_GT(max_abs, atol);
+}
 
 TEST(GatedReference, SampledRowsEqualTheSameRowsOfTheFullComputation) {
   for (bool causal : {true, false}) {

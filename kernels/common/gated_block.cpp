@@ -103,7 +103,44 @@ AttentionProblem gated_sdpa_problem(const GatedGeometry& g, const GatedOptions& 
   p.scale = o.softmax_scale(g.d_head());
   p.dtype = g.dtype();
   p.output_gate = o.fuse_gate;
+  p.q_norm = o.fuse_norm_rope && o.qk_norm;
+  p.q_rope_dim = o.fuse_norm_rope ? g.rope_dim() : 0;
   return p;
+}
+
+std::vector<GatedStage> gated_stages(const GatedGeometry& g, const GatedOptions& o) {
+  std::vector<GatedStage> st = {GatedStage::proj};
+  if (o.qk_norm || g.rope_dim() > 0) st.push_back(GatedStage::norm_rope);
+  st.push_back(GatedStage::sdpa);
+  if (!o.fuse_gate) st.push_back(GatedStage::gate);
+  st.push_back(GatedStage::out_proj);
+  return st;
+}
+
+std::string gated_stage_name(GatedStage s, const GatedOptions& o) {
+  switch (s) {
+    case GatedStage::proj: return "qkvg_proj";
+    case GatedStage::norm_rope: return o.fuse_norm_rope ? "k_norm_rope" : "norm_rope";
+    case GatedStage::sdpa: return std::string(o.fuse_norm_rope ? "q_norm_rope+" : "") + "sdpa" + (o.fuse_gate ? "+gate" : "");
+    case GatedStage::gate: return "gate";
+    case GatedStage::out_proj: return "out_proj";
+  }
+  return "?";
+}
+
+void set_gated_q_prologue(const GatedGeometry& g, const GatedOptions& o, const GatedBlockParams& p,
+                          AttentionParams& a) {
+  if (!o.fuse_norm_rope) return;
+  if (o.qk_norm) {
+    a.q_norm_weight = p.q_norm_weight;
+    a.q_norm_offset = o.norm_weight_offset;
+    a.q_norm_eps = kGatedNormEps;
+  }
+  a.q_rope_dim = g.rope_dim();
+  if (g.rope_dim() > 0) {
+    a.rope_cos = p.cos;
+    a.rope_sin = p.sin;
+  }
 }
 
 WorkModel gated_block_work(const GatedGeometry& g, const GatedOptions& o) {

@@ -24,7 +24,12 @@ const std::vector<KnobSpec>& knob_table() {
       {"ATTNBENCH_SM90_PERSISTENT", {"auto", "0", "1"}, "auto",
        "cuda.unified 2D prefill, wide regime: 1 = one CTA per SM walking the q-tiles heaviest first (snake order); "
        "0 = one CTA per q-tile, heaviest first in launch order; auto = 1 for equal-length batches with "
-       "max_seqlen_q >= 4096 (kernels/NOTES.md, wide v4)"},
+       "max_seqlen_q >= 4096 or <= 768 (kernels/NOTES.md, wide v4/v5)"},
+      {"ATTNBENCH_SM90_GQA_PACK", {}, "0",
+       "cuda.unified 2D prefill, wide regime: query heads of one KV group per 64*wgs-row tile (a divisor of the "
+       "group size up to 16, each head 64*wgs/pack tokens), so short q-tiles share their K/V tile loads; 0 = auto: "
+       "the pack with the fewest KV-tile steps + units (kernels/NOTES.md, wide v6); a value that does not divide the "
+       "group keeps the problem off the wide kernel (declined where ATTNBENCH_SM90_PATH=wide)"},
       {"ATTNBENCH_Q_MAJOR_GRID", {"0", "1"}, "0",
        "cuda.unified 2D prefill: 1 puts the q-tile index on grid.x (q-major order), 0 puts heads first"},
       {"ATTNBENCH_3D_SPLITS", {}, "0",
@@ -37,7 +42,8 @@ const std::vector<KnobSpec>& knob_table() {
       {"ATTNBENCH_GATED_FUSE_GATE", {"0", "1"}, "1",
        "*.gated_block: 1 applies O * sigmoid(GATE) in the SDPA epilogue (declined where the SDPA kernel has none)"},
       {"ATTNBENCH_GATED_FUSE_NORM_ROPE", {"0", "1"}, "0",
-       "*.gated_block: 1 fuses QK-RMSNorm + RoPE into the projection epilogue (declined: the projection is cuBLASLt)"},
+       "*.gated_block: 1 moves Q's RMSNorm + RoPE into the SDPA's Q load (its Q prologue; K keeps a separate pass); "
+       "declined where the SDPA kernel has no Q prologue for the problem"},
       {"ATTNBENCH_GATED_QGATE_LAYOUT", {"flat", "interleaved"}, "flat",
        "*.gated_block: W_qkvg column blocks Q | GATE | K | V (flat) or per-head [q_h | g_h] then K | V (interleaved)"},
   };

@@ -119,8 +119,6 @@ void gemm_abt(DType dt, int64_t M, int64_t N, int K, const uint16_t* A, int64_t 
 
 namespace {
 
-enum Stage { kProj, kNormRope, kSdpa, kGate, kOutProj };
-
 class CpuGatedBlock final : public GatedBlock {
  public:
   CpuGatedBlock(const GatedGeometry& g, const GatedOptions& o, const KnobValues& knobs)
@@ -132,11 +130,7 @@ class CpuGatedBlock final : public GatedBlock {
     threads_ = std::max(1, omp_get_max_threads());
     scratch_.assign(cpu::gemm_scratch_floats(std::max<int>(g.d_model(), static_cast<int>(g.attn_width()))) * threads_,
                     0.f);
-    stages_ = {kProj};
-    if (o.qk_norm || g.rope_dim() > 0) stages_.push_back(kNormRope);
-    stages_.push_back(kSdpa);
-    if (!o.fuse_gate) stages_.push_back(kGate);  // fused: cpu.unified's epilogue applies sigmoid(GATE)
-    stages_.push_back(kOutProj);
+    stages_ = gated_stages(g, o);  // fuse_gate / fuse_norm_rope: cpu.unified's epilogue / Q prologue
   }
 
   const GatedGeometry& geometry() const override { return g_; }
@@ -163,9 +157,8 @@ class CpuGatedBlock final : public GatedBlock {
   }
 
   std::vector<std::string> stage_names() const override {
-    static const char* names[] = {"qkvg_proj", "norm_rope", "sdpa", "gate", "out_proj"};
     std::vector<std::string> out;
-    for (Stage s : stages_) out.push_back(s == kSdpa && o_.fuse_gate ? "sdpa+gate" : names[s]);
+    for (GatedStage s : stages_) out.push_back(gated_stage_name(s, o_));
     return out;
   }
 
@@ -174,17 +167,18 @@ class CpuGatedBlock final : public GatedBlock {
       throw std::invalid_argument("cpu.gated_block: no stage " + std::to_string(stage));
     check(p);
     switch (stages_[stage]) {
-      case kProj: return project(p);
-      case kNormRope: return norm_rope(p);
-      case kSdpa: return sdpa(p);
-      case kGate: return gate(p);
-      case kOutProj: return out_project(p);
+      case GatedStage::proj: return project(p);
+      case GatedStage::norm_rope: return norm_rope(p);
+      case GatedStage::sdpa: return sdpa(p);
+      case GatedStage::gate: return gate(p);
+      case GatedStage::out_proj: return out_project(p);
     }
   }
 
   std::string summary() const override {
     return std::string("qkvg ") + q_gate_layout_name(o_.q_gate_layout) + ", sdpa cpu.unified " + plan_->summary +
-            " block_size=" + std::to_string(layout_.block_size) + ", gate " + (o_.fuse_gate ? "fused" : "separate") +
+            " block_size=" + std::to_string(layout_.block_size) + ", norm+rope " +
+           (o_.fuse_norm_rope ? "K pass, Q in the SDPA" : "separate") + ", gate " + (o_.fuse_gate ? "fused" : "separate") +
            ", threads=" + std::to_string(threads_);
   }
 
@@ -213,7 +207,9 @@ class CpuGatedBlock final : public GatedBlock {
 
   void norm_rope(const GatedBlockParams& p) const {
     const DType dt = g_.dtype();
-    const int d = g_.d_head(), rd = g_.rope_dim(), heads = g_.h_q() + g_.h_kv();
+    // fuse_norm_rope: the K heads only (cpu.unified normalises and rotates Q as it reads it)
+    const int hq = o_.fuse_norm_rope ? 0 : g_.h_q();
+    const int d = g_.d_head(), rd = g_.rope_dim(), heads = hq + g_.h_kv();
     const int64_t N = g_.n_qkvg(), rows = g_.tokens() * heads;
     float wq[256] = {}, wk[256] = {};  // d_head <= 256 (the geometry's rule); nothing allocated per call
     if (o_.qk_norm) {
@@ -225,8 +221,8 @@ class CpuGatedBlock final : public GatedBlock {
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t t = r / heads;
       const int hh = static_cast<int>(r % heads);
-      const bool is_q = hh < g_.h_q();
-      uint16_t* x = proj + t * N + (is_q ? cols_.q0 + hh * cols_.q_head_stride : cols_.k0 + (hh - g_.h_q()) * d);
+      const bool is_q = hh < hq;
+      uint16_t* x = proj + t * N + (is_q ? cols_.q0 + hh * cols_.q_head_stride : cols_.k0 + (hh - hq) * d);
       float v[256], c[256], s[256];
       cpu::to_float(dt, x, v, d);
       if (rd > 0) {
@@ -257,6 +253,7 @@ class CpuGatedBlock final : public GatedBlock {
     a.block_table = reinterpret_cast<const int32_t*>(ws + layout_.block_table);
     a.block_table_stride = layout_.blocks_per_seq;
     a.workspace = layout_.sdpa_bytes ? ws + layout_.sdpa : nullptr;
+    set_gated_q_prologue(g_, o_, p, a);
     if (o_.fuse_gate) {
       a.gate = proj + cols_.g0;
       a.gate_stride_token = N;
@@ -296,7 +293,7 @@ class CpuGatedBlock final : public GatedBlock {
   GatedWorkspaceLayout layout_;
   int threads_ = 1;
   mutable std::vector<float> scratch_;  // per-thread GEMM tiles: execute() allocates nothing (one call at a time)
-  std::vector<Stage> stages_;
+  std::vector<GatedStage> stages_;
   const void* prepared_ = nullptr;
 };
 
@@ -323,8 +320,6 @@ class CpuGatedBlockKernel final : public GatedBlockKernel {
  private:
   static void check(const GatedGeometry& g, const GatedOptions& o, const KnobValues& knobs) {
     validate_gated_options(o);
-    if (o.fuse_norm_rope)
-      throw GatedDecline("fuse_norm_rope", "cpu.gated_block runs norm + RoPE as a separate pass after the projection");
     if (gated_block_size(g) == 0)
       throw GatedDecline("seqlen", "batch > 1 needs seqlen a multiple of 16 (sequences start on a cache block), got " +
                                        std::to_string(g.seqlen()));

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/gated_block.hpp"
 #include "cpu/work_limit.hpp"
 #include "attnbench/backends.hpp"
 
@@ -131,6 +132,8 @@ struct CpuPlan : AttentionPlan {
   DType dtype = DType::bf16;
   bool causal = true;
   bool output_gate = false;
+  bool q_norm = false;  // the Q prologue
+  int q_rope_dim = 0;
   int q_tile = 1, kv_tile = 64, splits = 1, threads = 1;
   int vec_cols = 8;   // query vectors per micro-kernel column block of the QK gemm: 4 or 8
   int m_pad = 8;      // q_tile * group rounded up to vec_cols: leading dimension of the transposed buffers
@@ -175,6 +178,24 @@ Scratch carve(const CpuPlan& pl, int thread) {
   return s;
 }
 
+// The Q prologue of one row (AttentionParams): decoded, normalised and rotated in fp32 with the gated block's own
+// row function, rounded once to the dtype.
+template <DType DT>
+void q_prologue_row(const AttentionParams& p, int64_t token, const uint16_t* src, float* x) {
+  const int d = p.head_size, rd = p.q_rope_dim;
+  float w[512] = {}, c[512] = {}, s[512] = {};  // head_size <= 512
+  for (int i = 0; i < d; ++i) x[i] = half_to_float(src[i], DT);
+  if (p.q_norm_weight) {
+    for (int i = 0; i < d; ++i) w[i] = half_to_float(static_cast<const uint16_t*>(p.q_norm_weight)[i], DT);
+  }
+  for (int i = 0; i < rd; ++i) {
+    c[i] = half_to_float(static_cast<const uint16_t*>(p.rope_cos)[token * rd + i], DT);
+    s[i] = half_to_float(static_cast<const uint16_t*>(p.rope_sin)[token * rd + i], DT);
+  }
+  cpu::norm_rope_row(x, d, p.q_norm_weight != nullptr, w, p.q_norm_offset, p.q_norm_eps, rd, c, s);
+  for (int i = 0; i < d; ++i) x[i] = half_to_float(float_to_half(x[i], DT), DT);
+}
+
 // Attends rows [row0, row0 + rows) of sequence `seq` (all heads of kv head `kh`) to keys [k0, k1): leaves the
 // unnormalised output in sc.acc and the running max / sum in sc.m / sc.l. VC: the QK gemm's column block.
 template <DType DT, int VC>
@@ -188,11 +209,18 @@ void attend(const AttentionParams& p, const CpuPlan& pl, const Scratch& sc, int 
   const int64_t q_token0 = p.cu_seqlens_q[seq] + row0;
   const int shift = kv_len - q_len;  // bottom-right causal: row i sees keys [0, i + shift]
 
+  const bool prologue = p.q_norm_weight != nullptr || p.q_rope_dim > 0;
   for (int mi = 0; mi < mcols; ++mi) {
     if (mi < M) {
       const uint16_t* src = q + (q_token0 + mi / g) * p.q_stride_token +
                             static_cast<int64_t>(kh * g + mi % g) * p.q_stride_head;
-      for (int c = 0; c < d; ++c) sc.qt[static_cast<std::size_t>(c) * mp + mi] = half_to_float(src[c], DT) * p.scale;
+      if (prologue) {
+        float x[512];  // head_size <= 512 (cpu_unified_support)
+        q_prologue_row<DT>(p, q_token0 + mi / g, src, x);
+        for (int c = 0; c < d; ++c) sc.qt[static_cast<std::size_t>(c) * mp + mi] = x[c] * p.scale;
+      } else {
+        for (int c = 0; c < d; ++c) sc.qt[static_cast<std::size_t>(c) * mp + mi] = half_to_float(src[c], DT) * p.scale;
+      }
       sc.vis[mi] = static_cast<float>(p.causal ? row0 + mi / g + shift + 1 : kv_len);
     } else {
       for (int c = 0; c < d; ++c) sc.qt[static_cast<std::size_t>(c) * mp + mi] = 0.f;
@@ -421,6 +449,8 @@ class CpuUnified final : public AttentionKernel {
     pl->dtype = p.dtype;
     pl->causal = p.causal;
     pl->output_gate = p.output_gate;
+    pl->q_norm = p.q_norm;
+    pl->q_rope_dim = p.q_rope_dim;
     pl->threads = std::max(1, omp_get_max_threads());
     pl->q_tile = opts_.q_tile > 0 ? std::min(opts_.q_tile, p.max_seqlen_q()) : cpu_q_tile(p);
     pl->kv_tile = cpu_kv_tile(p);
@@ -469,6 +499,7 @@ class CpuUnified final : public AttentionKernel {
     if ((p.gate != nullptr) != pl->output_gate)
       throw std::invalid_argument(pl->output_gate ? "cpu.unified: the plan has an output gate, params.gate is null"
                                                   : "cpu.unified: params.gate is set but the plan has no output gate");
+    check_q_prologue_params("cpu.unified", pl->q_norm, pl->q_rope_dim, p);
     if (pl->workspace_bytes > 0 && !p.workspace)
       throw std::invalid_argument("cpu.unified: plan needs " + std::to_string(pl->workspace_bytes) +
                                   " workspace bytes, params.workspace is null");

@@ -85,25 +85,24 @@ class LtGemm {
   std::size_t ws_bytes_ = 0;
 };
 
-enum Stage { kProj, kNormRope, kSdpa, kGate, kOutProj };
-
 // What the block declines, without touching the device.
 void check_support(const GatedGeometry& g, const GatedOptions& o, const AttentionKernel& sdpa,
                    const KnobValues& knobs) {
   validate_gated_options(o);
-  if (o.fuse_norm_rope)
-    throw GatedDecline("fuse_norm_rope", "the projection is cuBLASLt: its epilogue has no per-head RMSNorm + RoPE");
   const int bs = gated_block_size(g);
   if (bs == 0)
     throw GatedDecline("seqlen", "batch > 1 needs seqlen a multiple of 16 (each sequence starts a cache block of "
                                  "the projection view), got " + std::to_string(g.seqlen()));
   const Support s = sdpa.supports(gated_sdpa_problem(g, o, bs), knobs);
   if (s.ok) return;
-  if (o.fuse_gate) {
-    GatedOptions plain = o;
-    plain.fuse_gate = false;
-    if (sdpa.supports(gated_sdpa_problem(g, plain, bs), knobs).ok)
+  // A fusion the SDPA kernel cannot take is declined under the fusion's own field.
+  GatedOptions plain = o;
+  plain.fuse_gate = plain.fuse_norm_rope = false;
+  if (sdpa.supports(gated_sdpa_problem(g, plain, bs), knobs).ok) {
+    plain.fuse_gate = o.fuse_gate;
+    if (o.fuse_gate && !sdpa.supports(gated_sdpa_problem(g, plain, bs), knobs).ok)
       throw GatedDecline("fuse_gate", "the SDPA kernel has no gate epilogue (cuda.unified: " + s.reason + ")");
+    throw GatedDecline("fuse_norm_rope", "the SDPA kernel has no Q prologue here (cuda.unified: " + s.reason + ")");
   }
   throw GatedDecline("sdpa", "cuda.unified declines: " + s.reason);
 }
@@ -125,11 +124,7 @@ class CudaGatedBlock final : public GatedBlock {
       throw;
     }
     layout_ = gated_workspace_layout(g, bs, plan_->workspace_bytes, kGemmWorkspaceBytes);
-    stages_ = {kProj};
-    if (o.qk_norm || g.rope_dim() > 0) stages_.push_back(kNormRope);
-    stages_.push_back(kSdpa);
-    if (!o.fuse_gate) stages_.push_back(kGate);
-    stages_.push_back(kOutProj);
+    stages_ = gated_stages(g, o);
   }
   ~CudaGatedBlock() override {
     proj_.reset();
@@ -158,15 +153,12 @@ class CudaGatedBlock final : public GatedBlock {
 
   void execute(const GatedBlockParams& p, void* stream) const override {
     check(p);
-    for (Stage s : stages_) run_stage(s, p, static_cast<cudaStream_t>(stream));
+    for (GatedStage s : stages_) run_stage(s, p, static_cast<cudaStream_t>(stream));
   }
 
   std::vector<std::string> stage_names() const override {
     std::vector<std::string> out;
-    for (Stage s : stages_) {
-      static const char* names[] = {"qkvg_proj", "norm_rope", "sdpa", "gate", "out_proj"};
-      out.push_back(s == kSdpa && o_.fuse_gate ? "sdpa+gate" : names[s]);
-    }
+    for (GatedStage s : stages_) out.push_back(gated_stage_name(s, o_));
     return out;
   }
 
@@ -179,7 +171,8 @@ class CudaGatedBlock final : public GatedBlock {
 
   std::string summary() const override {
     return std::string("qkvg ") + q_gate_layout_name(o_.q_gate_layout) + " cuBLASLt " + proj_->summary +
-           "; sdpa cuda.unified " + plan_->summary + " block_size=" + std::to_string(layout_.block_size) + "; gate " +
+           "; sdpa cuda.unified " + plan_->summary + " block_size=" + std::to_string(layout_.block_size) +
+           "; norm+rope " + (o_.fuse_norm_rope ? "K pass, Q in the SDPA" : "separate") + "; gate " +
            (o_.fuse_gate ? "fused" : "separate") + "; out cuBLASLt " + outp_->summary;
   }
 
@@ -197,6 +190,9 @@ class CudaGatedBlock final : public GatedBlock {
         throw std::invalid_argument("cuda.gated_block: h, W_qkvg, W_o, out and workspace must be 256-byte aligned");
     if (o_.qk_norm && (reinterpret_cast<uintptr_t>(p.q_norm_weight) | reinterpret_cast<uintptr_t>(p.k_norm_weight)) % 16)
       throw std::invalid_argument("cuda.gated_block: norm weights must be 16-byte aligned");
+    if (o_.fuse_norm_rope && g_.rope_dim() > 0 &&
+        (reinterpret_cast<uintptr_t>(p.cos) | reinterpret_cast<uintptr_t>(p.sin)) % 16)
+      throw std::invalid_argument("cuda.gated_block: with fuse_norm_rope, cos and sin must be 16-byte aligned");
     if (p.workspace != prepared_)
       throw std::invalid_argument("cuda.gated_block: workspace not prepared (call prepare_workspace once, before "
                                   "any graph capture)");
@@ -204,20 +200,20 @@ class CudaGatedBlock final : public GatedBlock {
 
   void* at(const GatedBlockParams& p, std::size_t off) const { return static_cast<unsigned char*>(p.workspace) + off; }
 
-  void run_stage(Stage s, const GatedBlockParams& p, cudaStream_t stream) const {
+  void run_stage(GatedStage s, const GatedBlockParams& p, cudaStream_t stream) const {
     const int64_t N = g_.n_qkvg();
     auto* proj = static_cast<uint16_t*>(at(p, layout_.proj));
     auto* attn = static_cast<uint16_t*>(at(p, layout_.attn));
     switch (s) {
-      case kProj:
+      case GatedStage::proj:
         return proj_->run(lt_, p.h, p.w_qkvg, proj, at(p, layout_.gemm), stream);
-      case kNormRope: {
+      case GatedStage::norm_rope: {
         cuda::GatedNormRopeParams n;
         n.proj = proj;
         n.row_stride = N;
         n.tokens = g_.tokens();
-        n.h_q = g_.h_q();
         n.h_kv = g_.h_kv();
+        n.h_q = o_.fuse_norm_rope ? 0 : g_.h_q();  // fused: Q's norm + RoPE run in the SDPA's Q load
         n.q0 = cols_.q0;
         n.q_head_stride = cols_.q_head_stride;
         n.k0 = cols_.k0;
@@ -231,7 +227,7 @@ class CudaGatedBlock final : public GatedBlock {
         n.rope_dim = g_.rope_dim();
         return cuda::launch_gated_norm_rope(g_.dtype(), g_.d_head(), n, stream);
       }
-      case kSdpa: {
+      case GatedStage::sdpa: {
         AttentionParams a = make_attention_params(prob_);
         a.q = proj + cols_.q0;
         a.q_stride_token = N;
@@ -247,6 +243,7 @@ class CudaGatedBlock final : public GatedBlock {
         a.block_table = static_cast<const int32_t*>(at(p, layout_.block_table));
         a.block_table_stride = layout_.blocks_per_seq;
         a.workspace = layout_.sdpa_bytes ? at(p, layout_.sdpa) : nullptr;
+        set_gated_q_prologue(g_, o_, p, a);
         if (o_.fuse_gate) {
           a.gate = proj + cols_.g0;
           a.gate_stride_token = N;
@@ -254,7 +251,7 @@ class CudaGatedBlock final : public GatedBlock {
         }
         return sdpa_->run(*plan_, a, stream);
       }
-      case kGate: {
+      case GatedStage::gate: {
         cuda::GatedSigmoidParams sg;
         sg.o = attn;
         sg.o_stride_token = g_.attn_width();
@@ -266,7 +263,7 @@ class CudaGatedBlock final : public GatedBlock {
         sg.d_head = g_.d_head();
         return cuda::launch_gated_sigmoid(g_.dtype(), sg, stream);
       }
-      case kOutProj:
+      case GatedStage::out_proj:
         return outp_->run(lt_, attn, p.w_o, p.out, at(p, layout_.gemm), stream);
     }
   }
@@ -280,7 +277,7 @@ class CudaGatedBlock final : public GatedBlock {
   cublasLtHandle_t lt_ = nullptr;
   std::unique_ptr<LtGemm> proj_, outp_;
   GatedWorkspaceLayout layout_;
-  std::vector<Stage> stages_;
+  std::vector<GatedStage> stages_;
   const void* prepared_ = nullptr;
 };
 

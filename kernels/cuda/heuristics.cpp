@@ -1,6 +1,7 @@
 #include "cuda/heuristics.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <stdexcept>
 #include <vector>
@@ -37,12 +38,61 @@ std::string wide_knob_conflict(const AttentionProblem& p, const KnobValues& knob
     return "ATTNBENCH_SM90_FLASH_WIDE=" + std::to_string(wgs) + ": head size " + std::to_string(p.head_size) +
            " fits at most " + std::to_string(wide_max_wgs(p.head_size)) +
            " consumer warpgroups in the register file";
+  if (p.has_q_prologue() && wgs > kWideMaxWgsQPrologue)
+    return "ATTNBENCH_SM90_FLASH_WIDE=" + std::to_string(wgs) + ": the Q prologue (norm / RoPE of Q) is in the " +
+           "kernels of at most " + std::to_string(kWideMaxWgsQPrologue) + " consumer warpgroups";
   const int stages = knobs.get_int("ATTNBENCH_SM90_STAGES");
   if (stages != 0 && wide_smem_bytes(p.head_size, wgs, stages) > kWideSmemLimit)
     return "ATTNBENCH_SM90_STAGES=" + std::to_string(stages) + ": " +
            std::to_string(wide_smem_bytes(p.head_size, wgs, stages)) + " bytes of shared memory at head size " +
            std::to_string(p.head_size) + " with " + std::to_string(wgs) + " consumer warpgroups (limit " +
            std::to_string(kWideSmemLimit) + ")";
+  const int pack = knobs.get_int("ATTNBENCH_SM90_GQA_PACK");
+  if (pack > kWidePackMax || (pack > 0 && p.group_size() % pack != 0))
+    return "ATTNBENCH_SM90_GQA_PACK=" + std::to_string(pack) + ": a tile packs heads of one KV group, a divisor of " +
+           "the group size " + std::to_string(p.group_size()) + " up to " + std::to_string(kWidePackMax);
+  return "";
+}
+
+int64_t wide_pack_cost(const AttentionProblem& p, int block_m, int pack) {
+  const int tq = block_m / pack, bn = wide_block_n(p.head_size);
+  int64_t per_head_tile = 0;
+  for (int s = 0; s < p.num_seqs(); ++s) {
+    const int q = p.q_lens[s], kv = p.kv_lens[s], diag = kv - q;
+    for (int m0 = 0; m0 < q; m0 += tq) {
+      const int n_end = std::max(0, p.causal ? std::min(kv, std::min(m0 + tq, q) + diag) : kv);
+      per_head_tile += (n_end + bn - 1) / bn + 1;
+    }
+  }
+  return per_head_tile * (p.heads / pack);
+}
+
+int wide_pack(const AttentionProblem& p, int block_m, const KnobValues& knobs) {
+  const int forced = knobs.get_int("ATTNBENCH_SM90_GQA_PACK");
+  if (forced > 0) return forced;
+  int best = 1;
+  int64_t best_cost = wide_pack_cost(p, block_m, 1);
+  for (int pack = 2; pack <= std::min(kWidePackMax, p.group_size()); ++pack) {
+    if (p.group_size() % pack != 0) continue;
+    const int64_t c = wide_pack_cost(p, block_m, pack);
+    if (c < best_cost) best = pack, best_cost = c;
+  }
+  return best;
+}
+
+std::string q_prologue_conflict(const AttentionProblem& p, const KnobValues& knobs) {
+  if (!p.has_q_prologue()) return "";
+  if (choose_path(p) != UnifiedPath::prefill_2d)
+    return "the Q prologue (norm / RoPE of Q) is in the wide 2D kernel; this problem runs the 3D decode kernel";
+  if (!choose_wide(p, knobs) && wide_supports(p) && !wide_knob_conflict(p, knobs).empty())
+    return "the Q prologue (norm / RoPE of Q) is in the wide 2D kernel, which cannot run this problem: " +
+           wide_knob_conflict(p, knobs);
+  if (!choose_wide(p, knobs))
+    return "the Q prologue (norm / RoPE of Q) is in the wide 2D kernel; ATTNBENCH_SM90_PATH=" +
+           knobs.get("ATTNBENCH_SM90_PATH") + " runs the narrow kernel for this problem";
+  if (p.q_rope_dim % 16 != 0)
+    return "q_rope_dim " + std::to_string(p.q_rope_dim) + " is not a multiple of 16 (the Q prologue rotates "
+           "16-byte chunks)";
   return "";
 }
 
@@ -64,7 +114,9 @@ bool wide_auto(const AttentionProblem& p) {
 
 int wide_wgs(const AttentionProblem& p, const KnobValues& knobs) {
   const int forced = knobs.get_int("ATTNBENCH_SM90_FLASH_WIDE");
-  return forced != 0 ? forced : wide_default_wgs(p.head_size);
+  if (forced != 0) return forced;
+  return p.has_q_prologue() ? std::min(wide_default_wgs(p.head_size), kWideMaxWgsQPrologue)
+                            : wide_default_wgs(p.head_size);
 }
 
 int wide_stages(const AttentionProblem& p, int wgs, const KnobValues& knobs) {
@@ -144,20 +196,27 @@ UnifiedLaunchPlan make_unified_launch_plan(const AttentionProblem& p, const Knob
     lp.wide_kv_tma = wide_kv_tma(p.block_size);
     lp.wide_stages = wide_stages(p, lp.wide_wgs, knobs);
     lp.q_major = knobs.get_bool("ATTNBENCH_Q_MAJOR_GRID");
-    lp.m_tiles = (p.max_seqlen_q() + lp.block_m - 1) / lp.block_m;
+    lp.wide_pack = wide_pack(p, lp.block_m, knobs);
+    lp.wide_tq = lp.block_m / lp.wide_pack;
+    const int head_tiles = p.heads / lp.wide_pack;
+    lp.m_tiles = (p.max_seqlen_q() + lp.wide_tq - 1) / lp.wide_tq;
     lp.persistent = wide_persistent(p, knobs);
-    lp.work_tiles = static_cast<int64_t>(lp.m_tiles) * p.num_seqs() * p.heads;
+    lp.work_tiles = static_cast<int64_t>(lp.m_tiles) * p.num_seqs() * head_tiles;
+    if (lp.work_tiles > INT32_MAX)
+      throw std::invalid_argument("cuda.unified wide: " + std::to_string(lp.work_tiles) + " tiles (at most 2^31 - 1)");
     lp.wide_q_bufs = wide_q_bufs(p.head_size, lp.wide_wgs, lp.wide_stages, lp.persistent);
     if (lp.persistent) {
       lp.grid_x = wide_persistent_ctas(lp.work_tiles, num_sms);
       lp.grid_y = lp.grid_z = 1;
     } else {
-      lp.grid_x = lp.q_major ? lp.m_tiles : p.heads;
-      lp.grid_y = lp.q_major ? p.heads : lp.m_tiles;
+      lp.grid_x = lp.q_major ? lp.m_tiles : head_tiles;
+      lp.grid_y = lp.q_major ? head_tiles : lp.m_tiles;
       lp.grid_z = p.num_seqs();
     }
     lp.summary = "2d wide wgmma consumer-wgs=" + std::to_string(lp.wide_wgs) + " tile=" +
                  std::to_string(lp.block_m) + "x" + std::to_string(lp.block_n) +
+                 (lp.wide_pack > 1 ? " gqa-pack=" + std::to_string(lp.wide_pack) + "x" + std::to_string(lp.wide_tq)
+                                   : std::string()) +
                  (lp.wide_kv_tma ? " kv=tma" : " kv=cp.async") + " stages=" + std::to_string(lp.wide_stages) +
                  (lp.persistent ? " persistent ctas=" + std::to_string(lp.grid_x) +
                                       (lp.wide_q_bufs == 2 ? " q-ahead" : "")

@@ -37,6 +37,9 @@ constexpr int wide_block_n(int head_size) {
 constexpr int kWideMaxWgs = 3;
 constexpr int wide_max_wgs(int head_size) { return head_size == 64 ? kWideMaxWgs : 2; }
 constexpr int wide_default_wgs(int head_size) { return wide_max_wgs(head_size); }
+// The Q prologue (AttentionProblem::q_norm / q_rope_dim) is compiled into the kernels of up to 2 consumer
+// warpgroups: beside 3 its code cost the d64 tile loop a register spill. A Q-prologue problem defaults to 2.
+constexpr int kWideMaxWgsQPrologue = 2;
 constexpr int kWideMaxStages = 4;
 constexpr int kWideSmemLimit = 227 * 1024;  // dynamic shared memory per CTA on sm_90
 // Q (64 rows x d per consumer warpgroup; q_bufs copies) + K and V rings + 4 mbarriers per slot (FULL_K, FULL_V,
@@ -62,6 +65,19 @@ constexpr int wide_default_stages(int head_size, int wgs, bool persistent = fals
   while (s > 2 && wide_smem_bytes(head_size, wgs, s, q_bufs) > kWideSmemLimit) --s;
   return s;
 }
+// GQA packing (ATTNBENCH_SM90_GQA_PACK): a wide tile of BM rows holds `pack` query heads of one KV group (pack
+// divides the group size, at most kWideMaxPack), tq = BM / pack tokens each (row r: token r % tq of the tile's
+// head r / tq; rows from pack * tq on idle), so the short q-tiles of the heads that share K/V fill one tile and
+// read each K/V tile once. The kernel divides a row by tq as (r * wide_pack_magic(tq)) >> 16: exact for every
+// row r < 256 and 1 <= tq < 256 (host-tested).
+constexpr int kWidePackMax = 16;
+constexpr uint32_t wide_pack_magic(int tq) { return 65536u / static_cast<uint32_t>(tq) + 1u; }
+// KV-tile steps plus one per unit (a unit's fixed cost: Q load, pipeline fill, epilogue) of the whole problem
+// when each tile packs `pack` heads: the quantity the auto rule minimises.
+int64_t wide_pack_cost(const AttentionProblem& p, int block_m, int pack);
+// ATTNBENCH_SM90_GQA_PACK, 0 = auto: the pack (a divisor of the group size up to kWidePackMax) of least
+// wide_pack_cost, the smaller on a tie. Packing only ever wins where a sequence's q-tiles are short of BM rows.
+int wide_pack(const AttentionProblem& p, int block_m, const KnobValues& knobs);
 // Wide K/V by TMA when a 64-token box never crosses a page (block_size % 64 == 0), else a cp.async gather.
 constexpr bool wide_kv_tma(int block_size) { return block_size % 64 == 0; }
 // 3D decode: 16 packed (query token x group head) rows per CTA, 4 warps each taking 16 keys of a 64-key tile.
@@ -76,14 +92,18 @@ constexpr int decode_ctas_per_sm(int head_size) { return head_size <= 128 ? 2 : 
 // Whether the wide (wgmma) prefill kernel exists for this problem's head size (64, 128, 256).
 bool wide_supports(const AttentionProblem& p);
 // Why the wide kernel cannot run this problem with these knobs (consumer warpgroups beyond wide_max_wgs, a ring
-// that does not fit shared memory); empty when it can. Checked by supports() when the knobs force the wide path.
+// that does not fit shared memory, a GQA pack that does not divide the group); empty when it can. Checked by supports() when the knobs force the wide path.
 std::string wide_knob_conflict(const AttentionProblem& p, const KnobValues& knobs);
+// Why cuda.unified cannot apply this problem's Q prologue (q_norm / q_rope_dim): only the wide kernel has it, and
+// it rotates 16-byte chunks (q_rope_dim % 16 == 0); empty when it can or there is none.
+std::string q_prologue_conflict(const AttentionProblem& p, const KnobValues& knobs);
 // 2D prefill regime under ATTNBENCH_SM90_PATH: narrow forces mma.sync; wide takes wgmma where wide_supports
 // (else narrow); auto takes wide only where it measured faster and passed the GPU gate (wide_auto, kernels/NOTES.md).
 bool choose_wide(const AttentionProblem& p, const KnobValues& knobs);
 // The auto rule alone (kernels/NOTES.md, wide v3/v4): wide where it passed the GPU gate and measured faster.
 bool wide_auto(const AttentionProblem& p);
-// Consumer warpgroups under ATTNBENCH_SM90_FLASH_WIDE (0 = wide_default_wgs).
+// Consumer warpgroups under ATTNBENCH_SM90_FLASH_WIDE (0 = wide_default_wgs, at most kWideMaxWgsQPrologue with
+// a Q prologue).
 int wide_wgs(const AttentionProblem& p, const KnobValues& knobs);
 // Ring slots under ATTNBENCH_SM90_STAGES (0 = wide_default_stages).
 int wide_stages(const AttentionProblem& p, int wgs, const KnobValues& knobs);
@@ -119,7 +139,9 @@ struct UnifiedLaunchPlan {
   int wide_stages = 0;       // 2D wide: K and V ring slots
   int wide_q_bufs = 1;       // 2D wide: Q tiles per consumer warpgroup (2: the next unit's Q loads ahead)
   bool persistent = false;   // 2D wide: grid_x persistent CTAs walk work_tiles (q-tile rank, sequence, head)
-  int64_t work_tiles = 0;    // 2D wide persistent: m_tiles x sequences x heads
+  int64_t work_tiles = 0;    // 2D wide persistent: m_tiles x sequences x heads / wide_pack
+  int wide_pack = 1;         // 2D wide: query heads per tile (GQA packing), wide_tq tokens of each
+  int wide_tq = 0;
   int rows_per_warp = 16; // 2D: query rows per warp (16, or 32 for ATTNBENCH_SM90_NARROW_WARPS=4x32 at d <= 128)
   int block_m = 128;      // 2D: query rows per CTA; 3D: packed rows per CTA
   int block_n = 64;       // keys per KV tile

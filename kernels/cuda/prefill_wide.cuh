@@ -23,8 +23,10 @@
 #include "attnbench/attention.hpp"
 #include "cuda/heuristics.hpp"
 #include "cuda/launch.hpp"
+#include "cuda/ld_st.cuh"
 #include "cuda/mbarrier.cuh"
 #include "cuda/mma_sm80.cuh"
+#include "cuda/q_prologue.cuh"
 #include "cuda/runtime.hpp"
 #include "cuda/tensor_map.hpp"
 #include "cuda/warp_tile.cuh"
@@ -60,18 +62,6 @@ __device__ __forceinline__ uint32_t wide_swz(int row, int ch) {
   return static_cast<uint32_t>((ch >> 3) * (ROWS * 128) + row * 128 + (((ch & 7) ^ (row & 7)) << 4));
 }
 
-// st.shared.u32 / st.shared.v2.f32 / ld.shared.v4.u32 at a shared-memory address.
-__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
-  asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
-}
-__device__ __forceinline__ void st_shared_v2(uint32_t addr, float x, float y) {
-  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
-}
-__device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr) : "memory");
-  return v;
-}
 // Two 16-bit outputs times sigmoid of two 16-bit gate values, fp32 math, rounded once more to 16 bit.
 template <DType DT> __device__ __forceinline__ uint32_t gate_pair(uint32_t o2, uint32_t g2) {
   const float2 sg = sigmoid2<DT>(g2), o = unpack2<DT>(o2);
@@ -153,7 +143,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
     const int lane = threadIdx.x % 32;
     RingPos kp;  // ring position of the next K tile, across this CTA's units
     WideWork u;
-    WideGeom<BM, BN> g;
+    WideGeom<BN> g;
     int k = 0;
     for (bool have = wide_next_unit(p, w, k, u, g); have; have = wide_next_unit(p, w, ++k, u, g)) {
       const int32_t* table_row = block_table + static_cast<int64_t>(u.seq) * p.block_table_stride;
@@ -265,17 +255,17 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
   const T* gate = static_cast<const T*>(p.gate);
   const T* q = static_cast<const T*>(p.q);
   // This warpgroup's 64 Q rows of a unit into the swizzled tile at dst (zero past q_len), one cp.async group.
-  auto load_q = [&](uint32_t dst, const WideWork& uu, const WideGeom<BM, BN>& gg) {
+  // (Stepping one head's rows by a fixed address stride instead measured 1-4% slower, wide v6.)
+  auto load_q = [&](uint32_t dst, const WideGeom<BN>& gg) {
     constexpr int kCpr = D / 8;
-    const int rq = gg.m0 + wg * RW;
 #pragma unroll
     for (int i = 0; i < RW * kCpr / 128; ++i) {
       const int cidx = tid + i * 128;
       const int row = cidx / kCpr, ch = cidx % kCpr;
-      const int tok = rq + row;
-      const bool valid = tok < gg.q_len;
-      const int64_t off = valid ? (gg.q_start + tok) * p.q_stride_token + uu.head * p.q_stride_head + ch * 8 : 0;
-      cp_async_16(dst + wide_swz<RW>(row, ch), q + off, valid);
+      const WideRow rr = wide_row(w, gg, wg * RW + row);
+      const int64_t off =
+          rr.valid ? (gg.q_start + rr.tok) * p.q_stride_token + rr.head * p.q_stride_head + ch * 8 : 0;
+      cp_async_16(dst + wide_swz<RW>(row, ch), q + off, rr.valid);
     }
     cp_async_commit();
   };
@@ -283,26 +273,48 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
   // With two Q tiles, unit n uses tile n % 2 and every unit after the first had its Q loaded during the one before.
   int k = 0, n_done = 0;
   WideWork u;
-  WideGeom<BM, BN> g;
+  WideGeom<BN> g;
   for (bool have = wide_next_unit(p, w, k, u, g); have; have = wide_next_unit(p, w, ++k, u, g), ++n_done) {
     const int qb = w.q_bufs == 2 ? n_done & 1 : 0;
-    const int r0 = g.m0 + wg * RW;  // this warpgroup's first query row
     const uint32_t sq = base + qb * Tile::kQBytes + wg * Tile::kQBytesPerWg;
     // Q: own 64 rows (every earlier wgmma reading this tile has been waited for, and its epilogue reads are done)
-    if (w.q_bufs == 1 || n_done == 0) load_q(sq, u, g);
+    if (w.q_bufs == 1 || n_done == 0) load_q(sq, g);
     cp_async_wait<0>();
     fence_proxy_async_smem();
     named_bar_sync(1 + wg, 128);
-    // Tiles this warpgroup's rows can see (the CTA's later tiles: wait, release, no math).
-    const int wg_end = max(0, p.causal ? min(g.kv_len, min(r0 + RW, g.q_len) + g.diag) : g.kv_len);
-    const int wg_tiles = r0 < g.q_len ? (wg_end + BN - 1) / BN : 0;
-    const int mask_from = p.causal ? min(g.kv_len, r0 + 1 + g.diag) : g.kv_len;
+    // The Q prologue, in place, before any wgmma reads Q (not compiled beside 3 consumer warpgroups: its code cost
+    // that kernel's tile loop a spill; the plan keeps Q-prologue problems at <= kWideMaxWgsQPrologue).
+    if constexpr (WG <= kWideMaxWgsQPrologue) {
+      if (p.q_norm_weight != nullptr || p.q_rope_dim > 0) {
+        q_prologue<DT, D, RW>(p, w, g, sq, wg * RW, tid, [](int row, int ch) { return wide_swz<RW>(row, ch); });
+        fence_proxy_async_smem();
+        named_bar_sync(1 + wg, 128);
+      }
+    }
+    // This warpgroup's tile rows hold tokens [t_lo, t_hi] of the unit: a slice of one head's tokens, or (rows of
+    // two heads or more, GQA packing) all of them. Tiles its rows can see (the CTA's later tiles: wait, release,
+    // no math).
+    // (Only `any` stays live through the tiles; the epilogue finds the rows again: registers.)
+    bool any_rows;
+    int wg_tiles, mask_from;
+    {
+      const WgRows rows(w, g, wg * RW, RW);
+      const int wg_end = max(0, p.causal ? min(g.kv_len, rows.t_hi + 1 + g.diag) : g.kv_len);
+      any_rows = rows.any;
+      wg_tiles = rows.any ? (wg_end + BN - 1) / BN : 0;
+      mask_from = p.causal ? min(g.kv_len, rows.t_lo + 1 + g.diag) : g.kv_len;
+    }
 
     float o[D / 8][4];
 #pragma unroll
     for (int d = 0; d < D / 8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-    const int row_a = r0 + warp * 16 + lane / 4;  // this thread's rows: row_a + {0, 8}
+    int limit[2];  // this thread's two rows (tile rows wg RW + warp 16 + lane / 4 + {0, 8}) see keys [0, limit)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const WideRow rr = wide_row(w, g, wg * RW + warp * 16 + lane / 4 + 8 * r);
+      limit[r] = p.causal ? min(g.kv_len, rr.tok + 1 + g.diag) : g.kv_len;
+    }
 
     // Iteration t issues S(t) = Q K(t)^T and O += P(t-1) V(t-1), waits for S only (then K(t) is released), runs
     // the softmax of S(t) while the P V wgmmas still run, waits for them (V(t-1) released), rescales O and converts
@@ -359,9 +371,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int col = n0 + n * 8 + 2 * (lane % 4) + (e & 1);
-            const int row = row_a + 8 * (e >> 1);
-            const int limit = p.causal ? min(g.kv_len, row + 1 + g.diag) : g.kv_len;
-            if (col >= limit) s[n][e] = -INFINITY;
+            if (col >= limit[e >> 1]) s[n][e] = -INFINITY;
           }
         }
       }
@@ -402,9 +412,9 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
     if (w.q_bufs == 2) {
       int k_next = k + 1;
       WideWork u_next;
-      WideGeom<BM, BN> g_next;
+      WideGeom<BN> g_next;
       if (wide_next_unit(p, w, k_next, u_next, g_next))
-        load_q(base + (qb ^ 1) * Tile::kQBytes + wg * Tile::kQBytesPerWg, u_next, g_next);
+        load_q(base + (qb ^ 1) * Tile::kQBytes + wg * Tile::kQBytesPerWg, g_next);
     }
     for (int t = 1; t < wg_tiles; ++t) step(t, std::false_type{});
     if (wg_tiles > 0) {  // the last tile's P V
@@ -435,7 +445,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
     // wgmma has been waited for; swizzled, so the 4-byte writes of a warp hit 32 distinct banks), then 16-byte
     // row-contiguous reads and global stores, times sigmoid(gate) when the problem has an output gate (p.gate
     // non-null; O is rounded before the gate, as an unfused O-then-gate chain rounds it).
-    if (r0 < g.q_len) {
+    if (any_rows) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const float sum = quad_sum(l[r]);
@@ -446,33 +456,35 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
           st_shared_u32(sq + wide_swz<RW>(lrow, d) + (lane % 4) * 4, pack2<DT>(o[d][2 * r] * inv, o[d][2 * r + 1] * inv));
       }
       named_bar_sync(1 + wg, 128);
-      constexpr int kCpr = D / 8, kChunks = RW * kCpr / 128, kBatch = 2;
       // Gate values: 16-byte loads where the gate's base and strides allow them (the gated block's fused
-      // projection layout does), two chunks' loads issued ahead of their tile reads; otherwise 4-byte loads
+      // projection layout does), issued for a batch of chunks ahead of their tile reads; otherwise 4-byte loads
       // per chunk (gate strides are only known to be even).
       const bool gate16 =
           gate != nullptr &&
           ((reinterpret_cast<uintptr_t>(gate) | static_cast<uintptr_t>(p.gate_stride_token | p.gate_stride_head) * 2) &
            15) == 0;
-#pragma unroll
+      constexpr int kCpr = D / 8, kChunks = RW * kCpr / 128, kBatch = 2;
+      // The batch loop stays rolled: unrolled, the epilogue's copies (one per gate variant) were half the kernel's
+      // code and missed the instruction cache on every short unit.
+#pragma unroll 1
       for (int i0 = 0; i0 < kChunks; i0 += kBatch) {
+        WideRow rows[kBatch];
         uint4 gv[kBatch];
-        if (gate16) {
 #pragma unroll
-          for (int b = 0; b < kBatch; ++b) {
-            const int cidx = tid + (i0 + b) * 128;
-            const int row = cidx / kCpr, ch = cidx % kCpr;
-            const int64_t tok = g.q_start + min(r0 + row, g.q_len - 1);  // rows past q_len: a valid row, unused
-            gv[b] = __ldg(reinterpret_cast<const uint4*>(gate + tok * p.gate_stride_token +
-                                                          u.head * p.gate_stride_head + ch * 8));
-          }
+        for (int b = 0; b < kBatch; ++b) {
+          const int cidx = tid + (i0 + b) * 128;
+          rows[b] = wide_row(w, g, wg * RW + cidx / kCpr);
+          if (gate16 && rows[b].valid)
+            gv[b] = __ldg(reinterpret_cast<const uint4*>(gate + (g.q_start + rows[b].tok) * p.gate_stride_token +
+                                                          rows[b].head * p.gate_stride_head + (cidx % kCpr) * 8));
         }
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) {
           const int cidx = tid + (i0 + b) * 128;
           const int row = cidx / kCpr, ch = cidx % kCpr;
-          if (r0 + row >= g.q_len) continue;
-          const int64_t tok = g.q_start + r0 + row;
+          const WideRow rr = rows[b];
+          if (!rr.valid) continue;
+          const int64_t tok = g.q_start + rr.tok;
           uint4 v = ld_shared_v4(sq + wide_swz<RW>(row, ch));
           if (gate16) {
             v.x = gate_pair<DT>(v.x, gv[b].x);
@@ -481,13 +493,13 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
             v.w = gate_pair<DT>(v.w, gv[b].w);
           } else if (gate != nullptr) {
             const uint32_t* gp = reinterpret_cast<const uint32_t*>(gate + tok * p.gate_stride_token +
-                                                                   u.head * p.gate_stride_head + ch * 8);
+                                                                   rr.head * p.gate_stride_head + ch * 8);
             v.x = gate_pair<DT>(v.x, __ldg(gp + 0));
             v.y = gate_pair<DT>(v.y, __ldg(gp + 1));
             v.z = gate_pair<DT>(v.z, __ldg(gp + 2));
             v.w = gate_pair<DT>(v.w, __ldg(gp + 3));
           }
-          *reinterpret_cast<uint4*>(out + tok * p.o_stride_token + u.head * p.o_stride_head + ch * 8) = v;
+          st_global_v4(out + tok * p.o_stride_token + rr.head * p.o_stride_head + ch * 8, v);
         }
       }
       named_bar_sync(1 + wg, 128);  // the tile is read before a later unit's Q overwrites it
@@ -511,7 +523,9 @@ void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, 
     throw std::invalid_argument("cuda.unified wide: " + std::to_string(smem) + " bytes of shared memory");
   if (lp.wide_kv_tma && maps == nullptr) throw std::invalid_argument("cuda.unified wide: TMA plan without tensor maps");
   const dim3 grid(lp.grid_x, lp.grid_y, lp.grid_z);
-  const WideLaunch w{lp.wide_stages, lp.wide_q_bufs, lp.q_major ? 1 : 0, lp.persistent ? 1 : 0, p.num_seqs, lp.work_tiles};
+  const WideLaunch w{lp.wide_stages, lp.wide_q_bufs, lp.q_major ? 1 : 0, lp.persistent ? 1 : 0, p.num_seqs,
+                     static_cast<int>(lp.work_tiles), lp.wide_pack, lp.wide_tq, wide_pack_magic(lp.wide_tq),
+                     p.heads / lp.wide_pack};
   auto go = [&](auto tma) {
     constexpr bool kTma = decltype(tma)::value;
     auto* kernel = &dev::prefill_wide_kernel<DT, D, WG, kTma>;

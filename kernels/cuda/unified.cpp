@@ -49,6 +49,8 @@ struct CudaUnifiedPlan : AttentionPlan {
   int head_size = 0;
   DType dtype = DType::bf16;
   bool output_gate = false;
+  bool q_norm = false;  // the Q prologue (2D wide)
+  int q_rope_dim = 0;
   // 3D with splits > 1: the arrival counters at the workspace's end (decode_workspace_bytes) are zeroed the first
   // time this plan runs on a workspace pointer; the kernel leaves them zero after every call.
   std::size_t counter_offset = 0, counter_bytes = 0;
@@ -108,6 +110,15 @@ void launch_3d(const AttentionParams& a, const UnifiedLaunchPlan& lp, cudaStream
   throw std::invalid_argument("cuda.unified: no 3D kernel for head_size " + std::to_string(a.head_size));
 }
 
+// The Q prologue's params against the plan, 16-byte aligned (the kernel reads weight, cos and sin rows in 16-byte
+// chunks).
+void check_q_prologue(const CudaUnifiedPlan& plan, const AttentionParams& a) {
+  check_q_prologue_params("cuda.unified", plan.q_norm, plan.q_rope_dim, a);
+  for (const void* ptr : {a.q_norm_weight, a.rope_cos, a.rope_sin})
+    if (reinterpret_cast<std::uintptr_t>(ptr) % 16 != 0)
+      throw std::invalid_argument("cuda.unified: q_norm_weight, rope_cos and rope_sin must be 16-byte aligned");
+}
+
 class CudaUnified final : public AttentionKernel {
  public:
   std::string name() const override { return "cuda.unified"; }
@@ -115,6 +126,8 @@ class CudaUnified final : public AttentionKernel {
   Support supports(const AttentionProblem& p, const KnobValues& knobs) const override {
     const Support s = cuda::unified_supports(p);
     if (!s.ok) return s;
+    const std::string prologue = cuda::q_prologue_conflict(p, knobs);
+    if (!prologue.empty()) return Support::no(prologue);
     // Knobs that force the wide regime onto a geometry it cannot hold are declined with the reason.
     if (cuda::choose_path(p) == UnifiedPath::prefill_2d && knobs.get("ATTNBENCH_SM90_PATH") == "wide") {
       const std::string conflict = cuda::wide_knob_conflict(p, knobs);
@@ -129,13 +142,15 @@ class CudaUnified final : public AttentionKernel {
     plan->head_size = p.head_size;
     plan->dtype = p.dtype;
     plan->output_gate = p.output_gate;
+    plan->q_norm = p.q_norm;
+    plan->q_rope_dim = p.q_rope_dim;
     plan->workspace_bytes = plan->launch.workspace_bytes;
     if (plan->launch.workspace_bytes > 0) {
       plan->counter_bytes = static_cast<std::size_t>(cuda::decode_counter_count(p)) * sizeof(int32_t);
       plan->counter_offset = plan->launch.workspace_bytes - plan->counter_bytes;
     }
     plan->graph_replay = cuda::recommend_graph_replay(p, knobs, /*caller_capturing=*/false);
-    plan->summary = plan->launch.summary + (p.output_gate ? " +gate" : "");
+    plan->summary = plan->launch.summary + (p.has_q_prologue() ? " +q-norm-rope" : "") + (p.output_gate ? " +gate" : "");
     return plan;
   }
 
@@ -156,6 +171,7 @@ class CudaUnified final : public AttentionKernel {
     if (a.gate != nullptr && ((a.gate_stride_token | a.gate_stride_head) % 2 != 0 ||
                               reinterpret_cast<std::uintptr_t>(a.gate) % 4 != 0))
       throw std::invalid_argument("cuda.unified: gate strides must be even and the gate 4-byte aligned");
+    check_q_prologue(*cp, a);
     const auto s = static_cast<cudaStream_t>(stream);
     const UnifiedLaunchPlan& lp = cp->launch;
     if (cp->counter_bytes > 0 && cp->counters_zeroed_for.load() != a.workspace) {

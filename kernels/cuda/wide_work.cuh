@@ -1,5 +1,6 @@
-// The wide prefill kernel's work walk (prefill_wide.cuh): which unit (q-tile, head, sequence) a CTA takes k-th, the
-// rows and KV tiles of a unit, and the ring positions the producer and the consumers step through, one per KV tile.
+// The wide prefill kernel's work walk (prefill_wide.cuh): which unit (q-tile, head group, sequence) a CTA takes
+// k-th, the rows and KV tiles of a unit, which token and head each tile row holds, and the ring positions the
+// producer and the consumers step through, one per KV tile.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -9,28 +10,33 @@
 
 namespace attnbench::cuda {
 
-// Launch parameters beside AttentionParams: ring depth and the work walk.
+// Launch parameters beside AttentionParams: ring depth, the work walk and the GQA packing of a tile's rows.
 struct WideLaunch {
   int stages;      // K and V ring slots (2..kWideMaxStages)
   int q_bufs;      // Q tiles per consumer warpgroup: 2 = the next unit's Q loads while this one computes
   int q_major;     // non-persistent: the q-tile index on grid.x
   int persistent;  // 1: gridDim.x CTAs walk work_tiles in snake order
   int num_seqs;
-  int64_t work_tiles;  // persistent: m_tiles x num_seqs x heads, rank-major (heaviest q-tiles first)
+  int work_tiles;  // persistent: m_tiles x num_seqs x head_tiles, rank-major (heaviest q-tiles first)
+  int pack;        // query heads of one KV group per tile (1: the tile's rows are tokens of one head)
+  int tq;          // tokens per tile, BM / pack: row r holds token r % tq of the group's head r / tq
+  uint32_t tq_magic;  // r / tq == (r * tq_magic) >> 16 for every tile row (heuristics.hpp, wide_pack_magic)
+  int head_tiles;  // heads / pack
 };
 
 namespace dev {
 
 // One unit of work: q-tile `rank` counted from the sequence's end (rank 0 = the last, heaviest q-tile under
-// bottom-right causal masking) of query head `head` of sequence `seq`.
+// bottom-right causal masking) of head tile `head` (query heads head * pack ..) of sequence `seq`.
 struct WideWork {
   int seq, head, rank;
 };
 
-// The k-th unit of this CTA, false when it has none. Non-persistent: the CTA's own (grid = heads x m-tiles x seqs
-// or m-tiles x heads x seqs). Persistent: index k * G + (b, or G - 1 - b on odd rounds) of the rank-major order
-// (rank, sequence, head), so every round hands the heaviest remaining tiles out and the snake evens the sums.
-__device__ __forceinline__ bool wide_next_work(const WideLaunch& w, int heads, int k, WideWork& u) {
+// The k-th unit of this CTA, false when it has none. Non-persistent: the CTA's own (grid = head tiles x m-tiles x
+// seqs or m-tiles x head tiles x seqs). Persistent: index k * G + (b, or G - 1 - b on odd rounds) of the
+// rank-major order (rank, sequence, head tile), so every round hands the heaviest remaining tiles out and the
+// snake evens the sums.
+__device__ __forceinline__ bool wide_next_work(const WideLaunch& w, int k, WideWork& u) {
   if (!w.persistent) {
     if (k > 0) return false;
     u.rank = w.q_major ? blockIdx.x : blockIdx.y;
@@ -39,32 +45,62 @@ __device__ __forceinline__ bool wide_next_work(const WideLaunch& w, int heads, i
     return true;
   }
   const int g = gridDim.x, b = blockIdx.x;
-  const int64_t idx = static_cast<int64_t>(k) * g + ((k & 1) ? g - 1 - b : b);
+  const int idx = k * g + ((k & 1) ? g - 1 - b : b);
   if (idx >= w.work_tiles) return false;
-  const int64_t per_rank = static_cast<int64_t>(w.num_seqs) * heads;
-  u.rank = static_cast<int>(idx / per_rank);
-  const int rem = static_cast<int>(idx - u.rank * per_rank);
-  u.seq = rem / heads;
-  u.head = rem - u.seq * heads;
+  const int per_rank = w.num_seqs * w.head_tiles;
+  u.rank = idx / per_rank;
+  const int rem = idx - u.rank * per_rank;
+  u.seq = rem / w.head_tiles;
+  u.head = rem - u.seq * w.head_tiles;
   return true;
 }
 
-// The geometry of one unit: its query rows [m0, m0 + BM) of q_len, the keys it reads, its KV tiles.
-template <int BM, int BN>
+// The geometry of one unit: its tokens [m0, m0 + tq) of q_len, its first query head and KV head, the keys it
+// reads, its KV tiles.
+template <int BN>
 struct WideGeom {
-  int q_start, q_len, kv_len, m0, diag, n_tiles, kvh;
-  __device__ __forceinline__ bool make(const AttentionParams& p, const WideWork& u) {
+  int q_start, q_len, kv_len, m0, diag, n_tiles, kvh, head0;
+  __device__ __forceinline__ bool make(const AttentionParams& p, const WideLaunch& w, const WideWork& u) {
     q_start = p.cu_seqlens_q[u.seq];
     q_len = p.cu_seqlens_q[u.seq + 1] - q_start;
     kv_len = p.seqused_k[u.seq];
-    const int n_m = (q_len + BM - 1) / BM;
+    const int n_m = (q_len + w.tq - 1) / w.tq;
     if (u.rank >= n_m) return false;  // a shorter sequence of a ragged batch: no tile at this rank
-    m0 = (n_m - 1 - u.rank) * BM;
-    kvh = u.head / (p.heads / p.kv_heads);
-    diag = kv_len - q_len;  // bottom-right alignment: row i sees keys [0, i + diag]
-    const int n_end = max(0, p.causal ? min(kv_len, min(m0 + BM, q_len) + diag) : kv_len);
+    m0 = (n_m - 1 - u.rank) * w.tq;
+    head0 = u.head * w.pack;
+    kvh = head0 / (p.heads / p.kv_heads);
+    diag = kv_len - q_len;  // bottom-right alignment: token i sees keys [0, i + diag]
+    const int n_end = max(0, p.causal ? min(kv_len, min(m0 + w.tq, q_len) + diag) : kv_len);
     n_tiles = (n_end + BN - 1) / BN;
     return true;
+  }
+};
+
+// What tile row r (0 .. BM) of a unit holds: token m0 + r % tq of head head0 + r / tq; valid when that head is in
+// the tile (rows from pack * tq on hold none) and the token is in the sequence.
+struct WideRow {
+  int tok, head;
+  bool valid;
+};
+template <int BN>
+__device__ __forceinline__ WideRow wide_row(const WideLaunch& w, const WideGeom<BN>& g, int r) {
+  const int h = static_cast<int>((static_cast<uint32_t>(r) * w.tq_magic) >> 16);
+  const int tok = g.m0 + r - h * w.tq;
+  return {tok, g.head0 + h, h < w.pack && tok < g.q_len};
+}
+
+// A consumer warpgroup's RW tile rows [r0, r0 + RW) of a unit hold tokens [t_lo, t_hi]: a slice of one head's
+// tokens (no packing, or heads of RW tokens or more), or all the unit's tokens (rows of several heads).
+struct WgRows {
+  bool any;  // some row holds a token of the sequence
+  int t_lo, t_hi;
+  template <int BN>
+  __device__ __forceinline__ WgRows(const WideLaunch& w, const WideGeom<BN>& g, int r0, int rw) {
+    const WideRow first = wide_row(w, g, r0), last = wide_row(w, g, r0 + rw - 1);
+    const bool one_head = first.head == last.head;
+    t_lo = one_head ? first.tok : g.m0;
+    t_hi = min(one_head ? last.tok : g.m0 + w.tq - 1, g.q_len - 1);
+    any = first.head < g.head0 + w.pack && t_lo < g.q_len;
   }
 };
 
@@ -85,11 +121,11 @@ struct RingPos {
 };
 
 // The first unit at or after index k that has a q-tile (k is moved to it); false when the CTA has no more.
-template <int BM, int BN>
+template <int BN>
 __device__ __forceinline__ bool wide_next_unit(const AttentionParams& p, const WideLaunch& w, int& k, WideWork& u,
-                                               WideGeom<BM, BN>& g) {
-  for (; wide_next_work(w, p.heads, k, u); ++k)
-    if (g.make(p, u)) return true;
+                                               WideGeom<BN>& g) {
+  for (; wide_next_work(w, k, u); ++k)
+    if (g.make(p, w, u)) return true;
   return false;
 }
 

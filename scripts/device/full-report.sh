@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session, end to end: device peaks; every group gated and timed (the baselines); a second run compared
-# with the first; cold vs hot L2 on decode; the gated block under both fuse_gate settings; torch peers on the same
-# shapes; compute-sanitizer memcheck on the ragged shapes; plots. Everything lands in ${OUT:-results}/session and
+# with the first; cold vs hot L2 on decode; the gated block under both fusion knobs (fuse_gate x fuse_norm_rope);
+# torch peers on the same shapes; compute-sanitizer memcheck on the ragged shapes; plots. Everything lands in ${OUT:-results}/session and
 # ${OUT:-results}/report.tgz; a short table is printed last. ATTNBENCH_BIN picks a prebuilt binary.
 set -u
 cd "$(dirname "$0")/../.."
@@ -36,9 +36,9 @@ step "cold vs hot L2, decode kv4096"
 timeout 60 "$bin" run --group decode --filter 'kv4096/bf16' --l2 cold --no-progress -o "$R/cold_decode.json" > "$R/cold_decode.log" 2>&1
 grep -E ' ok ' "$R/cold_decode.log" | cut -c1-130
 
-step "gated block, fuse_gate 0 vs 1"
-timeout 120 "$bin" sweep --group gated_397b --knob ATTNBENCH_GATED_FUSE_GATE=0,1 --mode graph --timeout 2 \
-  -o "$R/sweep_gated.json" > "$R/sweep_gated.log" 2>&1
+step "gated block, fuse_gate x fuse_norm_rope"
+timeout 240 "$bin" sweep --group gated_397b --knob ATTNBENCH_GATED_FUSE_GATE=0,1 --knob ATTNBENCH_GATED_FUSE_NORM_ROPE=0,1 \
+  --mode graph --timeout 2 -o "$R/sweep_gated.json" > "$R/sweep_gated.log" 2>&1
 tail -12 "$R/sweep_gated.log"
 
 step "torch peers"
@@ -60,4 +60,5 @@ for g in $groups; do
   "$bin" compare --against torch.sdpa.cudnn "$R/base_$g.json" "$R/torch.json" > "$R/vs_cudnn_$g.txt" 2>&1
   "$bin" compare --against torch.chain.gated_block "$R/base_$g.json" "$R/torch.json" > "$R/vs_chain_$g.txt" 2>&1
 done
+"$bin" compare --against torch.chain.gated_block "$R/sweep_gated.json" "$R/torch.json" > "$R/vs_chain_sweep.txt" 2>&1
 for g in $groups; do grep -E ' ok ' "$R/base_$g.log" | grep graph | awk '{printf "%-13s %-34s %-5s %-14s %10s %8s %8s\n",$1,$2,$3,$4,$8,$9,$10}'; done

@@ -26,7 +26,7 @@ awk '/ wide /&&/max_abs=/{for(i=1;i<=NF;i++)if($i~/^max_abs=/){split($i,a,"=");i
 
 fi
 if [[ $PHASES == *" san "* ]]; then
-SAN=${SAN_FILTER:-Groups/Prefill2D.Wide*/s2_bf16:Groups/Prefill2D.Wide*/s6_bf16:Groups/Prefill2D.Wide*/s7_f16}
+SAN=${SAN_FILTER:-Groups/Prefill2D.Wide*/s2_bf16:Groups/Prefill2D.Wide*/s3_bf16:Groups/Prefill2D.Wide*/s7_bf16:Groups/Prefill2D.Wide*/s8_f16}
 for tool in ${SAN_TOOLS:-memcheck racecheck synccheck}; do
   T1=$(date +%s)
   timeout "${SAN_S:-100}" compute-sanitizer --tool $tool --print-limit 5 "$BIN/attnbench_gpu_tests" --gtest_brief=1 \

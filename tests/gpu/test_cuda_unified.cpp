@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 
+#include "../../kernels/cpu/gated_block.hpp"
 #include "attnbench/reference.hpp"
 #include "cuda/heuristics.hpp"
 #include "gpu_case.hpp"
@@ -72,7 +73,8 @@ struct Outcome {
 };
 
 // The reference applies the gate itself: ref * sigmoid(gate), gate read back from the case's host copy.
-Outcome check_output(const DeviceCase& c, uint64_t seed) {
+// ref_q: the reference reads these Q values instead of the inputs' (the Q prologue's, applied on the host).
+Outcome check_output(const DeviceCase& c, uint64_t seed, const std::vector<uint16_t>* ref_q = nullptr) {
   const AttentionProblem& p = c.host.problem;
   const DType dt = p.dtype;
   std::vector<uint16_t> out(c.out_elems());
@@ -88,7 +90,9 @@ Outcome check_output(const DeviceCase& c, uint64_t seed) {
   }
   const auto rows = sample_rows(p, seed);
   std::vector<float> ref(rows.size() * p.head_size);
-  reference::paged_attention(c.host.params(), rows, ref.data());
+  AttentionParams hp = c.host.params();
+  if (ref_q) hp.q = ref_q->data();
+  reference::paged_attention(hp, rows, ref.data());
   o.rows = static_cast<int64_t>(rows.size());
   for (std::size_t r = 0; r < rows.size(); ++r) {
     for (int d = 0; d < p.head_size; ++d) {
@@ -125,6 +129,8 @@ std::vector<Shape> prefill_shapes() {
       {"short d128 h32kv8 b4 s256", uniform(4, 256, 256), 32, 8, 128},
       {"short d64 h16kv16 b8 s128", uniform(8, 128, 128), 16, 16, 64},
       {"short ragged d128 h32kv8", {{5, 18}, {129, 463}, {768, 768}}, 32, 8, 128},
+      // short q over the heads of a group: auto packs them into one tile (wide_pack), idle and partial rows
+      {"short gqa d128 h16kv2 (q5,kv18) (q40,kv40) (q3,kv300)", {{5, 18}, {40, 40}, {3, 300}}, 16, 2, 128},
       // long_prefill
       {"long d128 h8kv8 b1 s2048", uniform(1, 2048, 2048), 8, 8, 128},
       {"long d64 h4kv4 b2 s1500", uniform(2, 1500, 1500), 4, 4, 64},
@@ -190,9 +196,23 @@ TEST_P(Prefill2D, MatchesReferenceForEveryKnob) {
 // The wide (wgmma) regime, forced by ATTNBENCH_SM90_PATH=wide, for every head size and every value of its knobs:
 // each consumer-warpgroup count the head size allows (ATTNBENCH_SM90_FLASH_WIDE), one CTA per tile in both grid
 // orders and persistent CTAs (ATTNBENCH_SM90_PERSISTENT) with one and, where it fits, two Q tiles (2 ring slots),
-// and every ring depth that fits (ATTNBENCH_SM90_STAGES).
-std::vector<std::map<std::string, std::string>> wide_settings(int head_size) {
+// every ring depth that fits (ATTNBENCH_SM90_STAGES), and GQA packing (ATTNBENCH_SM90_GQA_PACK) at the largest
+// pack the group allows and at 2, one CTA per tile and persistent with Q ahead, for every warpgroup count.
+std::vector<std::map<std::string, std::string>> wide_settings(int head_size, int group) {
   std::vector<std::map<std::string, std::string>> out;
+  int max_pack = 1;
+  for (int pk = 2; pk <= std::min(group, cuda::kWidePackMax); ++pk)
+    if (group % pk == 0) max_pack = pk;
+  for (int pk : std::set<int>{2, max_pack}) {
+    if (pk < 2 || group % pk != 0) continue;
+    for (int wgs = 1; wgs <= cuda::wide_max_wgs(head_size); ++wgs) {
+      const std::string w = std::to_string(wgs), g = std::to_string(pk);
+      out.push_back({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", w}, {"ATTNBENCH_SM90_GQA_PACK", g},
+                     {"ATTNBENCH_SM90_PERSISTENT", "0"}});
+      out.push_back({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", w}, {"ATTNBENCH_SM90_GQA_PACK", g},
+                     {"ATTNBENCH_SM90_PERSISTENT", "1"}, {"ATTNBENCH_SM90_STAGES", "2"}});
+    }
+  }
   const int max_wgs = cuda::wide_max_wgs(head_size);
   for (int wgs = 1; wgs <= max_wgs; ++wgs) {
     const std::string w = std::to_string(wgs);
@@ -222,7 +242,7 @@ std::string knob_text(const std::map<std::string, std::string>& k) {
 TEST_P(Prefill2D, WideMatchesReferenceForEveryKnob) {
   const auto [idx, dt] = GetParam();
   const Shape sh = prefill_shapes()[idx];
-  for (const auto& k : wide_settings(sh.head_size)) {
+  for (const auto& k : wide_settings(sh.head_size, sh.heads / sh.kv_heads)) {
     DeviceCase probe(problem_of(sh, dt), k, 1);
     ASSERT_NE(probe.plan->summary.find("wide"), std::string::npos) << probe.plan->summary;
     ASSERT_NE(probe.plan->summary.find(sh.block_size % 64 == 0 ? "kv=tma" : "kv=cp.async"), std::string::npos)
@@ -232,6 +252,7 @@ TEST_P(Prefill2D, WideMatchesReferenceForEveryKnob) {
     ASSERT_EQ(probe.plan->summary.find("q-ahead") != std::string::npos,
               cuda::wide_q_bufs(sh.head_size, lp.wide_wgs, lp.wide_stages, lp.persistent) == 2)
         << probe.plan->summary;
+    ASSERT_EQ(probe.plan->summary.find("gqa-pack=") != std::string::npos, lp.wide_pack > 1) << probe.plan->summary;
     const auto o = run_and_check(sh, dt, k, 1234 + idx);
     std::printf("  %-46s %s wide%s rows=%lld max_abs=%.3g [%s]\n", sh.name.c_str(), dtype_name(dt),
                 knob_text(k).c_str(), static_cast<long long>(o.rows), o.max_abs, probe.plan->summary.c_str());
@@ -317,6 +338,96 @@ INSTANTIATE_TEST_SUITE_P(Layouts, GateAndStrides,
                            return "s" + std::to_string(std::get<0>(info.param)) + "_" +
                                   dtype_name(std::get<1>(info.param));
                          });
+
+// The Q prologue (the gated block's fused QK-RMSNorm + partial RoPE) against the reference on Q normalised,
+// rotated and rounded on the host by the gated block's own row function: norm and RoPE together and alone, RoPE
+// over part and all of the head, every head size, one and two consumer warpgroups, persistent with Q loaded
+// ahead, GQA-packed rows, the cp.async gather, both dtypes.
+TEST(CudaUnifiedQPrologue, MatchesTheReferenceOnTransformedQ) {
+  struct Case {
+    Shape sh;
+    bool norm;
+    int rope;
+    std::map<std::string, std::string> knobs;
+  };
+  const std::vector<Case> cases = {
+      {{"d128 h8kv2 (q300,kv300) (q77,kv77)", {{300, 300}, {77, 77}}, 8, 2, 128}, true, 32, {}},
+      {{"d128 h8kv2 (q300,kv300) (q77,kv77)", {{300, 300}, {77, 77}}, 8, 2, 128}, true, 64,
+       {{"ATTNBENCH_SM90_PERSISTENT", "1"}, {"ATTNBENCH_SM90_STAGES", "2"}}},
+      {{"d256 h8kv1 s300", uniform(1, 300, 300), 8, 1, 256}, true, 64, {}},
+      {{"d256 h8kv1 s300 bs16", uniform(1, 300, 300), 8, 1, 256, true, 16}, false, 64, {}},
+      {{"d64 h4kv4 b2 s600", uniform(2, 600, 600), 4, 4, 64}, false, 64, {{"ATTNBENCH_SM90_FLASH_WIDE", "1"}}},
+      {{"d64 h4kv4 b2 s600 noncausal", uniform(2, 600, 600), 4, 4, 64, false}, true, 0, {}},
+      {{"d128 h16kv2 short (q5,kv18) (q40,kv40)", {{5, 18}, {40, 40}}, 16, 2, 128}, true, 16, {}},
+  };
+  for (DType dt : {DType::bf16, DType::f16}) {
+    for (std::size_t ci = 0; ci < cases.size(); ++ci) {
+      const Case& cs = cases[ci];
+      AttentionProblem p = problem_of(cs.sh, dt);
+      p.q_norm = cs.norm;
+      p.q_rope_dim = cs.rope;
+      auto knobs = cs.knobs;
+      knobs["ATTNBENCH_SM90_PATH"] = "wide";
+      DeviceCase c(p, knobs, 900 + ci);
+      ASSERT_NE(c.plan->summary.find("+q-norm-rope"), std::string::npos) << c.plan->summary;
+      const int d = p.head_size, rd = cs.rope;
+      const int64_t tq = p.total_q();
+      std::mt19937_64 rng(77 + ci);
+      std::uniform_real_distribution<float> uw(0.5f, 1.5f), uc(-1.f, 1.f);
+      std::vector<uint16_t> w(d), cos_h(static_cast<std::size_t>(tq * rd)), sin_h(cos_h.size());
+      for (auto& x : w) x = float_to_half(uw(rng), dt);
+      for (auto& x : cos_h) x = float_to_half(uc(rng), dt);
+      for (auto& x : sin_h) x = float_to_half(uc(rng), dt);
+      cuda::DeviceBuffer wd(w.size() * 2), cd(std::max<std::size_t>(16, cos_h.size() * 2)),
+          sd(std::max<std::size_t>(16, sin_h.size() * 2));
+      wd.upload(w.data(), w.size() * 2);
+      if (rd > 0) {
+        cd.upload(cos_h.data(), cos_h.size() * 2);
+        sd.upload(sin_h.data(), sin_h.size() * 2);
+      }
+      const float offset = 0.25f, eps = 1e-6f;
+      if (cs.norm) {
+        c.params.q_norm_weight = wd.data();
+        c.params.q_norm_offset = offset;
+        c.params.q_norm_eps = eps;
+      }
+      if (rd > 0) {
+        c.params.rope_cos = cd.data();
+        c.params.rope_sin = sd.data();
+      }
+      cuda::Stream stream;
+      c.poison();
+      c.run(stream.get());
+      stream.synchronize();
+      // The host's transformed Q: per (token, head) row, fp32, rounded once.
+      std::vector<uint16_t> q = c.host.q;
+      std::vector<float> wf(d), x(d), cf(rd), sf(rd);
+      for (int i = 0; i < d; ++i) wf[i] = half_to_float(w[i], dt);
+      for (int64_t t = 0; t < tq; ++t) {
+        for (int i = 0; i < rd; ++i) {
+          cf[i] = half_to_float(cos_h[t * rd + i], dt);
+          sf[i] = half_to_float(sin_h[t * rd + i], dt);
+        }
+        for (int h = 0; h < p.heads; ++h) {
+          uint16_t* row = q.data() + (t * p.heads + h) * d;
+          for (int i = 0; i < d; ++i) x[i] = half_to_float(row[i], dt);
+          cpu::norm_rope_row(x.data(), d, cs.norm, wf.data(), offset, eps, rd, cf.data(), sf.data());
+          for (int i = 0; i < d; ++i) row[i] = float_to_half(x[i], dt);
+        }
+      }
+      const Outcome o = check_output(c, 900 + ci, &q);
+      // The same output read against the untransformed Q must fail: the prologue really ran.
+      const Outcome raw = check_output(c, 900 + ci);
+      std::printf("  q-prologue %-40s %s norm=%d rope=%d%s rows=%lld max_abs=%.3g (untransformed Q: %.3g) [%s]\n",
+                  cs.sh.name.c_str(), dtype_name(dt), cs.norm, rd, knob_text(knobs).c_str(),
+                  static_cast<long long>(o.rows), o.max_abs, raw.max_abs, c.plan->summary.c_str());
+      EXPECT_EQ(o.nonfinite, 0) << cs.sh.name;
+      EXPECT_EQ(o.padding_written, 0);
+      EXPECT_LE(o.max_abs, tol(dt)) << cs.sh.name << ": " << o.worst;
+      EXPECT_GT(raw.max_abs, tol(dt)) << cs.sh.name;
+    }
+  }
+}
 
 // The split merge's arrival counters live in the workspace and must be left zero by every call: many eager calls
 // in a row on one workspace give the same bits (and a fresh plan on a dirty workspace zeroes them first).

@@ -22,6 +22,11 @@ struct AttentionProblem {
   float scale = 0.f;  // 0 means 1/sqrt(head_size)
   DType dtype = DType::bf16;
   bool output_gate = false;  // the epilogue applies O * sigmoid(gate) (params.gate); kernels that can't decline
+  // Q prologue (the gated block's fuse_norm_rope; kernels that can't decline): each Q row is RMS-normalised
+  // (q_norm) and rotated over its first q_rope_dim dims (rotate-half RoPE) as it is loaded; see AttentionParams.
+  bool q_norm = false;
+  int q_rope_dim = 0;
+  bool has_q_prologue() const { return q_norm || q_rope_dim > 0; }
 
   int num_seqs() const { return static_cast<int>(q_lens.size()); }
   int64_t total_q() const;
@@ -65,6 +70,16 @@ struct AttentionParams {
   // gate[token * gate_stride_token + head * gate_stride_head + d], same dtype as O.
   const void* gate = nullptr;
   int64_t gate_stride_token = 0, gate_stride_head = 0;
+  // Q prologue (problem.q_norm / q_rope_dim), on each Q row x of token t (t counts from the batch's first token)
+  // in fp32: with q_norm, x *= rsqrt(mean(x^2) + q_norm_eps) * (q_norm_offset + q_norm_weight[d]); then, with
+  // h = q_rope_dim / 2 and c, s = rope_cos, rope_sin + t * q_rope_dim: x[i] = x[i] c[i] - x[i + h] s[i] and
+  // x[i + h] = x[i + h] c[i + h] + x[i] s[i + h] for i < h; rounded once to the dtype before the scores. Weight,
+  // cos and sin are in the dtype (the gated block's QK-RMSNorm and partial RoPE).
+  const void* q_norm_weight = nullptr;  // [head_size]
+  float q_norm_offset = 0.f, q_norm_eps = 1e-6f;
+  const void* rope_cos = nullptr;  // [total_q, q_rope_dim]
+  const void* rope_sin = nullptr;
+  int q_rope_dim = 0;
 
   int64_t q_stride_token = 0, q_stride_head = 0;
   int64_t o_stride_token = 0, o_stride_head = 0;
@@ -78,6 +93,10 @@ struct AttentionParams {
   bool causal = true;
   DType dtype = DType::bf16;
 };
+
+// A call's Q-prologue params against its problem's (q_norm, q_rope_dim): the pointers where the problem has the
+// step, none where it has not. Throws std::invalid_argument prefixed with `kernel`.
+void check_q_prologue_params(const std::string& kernel, bool q_norm, int q_rope_dim, const AttentionParams& a);
 
 // Fills dims, scale and the dense-packed strides of the paged layout from a problem (pointers left null).
 AttentionParams make_attention_params(const AttentionProblem& p);

@@ -73,7 +73,8 @@ struct GatedOptions {
   QGateLayout q_gate_layout = QGateLayout::flat;
   float attn_scale = 0.f;  // 0 means d_head^-0.5
   bool fuse_gate = false;       // O * sigmoid(GATE) inside the SDPA epilogue (AttentionProblem::output_gate)
-  bool fuse_norm_rope = false;  // norm + RoPE inside the projection epilogue
+  bool fuse_norm_rope = false;  // Q's norm + RoPE inside the SDPA's Q load (AttentionProblem::q_norm, q_rope_dim);
+                                // K's stay a separate pass over the h_kv heads
   float softmax_scale(int d_head) const;
 };
 // Option values a block never accepts (scale or offset not finite, scale < 0). Throws GatedDecline.
@@ -95,7 +96,8 @@ std::vector<uint16_t> build_w_qkvg(const GatedGeometry& g, QGateLayout layout, c
                                    const uint16_t* wgate, const uint16_t* wk, const uint16_t* wv);
 
 // The SDPA problem over the projection output: B sequences of S queries and S keys, h_q / h_kv heads, the
-// projection viewed as a paged cache of `block_size`-token blocks (identity block table).
+// projection viewed as a paged cache of `block_size`-token blocks (identity block table); fuse_gate gives it the
+// output gate, fuse_norm_rope the Q prologue (set_gated_q_prologue fills its params).
 AttentionProblem gated_sdpa_problem(const GatedGeometry& g, const GatedOptions& o, int block_size);
 // The cache block size: 64 when batch == 1 or 64 divides seqlen, else 32 or 16 when it divides seqlen; 0 when
 // none does (a sequence's first token must start a block of the shared view).
@@ -137,6 +139,16 @@ struct GatedBlockParams {
 };
 // Params with the dims of `g` (pointers null).
 GatedBlockParams make_gated_params(const GatedGeometry& g);
+// The stages a block runs, in order: the QKVG projection; norm + RoPE (with qk_norm or rope_dim > 0; over the K
+// heads only under fuse_norm_rope, whose Q part runs in the SDPA's Q load); the SDPA; the sigmoid gate (unless
+// fuse_gate puts it in the SDPA epilogue); the out projection. Names: qkvg_proj, norm_rope | k_norm_rope,
+// [q_norm_rope+]sdpa[+gate], gate, out_proj (the breakdown's stage names).
+enum class GatedStage { proj, norm_rope, sdpa, gate, out_proj };
+std::vector<GatedStage> gated_stages(const GatedGeometry& g, const GatedOptions& o);
+std::string gated_stage_name(GatedStage s, const GatedOptions& o);
+// fuse_norm_rope: the SDPA's Q-prologue params (norm weight, offset, eps, cos, sin, rope_dim) from the block's.
+void set_gated_q_prologue(const GatedGeometry& g, const GatedOptions& o, const GatedBlockParams& p,
+                          AttentionParams& a);
 
 // A block built for one (geometry, dtype, options): every plan, descriptor and algorithm chosen at construction.
 class GatedBlock {
