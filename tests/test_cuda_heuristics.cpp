@@ -296,8 +296,8 @@ TEST(CudaWideDispatch, PersistentCtasWalkEveryTileOnceHeaviestFirst) {
 
 TEST(CudaWideDispatch, GqaPackRowDivisionIsExactForEveryTileRow) {
   // The kernel finds a row's head as (r * wide_pack_magic(tq)) >> 16: exact for every row of every tile height.
-  for (int tq = 1; tq <= 3 * kWideRowsPerWg; ++tq)
-    for (int r = 0; r < 3 * kWideRowsPerWg; ++r)
+  for (int tq = 1; tq < 256; ++tq)
+    for (int r = 0; r < 256; ++r)
       ASSERT_EQ(static_cast<int>((static_cast<uint32_t>(r) * wide_pack_magic(tq)) >> 16), r / tq) << r << " / " << tq;
 }
 
@@ -382,6 +382,8 @@ TEST(CudaWideDispatch, TheQPrologueRunsInTheWideKernelOnly) {
   EXPECT_FALSE(s.ok);  // auto keeps 100 d64 queries on the narrow kernel
   EXPECT_NE(s.reason.find("Q prologue"), std::string::npos) << s.reason;
   EXPECT_NE(make_cuda_unified()->plan(d64, knobs())->summary.find("+q-norm-rope"), std::string::npos);
+  // plan() refuses it too, so a caller that skips supports() cannot lose the prologue.
+  EXPECT_THROW(make_cuda_unified()->plan(d64, knobs({{"ATTNBENCH_SM90_PATH", "narrow"}})), std::invalid_argument);
 #endif
 }
 

@@ -103,8 +103,8 @@ AttentionProblem gated_sdpa_problem(const GatedGeometry& g, const GatedOptions& 
   p.scale = o.softmax_scale(g.d_head());
   p.dtype = g.dtype();
   p.output_gate = o.fuse_gate;
-  p.q_norm = o.fuse_norm_rope && o.qk_norm;
-  p.q_rope_dim = o.fuse_norm_rope ? g.rope_dim() : 0;
+  p.q_norm = gated_fuses_norm_rope(g, o) && o.qk_norm;
+  p.q_rope_dim = gated_fuses_norm_rope(g, o) ? g.rope_dim() : 0;
   return p;
 }
 
@@ -117,11 +117,16 @@ std::vector<GatedStage> gated_stages(const GatedGeometry& g, const GatedOptions&
   return st;
 }
 
-std::string gated_stage_name(GatedStage s, const GatedOptions& o) {
+bool gated_fuses_norm_rope(const GatedGeometry& g, const GatedOptions& o) {
+  return o.fuse_norm_rope && (o.qk_norm || g.rope_dim() > 0);
+}
+
+std::string gated_stage_name(GatedStage s, const GatedGeometry& g, const GatedOptions& o) {
+  const bool fused = gated_fuses_norm_rope(g, o);
   switch (s) {
     case GatedStage::proj: return "qkvg_proj";
-    case GatedStage::norm_rope: return o.fuse_norm_rope ? "k_norm_rope" : "norm_rope";
-    case GatedStage::sdpa: return std::string(o.fuse_norm_rope ? "q_norm_rope+" : "") + "sdpa" + (o.fuse_gate ? "+gate" : "");
+    case GatedStage::norm_rope: return fused ? "k_norm_rope" : "norm_rope";
+    case GatedStage::sdpa: return std::string(fused ? "q_norm_rope+" : "") + "sdpa" + (o.fuse_gate ? "+gate" : "");
     case GatedStage::gate: return "gate";
     case GatedStage::out_proj: return "out_proj";
   }
@@ -130,7 +135,7 @@ std::string gated_stage_name(GatedStage s, const GatedOptions& o) {
 
 void set_gated_q_prologue(const GatedGeometry& g, const GatedOptions& o, const GatedBlockParams& p,
                           AttentionParams& a) {
-  if (!o.fuse_norm_rope) return;
+  if (!gated_fuses_norm_rope(g, o)) return;
   if (o.qk_norm) {
     a.q_norm_weight = p.q_norm_weight;
     a.q_norm_offset = o.norm_weight_offset;

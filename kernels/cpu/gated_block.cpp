@@ -65,22 +65,6 @@ inline void micro_4x2(const float* a, const float* b, int K, float out[4][2]) {
 float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
 }  // namespace
 
-void norm_rope_row(float* x, int d, bool norm, const float* w, float offset, float eps, int rope_dim,
-                   const float* cos, const float* sin) {
-  if (norm) {
-    float ss = 0.f;
-    for (int i = 0; i < d; ++i) ss += x[i] * x[i];
-    const float inv = 1.f / std::sqrt(ss / static_cast<float>(d) + eps);
-    for (int i = 0; i < d; ++i) x[i] = x[i] * inv * (offset + w[i]);
-  }
-  const int h = rope_dim / 2;
-  for (int i = 0; i < h; ++i) {
-    const float x1 = x[i], x2 = x[i + h];
-    x[i] = x1 * cos[i] - x2 * sin[i];
-    x[i + h] = x2 * cos[i + h] + x1 * sin[i + h];
-  }
-}
-
 std::size_t gemm_scratch_floats(int K) { return static_cast<std::size_t>(kMT + kNT) * K; }
 
 void gemm_abt(DType dt, int64_t M, int64_t N, int K, const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb,
@@ -158,7 +142,7 @@ class CpuGatedBlock final : public GatedBlock {
 
   std::vector<std::string> stage_names() const override {
     std::vector<std::string> out;
-    for (GatedStage s : stages_) out.push_back(gated_stage_name(s, o_));
+    for (GatedStage s : stages_) out.push_back(gated_stage_name(s, g_, o_));
     return out;
   }
 
@@ -178,7 +162,7 @@ class CpuGatedBlock final : public GatedBlock {
   std::string summary() const override {
     return std::string("qkvg ") + q_gate_layout_name(o_.q_gate_layout) + ", sdpa cpu.unified " + plan_->summary +
             " block_size=" + std::to_string(layout_.block_size) + ", norm+rope " +
-           (o_.fuse_norm_rope ? "K pass, Q in the SDPA" : "separate") + ", gate " + (o_.fuse_gate ? "fused" : "separate") +
+           (gated_fuses_norm_rope(g_, o_) ? "K pass, Q in the SDPA" : "separate") + ", gate " + (o_.fuse_gate ? "fused" : "separate") +
            ", threads=" + std::to_string(threads_);
   }
 
@@ -208,7 +192,7 @@ class CpuGatedBlock final : public GatedBlock {
   void norm_rope(const GatedBlockParams& p) const {
     const DType dt = g_.dtype();
     // fuse_norm_rope: the K heads only (cpu.unified normalises and rotates Q as it reads it)
-    const int hq = o_.fuse_norm_rope ? 0 : g_.h_q();
+    const int hq = gated_fuses_norm_rope(g_, o_) ? 0 : g_.h_q();
     const int d = g_.d_head(), rd = g_.rope_dim(), heads = hq + g_.h_kv();
     const int64_t N = g_.n_qkvg(), rows = g_.tokens() * heads;
     float wq[256] = {}, wk[256] = {};  // d_head <= 256 (the geometry's rule); nothing allocated per call

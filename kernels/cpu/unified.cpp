@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu/gated_block.hpp"
+#include "cpu/norm_rope.hpp"
 #include "cpu/work_limit.hpp"
 #include "attnbench/backends.hpp"
 

@@ -158,7 +158,7 @@ class CudaGatedBlock final : public GatedBlock {
 
   std::vector<std::string> stage_names() const override {
     std::vector<std::string> out;
-    for (GatedStage s : stages_) out.push_back(gated_stage_name(s, o_));
+    for (GatedStage s : stages_) out.push_back(gated_stage_name(s, g_, o_));
     return out;
   }
 
@@ -172,7 +172,7 @@ class CudaGatedBlock final : public GatedBlock {
   std::string summary() const override {
     return std::string("qkvg ") + q_gate_layout_name(o_.q_gate_layout) + " cuBLASLt " + proj_->summary +
            "; sdpa cuda.unified " + plan_->summary + " block_size=" + std::to_string(layout_.block_size) +
-           "; norm+rope " + (o_.fuse_norm_rope ? "K pass, Q in the SDPA" : "separate") + "; gate " +
+           "; norm+rope " + (gated_fuses_norm_rope(g_, o_) ? "K pass, Q in the SDPA" : "separate") + "; gate " +
            (o_.fuse_gate ? "fused" : "separate") + "; out cuBLASLt " + outp_->summary;
   }
 
@@ -213,7 +213,7 @@ class CudaGatedBlock final : public GatedBlock {
         n.row_stride = N;
         n.tokens = g_.tokens();
         n.h_kv = g_.h_kv();
-        n.h_q = o_.fuse_norm_rope ? 0 : g_.h_q();  // fused: Q's norm + RoPE run in the SDPA's Q load
+        n.h_q = gated_fuses_norm_rope(g_, o_) ? 0 : g_.h_q();  // fused: Q's norm + RoPE run in the SDPA's Q load
         n.q0 = cols_.q0;
         n.q_head_stride = cols_.q_head_stride;
         n.k0 = cols_.k0;

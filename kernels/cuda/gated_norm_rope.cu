@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cuda/gated_kernels.hpp"
+#include "cuda/row_norm.cuh"
 #include "cuda/runtime.hpp"
 #include "cuda/storage.cuh"
 
@@ -50,12 +51,7 @@ __global__ void __launch_bounds__(kThreads) norm_rope_kernel(const __grid_consta
   if (valid) load8<DT>(x_ptr, x);
 
   if (p.norm) {
-    float ss = 0.f;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) ss += x[j] * x[j];
-#pragma unroll
-    for (int off = kTpr / 2; off > 0; off /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-    const float inv = rsqrtf(ss / D + p.eps);
+    const float inv = row_inv_rms<D>(x, p.eps);
     float w[8];
     load8<DT>(static_cast<const T*>(is_q ? p.q_weight : p.k_weight) + lane * 8, w);
 #pragma unroll

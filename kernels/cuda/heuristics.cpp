@@ -200,7 +200,8 @@ UnifiedLaunchPlan make_unified_launch_plan(const AttentionProblem& p, const Knob
     lp.wide_tq = lp.block_m / lp.wide_pack;
     const int head_tiles = p.heads / lp.wide_pack;
     lp.m_tiles = (p.max_seqlen_q() + lp.wide_tq - 1) / lp.wide_tq;
-    lp.persistent = wide_persistent(p, knobs);
+    // One CTA per tile puts the m-tiles on grid.y (at most 65535) unless q-major; beyond, the CTAs walk them.
+    lp.persistent = wide_persistent(p, knobs) || (!lp.q_major && lp.m_tiles > 65535);
     lp.work_tiles = static_cast<int64_t>(lp.m_tiles) * p.num_seqs() * head_tiles;
     if (lp.work_tiles > INT32_MAX)
       throw std::invalid_argument("cuda.unified wide: " + std::to_string(lp.work_tiles) + " tiles (at most 2^31 - 1)");

@@ -66,7 +66,7 @@ constexpr int wide_default_stages(int head_size, int wgs, bool persistent = fals
   return s;
 }
 // GQA packing (ATTNBENCH_SM90_GQA_PACK): a wide tile of BM rows holds `pack` query heads of one KV group (pack
-// divides the group size, at most kWideMaxPack), tq = BM / pack tokens each (row r: token r % tq of the tile's
+// divides the group size, at most kWidePackMax), tq = BM / pack tokens each (row r: token r % tq of the tile's
 // head r / tq; rows from pack * tq on idle), so the short q-tiles of the heads that share K/V fill one tile and
 // read each K/V tile once. The kernel divides a row by tq as (r * wide_pack_magic(tq)) >> 16: exact for every
 // row r < 256 and 1 <= tq < 256 (host-tested).

@@ -5,11 +5,13 @@
 // converted to 16-bit in registers as the RS A operand of O += P V (V MN-major, trans-b); iteration t issues S(t)
 // with P(t-1) V(t-1) (FA3's intra-warpgroup overlap); with WG >= 2 the warpgroups take turns issuing (named
 // barriers), so one's softmax runs under another's wgmmas. K(t) is released as soon as S(t) is done, V(t-1) after
-// P(t-1) V(t-1). Work: one CTA per (q-tile, head, sequence), heaviest q-tiles first, or (persistent) one CTA per SM
-// walking the same order in a snake, the rings and turn-taking running on across its tiles, the next unit's Q
-// loaded into a second Q tile while the current one computes (where it fits). Two things ptxas needs told, checked
-// in the SASS (kernels/NOTES.md, wide v5): the warpgroup index is made warp-uniform (descriptors in uniform
-// registers) and a shared store pins the P V wait after the softmax.
+// P(t-1) V(t-1). Work: one CTA per (q-tile, head tile, sequence), heaviest q-tiles first, or (persistent) one CTA
+// per SM walking the same order in a snake, the rings and turn-taking running on across its tiles, the next unit's
+// Q loaded into a second Q tile while the current one computes (where it fits). A head tile is one query head, or
+// (GQA packing, wide_work.cuh) several heads of one KV group sharing the tile's rows. An optional Q prologue
+// (q_prologue.cuh) normalises and rotates Q in shared memory before the first wgmma reads it. Two things ptxas
+// needs told, checked in the SASS (kernels/NOTES.md, wide v5): the warpgroup index is made warp-uniform
+// (descriptors in uniform registers) and a shared store pins the P V wait after the softmax.
 // Layouts and the register facts used here: /work/shared/HOPPER-ATTENTION.md sections 1-6.
 #pragma once
 #include <cuda_runtime.h>

@@ -1,7 +1,7 @@
 // The wide kernel's Q prologue (AttentionParams: per-head RMSNorm, then rotate-half RoPE over the first q_rope_dim
 // dims), applied in place to a consumer warpgroup's RW Q rows in their 128B-swizzled shared-memory tile after the
-// rows landed. D/8 threads per row, one 16-byte chunk each: the row's sum of squares by shuffles within those lanes
-// (the order gated_norm_rope.cu sums in), the RoPE partner chunk q_rope_dim/16 lanes away (q_rope_dim % 16 == 0,
+// rows landed. D/8 threads per row, one 16-byte chunk each: the row's RMS by shuffles within those lanes
+// (row_norm.cuh, as gated_norm_rope.cu), the RoPE partner chunk q_rope_dim/16 lanes away (q_rope_dim % 16 == 0,
 // checked by supports()), fp32 throughout, rounded once. Each pass loads its cos/sin first (a prefetch one
 // pass ahead cost the d64 kernel spills).
 #pragma once
@@ -10,6 +10,7 @@
 #include "attnbench/attention.hpp"
 #include "cuda/ld_st.cuh"
 #include "cuda/mma_sm80.cuh"
+#include "cuda/row_norm.cuh"
 #include "cuda/wide_work.cuh"
 
 namespace attnbench::cuda::dev {
@@ -53,12 +54,7 @@ __device__ __forceinline__ void q_prologue(const AttentionParams& p, const WideL
     float x[8];
     unpack8<DT>(ld_shared_v4(addr), x);
     if (norm) {
-      float ss = 0.f;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) ss += x[j] * x[j];
-#pragma unroll
-      for (int off = kTpr / 2; off > 0; off /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-      const float inv = rsqrtf(ss / D + p.q_norm_eps);
+      const float inv = row_inv_rms<D>(x, p.q_norm_eps);
       float wt[8];  // read again each pass (an L1 hit): kept across passes it cost the d64 kernel spills
       unpack8<DT>(__ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.q_norm_weight) + ch * 8)), wt);
 #pragma unroll

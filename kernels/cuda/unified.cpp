@@ -137,6 +137,9 @@ class CudaUnified final : public AttentionKernel {
   }
 
   std::unique_ptr<AttentionPlan> plan(const AttentionProblem& p, const KnobValues& knobs) const override {
+    // A Q prologue the chosen kernel does not have would silently be skipped: refuse it here too.
+    const std::string prologue = cuda::q_prologue_conflict(p, knobs);
+    if (!prologue.empty()) throw std::invalid_argument("cuda.unified: " + prologue);
     auto plan = std::make_unique<CudaUnifiedPlan>();
     plan->launch = cuda::make_unified_launch_plan(p, knobs, sm_count());
     plan->head_size = p.head_size;

@@ -45,8 +45,9 @@ __device__ __forceinline__ bool wide_next_work(const WideLaunch& w, int k, WideW
     return true;
   }
   const int g = gridDim.x, b = blockIdx.x;
-  const int idx = k * g + ((k & 1) ? g - 1 - b : b);
-  if (idx >= w.work_tiles) return false;
+  const int64_t idx64 = static_cast<int64_t>(k) * g + ((k & 1) ? g - 1 - b : b);
+  if (idx64 >= w.work_tiles) return false;
+  const int idx = static_cast<int>(idx64);  // < work_tiles <= INT32_MAX (the plan's check)
   const int per_rank = w.num_seqs * w.head_tiles;
   u.rank = idx / per_rank;
   const int rem = idx - u.rank * per_rank;
@@ -90,7 +91,7 @@ __device__ __forceinline__ WideRow wide_row(const WideLaunch& w, const WideGeom<
 }
 
 // A consumer warpgroup's RW tile rows [r0, r0 + RW) of a unit hold tokens [t_lo, t_hi]: a slice of one head's
-// tokens (no packing, or heads of RW tokens or more), or all the unit's tokens (rows of several heads).
+// tokens when they all belong to one head, else (rows of two heads or more) bounded by all the unit's tokens.
 struct WgRows {
   bool any;  // some row holds a token of the sequence
   int t_lo, t_hi;

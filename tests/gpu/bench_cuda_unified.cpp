@@ -191,7 +191,7 @@ int main(int argc, char** argv) {
       {"v6 d128 causal S2048 H32 KV8 B4 auto", prob(4, 2048, 2048, 32, 8, 128), {}, false},
       {"v6 d128 causal S8192 H32 B1 auto", prob(1, 8192, 8192, 32, 32, 128), {}, false},
       {"v6 d128 noncausal S16384 H16 auto", prob(1, 16384, 16384, 16, 16, 128, false), {}, false},
-      // wide v6: rolled epilogue with 16-byte stores; GQA packing of short q-tiles (auto vs pack 1)
+      // wide v6 (rows "v7 "): rolled epilogue with 16-byte stores; GQA packing (auto vs forced packs)
       {"v7 short d128 h32kv8 B16 S256 auto", prob(16, 256, 256, 32, 8, 128), {}, true},
       {"v7 short d128 h32kv8 B8 S512 auto", prob(8, 512, 512, 32, 8, 128), {}, true},
       {"v7 short d128 h32kv8 B4 S768 auto", prob(4, 768, 768, 32, 8, 128), {}, true},

@@ -8,7 +8,7 @@
 #include <random>
 #include <set>
 
-#include "../../kernels/cpu/gated_block.hpp"
+#include "../../kernels/cpu/norm_rope.hpp"
 #include "attnbench/reference.hpp"
 #include "cuda/heuristics.hpp"
 #include "gpu_case.hpp"
@@ -359,6 +359,9 @@ TEST(CudaUnifiedQPrologue, MatchesTheReferenceOnTransformedQ) {
       {{"d64 h4kv4 b2 s600", uniform(2, 600, 600), 4, 4, 64}, false, 64, {{"ATTNBENCH_SM90_FLASH_WIDE", "1"}}},
       {{"d64 h4kv4 b2 s600 noncausal", uniform(2, 600, 600), 4, 4, 64, false}, true, 0, {}},
       {{"d128 h16kv2 short (q5,kv18) (q40,kv40)", {{5, 18}, {40, 40}}, 16, 2, 128}, true, 16, {}},
+      // more units than CTAs: persistent CTAs run the prologue on Q tiles loaded during the unit before
+      {{"d128 h16kv2 b8 s512", uniform(8, 512, 512), 16, 2, 128}, true, 32,
+       {{"ATTNBENCH_SM90_PERSISTENT", "1"}, {"ATTNBENCH_SM90_STAGES", "2"}}},
   };
   for (DType dt : {DType::bf16, DType::f16}) {
     for (std::size_t ci = 0; ci < cases.size(); ++ci) {
@@ -370,6 +373,14 @@ TEST(CudaUnifiedQPrologue, MatchesTheReferenceOnTransformedQ) {
       knobs["ATTNBENCH_SM90_PATH"] = "wide";
       DeviceCase c(p, knobs, 900 + ci);
       ASSERT_NE(c.plan->summary.find("+q-norm-rope"), std::string::npos) << c.plan->summary;
+      if (cs.sh.name.find("short") != std::string::npos) {
+        ASSERT_NE(c.plan->summary.find("gqa-pack="), std::string::npos) << c.plan->summary;
+      }
+      if (cs.sh.name.find("b8 s512") != std::string::npos) {
+        const auto lp = cuda::make_unified_launch_plan(p, KnobValues::resolve(knobs, false), 132);
+        ASSERT_GT(lp.work_tiles, 2 * lp.grid_x);  // every CTA walks units loaded ahead
+        ASSERT_NE(c.plan->summary.find("q-ahead"), std::string::npos) << c.plan->summary;
+      }
       const int d = p.head_size, rd = cs.rope;
       const int64_t tq = p.total_q();
       std::mt19937_64 rng(77 + ci);

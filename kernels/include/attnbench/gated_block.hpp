@@ -145,7 +145,9 @@ GatedBlockParams make_gated_params(const GatedGeometry& g);
 // [q_norm_rope+]sdpa[+gate], gate, out_proj (the breakdown's stage names).
 enum class GatedStage { proj, norm_rope, sdpa, gate, out_proj };
 std::vector<GatedStage> gated_stages(const GatedGeometry& g, const GatedOptions& o);
-std::string gated_stage_name(GatedStage s, const GatedOptions& o);
+std::string gated_stage_name(GatedStage s, const GatedGeometry& g, const GatedOptions& o);
+// fuse_norm_rope with something to fuse (qk_norm or rope_dim > 0): the SDPA problem has a Q prologue.
+bool gated_fuses_norm_rope(const GatedGeometry& g, const GatedOptions& o);
 // fuse_norm_rope: the SDPA's Q-prologue params (norm weight, offset, eps, cos, sin, rope_dim) from the block's.
 void set_gated_q_prologue(const GatedGeometry& g, const GatedOptions& o, const GatedBlockParams& p,
                           AttentionParams& a);

@@ -1,0 +1,133 @@
+// cuda.gated_block on the GPU against the fp32 reference, with both fusions off and on: the fused gate (the SDPA
+// epilogue) and fuse_norm_rope (the K-only norm + RoPE pass and the SDPA's Q prologue), both W_qkvg layouts, head
+// sizes 128 and 256, one and two sequences; out and the workspace poisoned before the call. With fuse_norm_rope
+// the Q values are the same fp32 math rounded once, so the fused output matches the unfused one to the last bits
+// the SDPA's ordering allows.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <vector>
+
+#include "attnbench/backends.hpp"
+#include "attnbench/gated_block.hpp"
+#include "attnbench/gated_block_ref.hpp"
+#include "cuda/runtime.hpp"
+#include "gated_case.hpp"
+
+namespace attnbench {
+namespace {
+
+struct GatedGpuRun {
+  std::vector<uint16_t> out;
+  std::vector<std::string> stages;
+  std::string summary;
+};
+
+GatedGpuRun run_block(const GatedGeometry& g, const GatedOptions& o, const GatedHostInputs& in,
+                      const KnobValues& knobs) {
+  auto block = make_cuda_gated_block()->create(g, o, knobs);
+  const std::vector<uint16_t> w_qkvg =
+      build_w_qkvg(g, o.q_gate_layout, in.wq.data(), in.wgate.data(), in.wk.data(), in.wv.data());
+  auto up = [](const std::vector<uint16_t>& v) {
+    cuda::DeviceBuffer b(std::max<std::size_t>(16, v.size() * 2));
+    if (!v.empty()) b.upload(v.data(), v.size() * 2);
+    return b;
+  };
+  cuda::DeviceBuffer h = up(in.h), w = up(w_qkvg), qn = up(in.q_norm_weight), kn = up(in.k_norm_weight),
+                     cs = up(in.cos), sn = up(in.sin), wo = up(in.w_o);
+  const std::size_t n_out = static_cast<std::size_t>(g.tokens()) * g.d_model();
+  cuda::DeviceBuffer out(n_out * 2), ws(block->workspace_size());
+  out.fill_byte(0xFF);
+  ws.fill_byte(0xFF);
+  cuda::Stream stream;
+  block->prepare_workspace(ws.data(), stream.get());
+  GatedBlockParams p = make_gated_params(g);
+  p.h = h.data();
+  p.w_qkvg = w.data();
+  p.q_norm_weight = qn.data();
+  p.k_norm_weight = kn.data();
+  p.cos = cs.data();
+  p.sin = sn.data();
+  p.w_o = wo.data();
+  p.out = static_cast<uint16_t*>(out.data());
+  p.workspace = ws.data();
+  block->execute(p, stream.get());
+  stream.synchronize();
+  GatedGpuRun r;
+  r.out.resize(n_out);
+  out.download(r.out.data(), n_out * 2);
+  r.stages = block->stage_names();
+  r.summary = block->summary();
+  return r;
+}
+
+TEST(CudaGatedBlock, BothFusionsPassTheGateAndMatchTheUnfusedBlock) {
+  struct Case {
+    GatedDims dims;
+    QGateLayout layout;
+  };
+  auto dims = [](int batch, int seqlen, int h_q, int h_kv, int d, int rope, DType dt) {
+    GatedDims x;
+    x.batch = batch;
+    x.seqlen = seqlen;
+    x.d_model = 512;
+    x.h_q = h_q;
+    x.h_kv = h_kv;
+    x.d_head = d;
+    x.rope_dim = rope;
+    x.dtype = dt;
+    return x;
+  };
+  const std::vector<Case> cases = {
+      {dims(2, 256, 8, 2, 128, 32, DType::bf16), QGateLayout::flat},
+      {dims(1, 300, 8, 1, 256, 64, DType::bf16), QGateLayout::interleaved},
+      {dims(1, 300, 8, 1, 256, 64, DType::f16), QGateLayout::flat},
+  };
+  const KnobValues knobs = KnobValues::resolve({}, false);
+  for (const Case& c : cases) {
+    const GatedGeometry g(c.dims);
+    const GatedHostInputs in = build_gated_inputs(g, 31);
+    std::vector<int64_t> rows(g.tokens());
+    std::iota(rows.begin(), rows.end(), 0);
+    GatedOptions base;
+    base.q_gate_layout = c.layout;
+    base.norm_weight_offset = 1.f;
+    std::vector<float> ref(rows.size() * g.d_model());
+    reference::gated_block(g, base, in.ref(), rows, ref.data());
+    const double atol = gated_atol(g.dtype() == DType::f16 ? 2e-2 : 4e-2, ref.data(), ref.size());
+    std::vector<uint16_t> unfused;
+    for (bool fuse : {false, true}) {
+      GatedOptions o = base;
+      o.fuse_gate = o.fuse_norm_rope = fuse;
+      const GatedGpuRun r = run_block(g, o, in, knobs);
+      double max_abs = 0;
+      int64_t nonfinite = 0;
+      for (std::size_t i = 0; i < ref.size(); ++i) {
+        const double got = half_to_float(r.out[i], g.dtype());
+        if (!std::isfinite(got)) ++nonfinite;
+        else max_abs = std::max(max_abs, std::fabs(got - ref[i]));
+      }
+      std::printf("  gated d%d B%d S%d %s %s fused=%d max_abs=%.3g atol=%.3g [%s]\n", g.d_head(), g.batch(),
+                  g.seqlen(), dtype_name(g.dtype()), q_gate_layout_name(c.layout), fuse, max_abs, atol,
+                  r.summary.c_str());
+      EXPECT_EQ(nonfinite, 0);
+      EXPECT_LT(max_abs, atol);
+      if (!fuse) {
+        unfused = r.out;
+        continue;
+      }
+      EXPECT_EQ(r.stages, (std::vector<std::string>{"qkvg_proj", "k_norm_rope", "q_norm_rope+sdpa+gate", "out_proj"}));
+      EXPECT_NE(r.summary.find("+q-norm-rope"), std::string::npos) << r.summary;
+      double diff = 0;
+      for (std::size_t i = 0; i < ref.size(); ++i)
+        diff = std::max(diff, std::fabs(static_cast<double>(half_to_float(r.out[i], g.dtype())) -
+                                        half_to_float(unfused[i], g.dtype())));
+      EXPECT_LT(diff, 0.25 * atol) << "fused vs unfused block";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace attnbench
