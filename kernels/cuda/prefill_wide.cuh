@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
                         const __grid_constant__ CUtensorMap tmk, const __grid_constant__ CUtensorMap tmv) {
   using T = typename StorageOf<DT>::type;
   using Tile = WideTile<D, WG, TMA>;
-  constexpr int BM = Tile::kBM, BN = Tile::kBN, RW = kWideRowsPerWg;
+  constexpr int BN = Tile::kBN, RW = kWideRowsPerWg;
   const int S = w.stages;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
