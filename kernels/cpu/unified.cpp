@@ -178,21 +178,19 @@ Scratch carve(const CpuPlan& pl, int thread) {
   return s;
 }
 
-// The Q prologue of one row (AttentionParams): decoded, normalised and rotated in fp32 with the gated block's own
-// row function, rounded once to the dtype.
+// The Q prologue of one row (AttentionParams): decoded, normalised (w: the decoded q_norm_weight, null without
+// q_norm) and rotated in fp32 with the gated block's own row function, rounded once to the dtype.
 template <DType DT>
-void q_prologue_row(const AttentionParams& p, int64_t token, const uint16_t* src, float* x) {
+void q_prologue_row(const AttentionParams& p, const float* w, int64_t token, const uint16_t* src, float* x) {
   const int d = p.head_size, rd = p.q_rope_dim;
-  float w[512] = {}, c[512] = {}, s[512] = {};  // head_size <= 512
+  float c[512], s[512];  // rd <= head_size <= 512; only [0, rd) is read
   for (int i = 0; i < d; ++i) x[i] = half_to_float(src[i], DT);
-  if (p.q_norm_weight) {
-    for (int i = 0; i < d; ++i) w[i] = half_to_float(static_cast<const uint16_t*>(p.q_norm_weight)[i], DT);
-  }
   for (int i = 0; i < rd; ++i) {
     c[i] = half_to_float(static_cast<const uint16_t*>(p.rope_cos)[token * rd + i], DT);
     s[i] = half_to_float(static_cast<const uint16_t*>(p.rope_sin)[token * rd + i], DT);
   }
-  cpu::norm_rope_row(x, d, p.q_norm_weight != nullptr, w, p.q_norm_offset, p.q_norm_eps, rd, c, s);
+  const bool roped = rd > 0;
+  cpu::norm_rope_row(x, d, w != nullptr, w, p.q_norm_offset, p.q_norm_eps, rd, roped ? c : nullptr, roped ? s : nullptr);
   for (int i = 0; i < d; ++i) x[i] = half_to_float(float_to_half(x[i], DT), DT);
 }
 
@@ -210,13 +208,16 @@ void attend(const AttentionParams& p, const CpuPlan& pl, const Scratch& sc, int 
   const int shift = kv_len - q_len;  // bottom-right causal: row i sees keys [0, i + shift]
 
   const bool prologue = p.q_norm_weight != nullptr || p.q_rope_dim > 0;
+  float wq[512];  // the Q prologue's norm weight, decoded once per call of attend
+  if (p.q_norm_weight)
+    for (int c = 0; c < d; ++c) wq[c] = half_to_float(static_cast<const uint16_t*>(p.q_norm_weight)[c], DT);
   for (int mi = 0; mi < mcols; ++mi) {
     if (mi < M) {
       const uint16_t* src = q + (q_token0 + mi / g) * p.q_stride_token +
                             static_cast<int64_t>(kh * g + mi % g) * p.q_stride_head;
       if (prologue) {
         float x[512];  // head_size <= 512 (cpu_unified_support)
-        q_prologue_row<DT>(p, q_token0 + mi / g, src, x);
+        q_prologue_row<DT>(p, p.q_norm_weight ? wq : nullptr, q_token0 + mi / g, src, x);
         for (int c = 0; c < d; ++c) sc.qt[static_cast<std::size_t>(c) * mp + mi] = x[c] * p.scale;
       } else {
         for (int c = 0; c < d; ++c) sc.qt[static_cast<std::size_t>(c) * mp + mi] = half_to_float(src[c], DT) * p.scale;
