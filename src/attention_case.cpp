@@ -37,12 +37,12 @@ class AttentionBound final : public BoundKernel {
 
   void call() override { kern_.run(*plan_, prm_, dev_.stream()); }
 
-  GateResult gate(double atol) override {
+  GateResult gate(const Tolerance& tol) override {
     dev_.synchronize();
     std::vector<uint16_t> host(in_.q.size());
     dev_.download(host.data(), out_.data(), out_.bytes());
     return gate_rows(host.data(), static_cast<int64_t>(host.size()), in_.problem.dtype, in_.problem.head_size, *rows_,
-                     ref_->data(), atol);
+                     ref_->data(), tol);
   }
 
  private:

@@ -16,7 +16,7 @@ struct RunCli {
   std::vector<std::string> sets;
   std::string l2 = "hot", block_order = "contiguous";
   std::string out, csv;
-  double atol = -1, peak_tflops = 0, peak_gbps = 0;
+  double atol = -1, rtol = -1, peak_tflops = 0, peak_gbps = 0;
   bool no_progress = false;
   std::string shard;
 };
@@ -66,6 +66,7 @@ void run_callback(RunCli& c, Context& ctx) {
     if (o.shard.first < 1 || o.shard.first > o.shard.second) throw UsageError(bad);
   }
   if (c.atol >= 0) o.atol = c.atol;
+  if (c.rtol >= 0) o.rtol = c.rtol;
   if (c.peak_tflops > 0) o.peak_tflops = c.peak_tflops;
   if (c.peak_gbps > 0) o.peak_gbps = c.peak_gbps;
   o.progress = !c.no_progress;
@@ -97,7 +98,10 @@ void add_run_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--mode", c->modes, "Timing modes: eager, graph")->delimiter(',')->capture_default_str();
   cmd->add_option("--out,-o", c->out, "Results JSON (default results/<groups>.json)");
   cmd->add_option("--csv", c->csv, "Results CSV (default: the JSON path with .csv)");
-  cmd->add_option("--atol", c->atol, "Gate max_abs tolerance (default: fp16 2e-2, bf16 4e-2)")
+  cmd->add_option("--atol", c->atol, "Gate bound on max |out - ref| (default: fp16 2e-2, bf16 4e-2)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--rtol", c->rtol,
+                  "Gate bound on each checked row's relative L2 error (default: fp16 4e-3, bf16 1.2e-2)")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--gate-only", c->opt.gate_only, "Gate every row, time nothing");
   cmd->add_flag("--no-gate", c->opt.no_gate, "Time without gating (rows are not checked)");

@@ -1,4 +1,7 @@
 // The correctness gate: compares a kernel's 16-bit output with the fp32 reference on the checked rows.
+// Two bounds, both must hold: max_abs (catches a few large errors) and each checked row's relative L2 error
+// (catches errors that are small in absolute terms because the output is small, as at long KV lengths where
+// attention outputs shrink like 1/sqrt(kv_len)). The derivation of both defaults is in the README ("The gate").
 #pragma once
 #include <cstdint>
 #include <string>
@@ -8,24 +11,37 @@
 
 namespace attnbench {
 
-// One tolerance table per dtype, used everywhere (max_abs).
+struct Tolerance {
+  double atol = 0;  // bound on max |out - ref| over the checked elements
+  double rtol = 0;  // bound on every checked row's ||out - ref||_2 / ||ref||_2
+};
+
+// One tolerance table per dtype, used everywhere.
 double default_atol(DType d);
+double default_rtol(DType d);
+inline Tolerance default_tolerance(DType d) { return {default_atol(d), default_rtol(d)}; }
 
 struct GateResult {
   bool passed = false;
   double max_abs = 0;
-  double rel_l2 = 0;
-  double atol = 0;
+  double rel_l2 = 0;          // over all checked elements
+  double max_row_rel = 0;     // the largest per-row relative L2 error
+  double atol = 0, rtol = 0;  // the bounds applied
   int64_t rows_checked = 0;
   int64_t nonfinite = 0;     // NaN/Inf anywhere in the output (unwritten poisoned elements included)
   int64_t worst_index = -1;  // flat element index in the output of the worst |out - ref|
-  std::string detail;        // e.g. "token 5 head 3 dim 17: got 0.51 want 0.49"
+  int64_t worst_row = -1;    // flat row index of the largest row relative error
+  std::vector<std::string> failed;  // the criteria that failed: nonfinite, max_abs, row_rel_l2, no_rows
+  std::string detail;               // where the worst errors are
 };
 
 // out: the full output (n_out halves of dtype), [rows_total, row_len] flat. ref_rows: for each checked row,
 // its flat row index into out; ref: ref_rows.size() * row_len floats. Every element of out is scanned for
-// non-finite values; only the checked rows are compared. describe(flat_index) names an element.
+// non-finite values; only the checked rows are compared.
 GateResult gate_rows(const uint16_t* out, int64_t n_out, DType dtype, int row_len, const std::vector<int64_t>& ref_rows,
-                     const float* ref, double atol);
+                     const float* ref, const Tolerance& tol);
+
+// "gate failed: row_rel_l2 0.5 > rtol 0.01; ..." naming each failed criterion, for a mismatch row's reason.
+std::string gate_failure_reason(const GateResult& g);
 
 }  // namespace attnbench

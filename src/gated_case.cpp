@@ -123,11 +123,11 @@ std::vector<int64_t> gated_check_rows(const GatedGeometry& g, const GatedOptions
   return {rows.begin(), rows.end()};
 }
 
-double gated_atol(double base, const float* ref, std::size_t n) {
+Tolerance gated_tolerance(const Tolerance& base, const float* ref, std::size_t n) {
   double ss = 0;
   for (std::size_t i = 0; i < n; ++i) ss += static_cast<double>(ref[i]) * ref[i];
   const double rms = n > 0 ? std::sqrt(ss / static_cast<double>(n)) : 0.0;
-  return base * std::max(1.0, rms);
+  return {base.atol * std::max(1.0, rms), base.rtol * kGatedRtolFactor};
 }
 
 namespace {
@@ -175,12 +175,12 @@ class GatedBound final : public BoundKernel {
 
   void call() override { block_->execute(prm_, dev_.stream()); }
 
-  GateResult gate(double atol) override {
+  GateResult gate(const Tolerance& tol) override {
     dev_.synchronize();
     const std::size_t n = static_cast<std::size_t>(g_.tokens()) * g_.d_model();
     std::vector<uint16_t> host(n);
     dev_.download(host.data(), out_.data(), n * 2);
-    const double eff = gated_atol(atol, data_.ref.data(), data_.ref.size());
+    const Tolerance eff = gated_tolerance(tol, data_.ref.data(), data_.ref.size());
     return gate_rows(host.data(), static_cast<int64_t>(n), g_.dtype(), g_.d_model(), data_.rows, data_.ref.data(), eff);
   }
 

@@ -7,6 +7,7 @@
 
 #include "attnbench/gated_block.hpp"
 #include "attnbench/gated_block_ref.hpp"
+#include "gate.hpp"
 #include "shapes.hpp"
 
 namespace attnbench {
@@ -31,8 +32,10 @@ GatedHostInputs build_gated_inputs(const GatedGeometry& g, uint64_t seed);
 std::vector<int64_t> gated_check_rows(const GatedGeometry& g, const GatedOptions& o, double budget_flops,
                                       uint64_t seed);
 
-// The tolerance rule of the gated block: atol = base * max(1, rms(ref)), base being the dtype's max_abs tolerance
-// (bf16 4e-2, fp16 2e-2, or --atol): outputs of larger magnitude get the same relative slack.
-double gated_atol(double base, const float* ref, std::size_t n);
+// The tolerance rule of the gated block: atol = base.atol * max(1, rms(ref)) (outputs of larger magnitude get the
+// same relative slack on max_abs), and each checked row's relative L2 error <= base.rtol * kGatedRtolFactor: the
+// block chains two GEMMs and the SDPA with 16-bit intermediates, so its correct error is a few times the SDPA's.
+inline constexpr double kGatedRtolFactor = 2.5;
+Tolerance gated_tolerance(const Tolerance& base, const float* ref, std::size_t n);
 
 }  // namespace attnbench

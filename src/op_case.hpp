@@ -32,7 +32,7 @@ class BoundKernel {
  public:
   virtual ~BoundKernel() = default;
   virtual void call() = 0;                         // enqueue one complete call on the device's stream
-  virtual GateResult gate(double atol) = 0;        // download the output and compare with the reference
+  virtual GateResult gate(const Tolerance& tol) = 0;  // download the output and compare with the reference
   // The stages of one call, each enqueued alone on the device's stream, for --breakdown; empty when none.
   virtual std::vector<std::pair<std::string, std::function<void()>>> stages() { return {}; }
   std::string plan_summary;

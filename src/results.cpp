@@ -36,7 +36,11 @@ json row_to_json(const ResultRow& r) {
     j["gate"] = {{"passed", g.passed},
                  {"max_abs", std::isfinite(g.max_abs) ? json(g.max_abs) : json("inf")},
                  {"rel_l2", std::isfinite(g.rel_l2) ? json(g.rel_l2) : json("inf")},
+                 {"max_row_rel", std::isfinite(g.max_row_rel) ? json(g.max_row_rel) : json("inf")},
                  {"atol", g.atol},
+                 {"rtol", g.rtol},
+                 {"failed", g.failed},
+                 {"worst_row", g.worst_row},
                  {"rows_checked", g.rows_checked},
                  {"nonfinite", g.nonfinite},
                  {"worst_index", g.worst_index},
@@ -81,7 +85,7 @@ std::string num(double v) {
 
 std::string results_to_csv(const ResultsFile& f) {
   std::ostringstream os;
-  os << "group,shape,op,dtype,kernel,backend,mode,l2,status,reason,gate_passed,max_abs,rel_l2,atol,rows_checked,"
+  os << "group,shape,op,dtype,kernel,backend,mode,l2,status,reason,gate_passed,max_abs,rel_l2,max_row_rel,atol,rtol,rows_checked,"
         "median_us,min_us,q1_us,q3_us,mean_us,stdev_us,n,device_median_us,flops,bytes,tflops,gbps,"
         "pct_peak_flops,pct_peak_bw,plan,knobs,repro\n";
   for (const auto& r : f.rows) {
@@ -92,9 +96,10 @@ std::string results_to_csv(const ResultsFile& f) {
        << csv_field(r.reason) << ',';
     if (r.gate)
       os << (r.gate->passed ? "true" : "false") << ',' << num(r.gate->max_abs) << ',' << num(r.gate->rel_l2) << ','
-         << num(r.gate->atol) << ',' << r.gate->rows_checked << ',';
+         << num(r.gate->max_row_rel) << ',' << num(r.gate->atol) << ',' << num(r.gate->rtol) << ','
+         << r.gate->rows_checked << ',';
     else
-      os << ",,,,,";
+      os << ",,,,,,,";
     if (r.time_us)
       os << num(r.time_us->median) << ',' << num(r.time_us->min) << ',' << num(r.time_us->q1) << ','
          << num(r.time_us->q3) << ',' << num(r.time_us->mean) << ',' << num(r.time_us->stdev) << ','

@@ -112,6 +112,7 @@ std::string repro_command(const RunOptions& o, const ShapeCase& c, const std::st
      << l2_name(o.l2) << " --seed " << o.seed;
   if (o.block_order != BlockOrder::contiguous) os << " --block-order " << block_order_name(o.block_order);
   if (o.atol) os << " --atol " << *o.atol;
+  if (o.rtol) os << " --rtol " << *o.rtol;
   if (o.no_gate) os << " --no-gate";
   if (o.reference_gflop != RunOptions().reference_gflop) os << " --reference-gflop " << o.reference_gflop;
   for (const auto& [k, v] : knobs) {
@@ -331,7 +332,7 @@ ResultsFile run_benchmarks(const RunOptions& o, std::ostream& out) {
         call();
         dev->synchronize();
         std::optional<GateResult> gate;
-        if (!o.no_gate) gate = bound->gate(o.atol.value_or(default_atol(c.dtype)));
+        if (!o.no_gate) gate = bound->gate(run_tolerance(o, c.dtype));
         nlohmann::json breakdown;
         if (o.breakdown && !o.gate_only && (!gate || gate->passed)) breakdown = time_stages(*bound, *dev, o, out);
         for (Mode m : o.modes) {
@@ -342,8 +343,7 @@ ResultsFile run_benchmarks(const RunOptions& o, std::ostream& out) {
           r.breakdown = breakdown;
           if (gate && !gate->passed) {
             r.status = "mismatch";
-            r.reason = "gate failed: max_abs " + (std::isfinite(gate->max_abs) ? fmt(gate->max_abs, 5) : "inf") +
-                       " > atol " + fmt(gate->atol, 4) + "; " + gate->detail;
+            r.reason = gate_failure_reason(*gate);
             emitted.insert(m);
             emit(r);
             continue;
@@ -374,6 +374,13 @@ ResultsFile run_benchmarks(const RunOptions& o, std::ostream& out) {
   if (cuda_ran && devices.cuda) file.provenance["device"] = devices.cuda->facts();
   else file.provenance["device"] = devices.get(Backend::cpu, &why)->facts();
   return file;
+}
+
+Tolerance run_tolerance(const RunOptions& o, DType d) {
+  Tolerance t = default_tolerance(d);
+  if (o.atol) t.atol = *o.atol;
+  if (o.rtol) t.rtol = *o.rtol;
+  return t;
 }
 
 int exit_code_for(const ResultsFile& f) {

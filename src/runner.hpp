@@ -25,7 +25,7 @@ struct RunOptions {
   std::vector<Mode> modes = {Mode::eager, Mode::graph};
   std::string filter;               // regex over "group/shape/dtype"
   uint64_t seed = 1234;
-  std::optional<double> atol;
+  std::optional<double> atol, rtol;  // gate bounds; default: the dtype's (gate.hpp)
   bool gate_only = false;
   bool no_gate = false;
   L2Mode l2 = L2Mode::hot;
@@ -45,6 +45,9 @@ std::vector<ShapeCase> select_cases(const RunOptions& o);
 
 // Runs everything; prints one summary line per row to `out` as rows finish.
 ResultsFile run_benchmarks(const RunOptions& o, std::ostream& out);
+
+// The gate bounds of a run for one dtype: the table's, with --atol / --rtol in their place where given.
+Tolerance run_tolerance(const RunOptions& o, DType d);
 
 // 0 when every row is ok or declined, 1 otherwise.
 int exit_code_for(const ResultsFile& f);

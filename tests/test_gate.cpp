@@ -88,7 +88,7 @@ GateResult gate_against_reference(const HostInputs& in, const std::vector<uint16
   std::vector<int64_t> flat;
   for (const auto& r : rows) flat.push_back(r.token * in.problem.heads + r.head);
   return gate_rows(out.data(), static_cast<int64_t>(out.size()), in.problem.dtype, in.problem.head_size, flat,
-                   ref.data(), default_atol(in.problem.dtype));
+                   ref.data(), default_tolerance(in.problem.dtype));
 }
 
 }  // namespace
@@ -137,18 +137,18 @@ TEST(Gate, PassesTheCpuKernel) {
 TEST(Gate, NaNNeverPasses) {
   const std::vector<float> ref = {0.5f, 0.25f};
   std::vector<uint16_t> out = {float_to_bf16(0.5f), float_to_bf16(NAN)};
-  const GateResult g = gate_rows(out.data(), 2, DType::bf16, 2, {0}, ref.data(), 1e9);
+  const GateResult g = gate_rows(out.data(), 2, DType::bf16, 2, {0}, ref.data(), Tolerance{1e9, 1e9});
   EXPECT_FALSE(g.passed);
   EXPECT_EQ(g.nonfinite, 1);
   out[1] = float_to_bf16(INFINITY);
-  EXPECT_FALSE(gate_rows(out.data(), 2, DType::bf16, 2, {0}, ref.data(), 1e9).passed);
+  EXPECT_FALSE(gate_rows(out.data(), 2, DType::bf16, 2, {0}, ref.data(), Tolerance{1e9, 1e9}).passed);
 }
 
 TEST(Gate, UnwrittenElementOutsideTheCheckedRowsFails) {
   // Row 1 is not checked against the reference but is still poisoned: the full scan catches it.
   const std::vector<float> ref = {0.5f, 0.25f};
   std::vector<uint16_t> out = {float_to_f16(0.5f), float_to_f16(0.25f), 0xFFFF, float_to_f16(1.f)};
-  const GateResult g = gate_rows(out.data(), 4, DType::f16, 2, {0}, ref.data(), 2e-2);
+  const GateResult g = gate_rows(out.data(), 4, DType::f16, 2, {0}, ref.data(), Tolerance{2e-2, 1e9});
   EXPECT_FALSE(g.passed);
   EXPECT_EQ(g.worst_index, 2);
 }
@@ -156,7 +156,7 @@ TEST(Gate, UnwrittenElementOutsideTheCheckedRowsFails) {
 TEST(Gate, ReportsWorstIndexAndRelL2) {
   const std::vector<float> ref = {1.f, 2.f, 3.f, 4.f};
   std::vector<uint16_t> out = {float_to_f16(1.f), float_to_f16(2.f), float_to_f16(3.1f), float_to_f16(4.f)};
-  const GateResult g = gate_rows(out.data(), 4, DType::f16, 2, {0, 1}, ref.data(), 2e-2);
+  const GateResult g = gate_rows(out.data(), 4, DType::f16, 2, {0, 1}, ref.data(), Tolerance{2e-2, 1e9});
   EXPECT_FALSE(g.passed);
   EXPECT_EQ(g.worst_index, 2);
   EXPECT_NEAR(g.max_abs, 0.1, 2e-3);
