@@ -1,6 +1,7 @@
 // The attention op in the runner: paged inputs, the Eigen reference on the checked rows, device binding.
 #include "attnbench/reference.hpp"
 #include "check_rows.hpp"
+#include "memory_check.hpp"
 #include "op_case.hpp"
 
 namespace attnbench {
@@ -22,7 +23,7 @@ class AttentionBound final : public BoundKernel {
     dev.upload(su_.data(), in.seqused_k.data(), su_.bytes());
     dev.upload(bt_.data(), in.block_table.data(), bt_.bytes());
     dev.poison(out_.data(), out_.bytes());
-    prm_ = make_attention_params(in.problem);
+    prm_ = in.params();
     prm_.q = q_.data();
     prm_.k_cache = k_.data();
     prm_.v_cache = v_.data();
@@ -80,6 +81,24 @@ class AttentionCase final : public OpCase {
   Support supports(const KernelEntry& k, const KnobValues& knobs) const override {
     if (!k.attention) return Support::no("kernel " + k.name + " does not implement op attention");
     return k.attention->supports(p_, knobs);
+  }
+
+  MemoryNeed memory_need(const KernelEntry& /*k*/, const CaseSettings& s) const override {
+    const double hs = p_.head_size, eb = static_cast<double>(dtype_bytes(p_.dtype));
+    const double q = static_cast<double>(p_.total_q()) * p_.heads * hs * eb;  // Q, and O the same size
+    // One spare block: the inputs may hold a block that unused table slots point to.
+    const double cache = static_cast<double>(p_.num_blocks() + 1) * p_.block_size * p_.kv_heads * hs * eb;
+    const double seqs = p_.num_seqs();
+    const double tables = sizeof(int32_t) * (2 * seqs + 1 + seqs * (p_.max_blocks_per_seq() + 1));
+    const double inputs = q + 2 * cache + tables;
+    // Checked rows are at most every (token, head): fp32 reference values, the flat index and the row id.
+    const double rows = static_cast<double>(p_.total_q()) * p_.heads;
+    MemoryNeed n;
+    if (!inputs_) n.host_bytes += inputs;
+    if (s.gate && ref_.empty()) n.host_bytes += rows * (hs * sizeof(float) + sizeof(int64_t) + sizeof(reference::RowId));
+    n.host_bytes += q;  // the output downloaded for the gate
+    n.device_bytes = inputs + q + attention_workspace_bound(p_);
+    return n;
   }
 
   void prepare(const CaseSettings& s) override {

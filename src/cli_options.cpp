@@ -1,6 +1,65 @@
 #include "cli_options.hpp"
 
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <limits>
+#include <ostream>
+#include <sstream>
+
+#include "attnbench/knobs.hpp"
+#include "errors.hpp"
+#include "json_file.hpp"
+
+namespace fs = std::filesystem;
+
 namespace attnbench {
+
+namespace {
+constexpr unsigned long long kMaxSeed = std::numeric_limits<unsigned long long>::max();
+
+// "" when `s` is a decimal integer in [lo, hi] (hi as unsigned for the seed's range); the message otherwise.
+std::string check_integer(const std::string& s, long long lo, unsigned long long hi) {
+  const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  const std::string bad = "expected an integer in " + range + ", got '" + compact_value(s) + "'";
+  const size_t digits_from = !s.empty() && (s[0] == '-' || s[0] == '+') ? 1 : 0;
+  if (s.size() == digits_from || s.find_first_not_of("0123456789", digits_from) != std::string::npos) return bad;
+  if (s[0] == '-') {
+    errno = 0;
+    const long long v = std::strtoll(s.c_str(), nullptr, 10);
+    return errno == ERANGE || v < lo ? bad : "";
+  }
+  errno = 0;
+  const unsigned long long v = std::strtoull(s.c_str() + digits_from, nullptr, 10);
+  if (errno == ERANGE || v > hi) return bad;
+  return lo > 0 && v < static_cast<unsigned long long>(lo) ? bad : "";
+}
+}  // namespace
+
+CLI::Validator finite_number(double min, bool min_inclusive) {
+  std::ostringstream bound;
+  bound << (min_inclusive ? ">= " : "> ") << min;
+  const std::string want = "a finite number " + bound.str();
+  return CLI::Validator(
+      [=](std::string& s) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const double v = std::strtod(s.c_str(), &end);
+        const bool parsed = !s.empty() && end == s.c_str() + s.size() && errno != ERANGE;
+        if (!parsed || !std::isfinite(v) || (min_inclusive ? v < min : v <= min))
+          return "expected " + want + ", got '" + compact_value(s) + "'";
+        return "";
+      },
+      min_inclusive ? "NUMBER>=" + std::to_string(static_cast<long long>(min))
+                    : "NUMBER>" + std::to_string(static_cast<long long>(min)));
+}
+
+CLI::Validator integer_in(long long lo, long long hi) {
+  return CLI::Validator([=](std::string& s) { return check_integer(s, lo, static_cast<unsigned long long>(hi)); },
+                        "INT in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+}
 
 void add_case_options(CLI::App* cmd, RunOptions& o) {
   cmd->add_option("--group,-g", o.groups, "Shape group (repeatable): decode, short_prefill, ...");
@@ -10,16 +69,49 @@ void add_case_options(CLI::App* cmd, RunOptions& o) {
       ->capture_default_str();
   cmd->add_option("--dtype", o.dtypes, "Keep only these dtypes (bf16, fp16)")->delimiter(',');
   cmd->add_option("--filter", o.filter, "Regex over 'group/shape/dtype'");
-  cmd->add_option("--seed", o.seed, "Input RNG seed")->capture_default_str();
+  cmd->add_option("--seed", o.seed, "Input RNG seed, 0 to 2^64 - 1")
+      ->capture_default_str()
+      ->check(CLI::Validator([](std::string& s) { return check_integer(s, 0, kMaxSeed); }, "UINT64"));
 }
 
 void add_stop_options(CLI::App* cmd, StopRule& stop) {
   cmd->add_option("--min-samples", stop.min_samples, "Timing samples at least")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(integer_in(1, std::numeric_limits<int>::max()));
   cmd->add_option("--max-noise", stop.max_noise, "Stop when relative stdev <= this")->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_finite());
   cmd->add_option("--timeout", stop.timeout_s, "Seconds per measurement at most")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive_finite());
+}
+
+std::vector<Mode> parse_modes(const std::vector<std::string>& modes) {
+  std::vector<Mode> out;
+  for (const auto& m : modes) {
+    Mode mode;
+    if (m == "eager") mode = Mode::eager;
+    else if (m == "graph") mode = Mode::graph;
+    else throw UsageError("--mode: '" + compact_value(m) + "' is not eager|graph");
+    if (std::find(out.begin(), out.end(), mode) != out.end())
+      throw UsageError("--mode: '" + m + "' given twice (each mode runs once)");
+    out.push_back(mode);
+  }
+  return out;
+}
+
+void make_default_out_folder(const std::string& out_path) {
+  const fs::path dir = fs::path(out_path).parent_path();
+  if (dir.empty()) return;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir)) {
+    std::error_code cwd_ec;
+    const std::string where = fs::absolute(dir, cwd_ec).string();
+    throw UsageError("cannot create the default results folder " + where + " (" +
+                     (ec ? ec.message() : std::string("not a folder")) + "); give -o PATH to write elsewhere");
+  }
+}
+
+void warn_unknown_environment(std::ostream& err) {
+  for (const auto& w : unknown_environment_warnings()) err << "attnbench: warning: " << w << "\n";
 }
 
 }  // namespace attnbench

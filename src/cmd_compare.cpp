@@ -57,14 +57,15 @@ void compare_callback(const CompareCli& c, Context& ctx) {
 void add_compare_command(CLI::App& app, Context& ctx) {
   auto c = std::make_shared<CompareCli>();
   CLI::App* cmd = app.add_subcommand(
-      "compare", "Compare two result files row by row (SAME/FAST/SLOW/AMBIG/GATE), or kernels against one kernel");
+      "compare",
+      "Compare two result files row by row (SAME/FAST/SLOW/AMBIG/GATE/LOST), or kernels against one kernel");
   cmd->add_option("files", c->files, "BASE.json NEW.json; with --against: one or more result files")->required();
   cmd->add_option("--threshold", c->threshold,
                   "Smallest median difference that counts, and the largest IQR/median of a quiet row (2% or 0.02)")
       ->capture_default_str();
   cmd->add_option("--fail-on", c->fail_on,
-                  "Exit 1 on: slow (SLOW rows), mismatch (mismatch/error rows in NEW), any (those and rows missing "
-                  "from NEW); GATE rows fail under each. Default: never")
+                  "Exit 1 on: slow (SLOW and LOST rows), mismatch (mismatch/error rows in NEW), any (those and rows "
+                  "missing from NEW); GATE rows fail under each. Default: never")
       ->delimiter(',');
   cmd->add_option("--json", c->json_out, "Write the comparison as JSON (schema attnbench.compare/1)");
   cmd->add_option("--against", c->against,

@@ -18,6 +18,7 @@ struct RunCli {
   std::string out, csv;
   double atol = -1, rtol = -1, peak_tflops = 0, peak_gbps = 0;
   bool no_progress = false;
+  bool fail_if_nothing_ran = false;
   std::string shard;
 };
 
@@ -30,13 +31,9 @@ std::string default_out(const RunOptions& o) {
 
 void run_callback(RunCli& c, Context& ctx) {
   RunOptions& o = c.opt;
+  warn_unknown_environment(std::cerr);
   if (o.groups.empty() && o.shape_files.empty()) throw UsageError("run: give at least one --group or --shapes FILE");
-  o.modes.clear();
-  for (const auto& m : c.modes) {
-    if (m == "eager") o.modes.push_back(Mode::eager);
-    else if (m == "graph") o.modes.push_back(Mode::graph);
-    else throw UsageError("--mode: '" + m + "' is not eager|graph");
-  }
+  o.modes = parse_modes(c.modes);
   if (c.l2 == "hot") o.l2 = L2Mode::hot;
   else if (c.l2 == "cold") o.l2 = L2Mode::cold;
   else throw UsageError("--l2: '" + c.l2 + "' is not hot|cold");
@@ -51,6 +48,7 @@ void run_callback(RunCli& c, Context& ctx) {
     const std::string name = s.substr(0, eq), value = s.substr(eq + 1);
     const std::string err = check_knob(name, value);
     if (!err.empty()) throw UsageError("--set: " + err);
+    if (o.knob_overrides.count(name)) throw UsageError("--set: " + name + " given twice");
     o.knob_overrides[name] = value;
   }
   if (!c.shard.empty()) {
@@ -71,7 +69,7 @@ void run_callback(RunCli& c, Context& ctx) {
   if (c.peak_gbps > 0) o.peak_gbps = c.peak_gbps;
   o.progress = !c.no_progress;
   o.command_line = ctx.command_line;
-  if (c.out.empty()) std::filesystem::create_directories(std::filesystem::path(default_out(o)).parent_path());
+  if (c.out.empty()) make_default_out_folder(default_out(o));
   const ResultPaths paths = result_paths(c.out.empty() ? default_out(o) : c.out, c.csv);
   const std::string &out = paths.json, &csv = paths.csv;
 
@@ -86,8 +84,10 @@ void run_callback(RunCli& c, Context& ctx) {
     error += r.status == "error";
   }
   std::cout << "rows: " << f.rows.size() << " (ok " << ok << ", declined " << declined << ", mismatch " << mismatch
-            << ", error " << error << ")\nwrote " << out << " and " << csv << "\n";
-  ctx.exit_code = exit_code_for(f);
+            << ", error " << error << ")\n";
+  if (const std::string none = nothing_ran(f); !none.empty()) std::cout << none << "\n";
+  std::cout << "wrote " << out << " and " << csv << "\n";
+  ctx.exit_code = exit_code_for(f, c.fail_if_nothing_ran);
 }
 }  // namespace
 
@@ -99,10 +99,10 @@ void add_run_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--out,-o", c->out, "Results JSON (default results/<groups>.json)");
   cmd->add_option("--csv", c->csv, "Results CSV (default: the JSON path with .csv)");
   cmd->add_option("--atol", c->atol, "Gate bound on max |out - ref| (default: fp16 2e-2, bf16 4e-2)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_finite());
   cmd->add_option("--rtol", c->rtol,
-                  "Gate bound on each checked row's relative L2 error (default: fp16 4e-3, bf16 1.2e-2)")
-      ->check(CLI::PositiveNumber);
+                  "Gate bound on each checked row's relative L2 error (default: fp16 3e-3, bf16 8e-3; gated block x5)")
+      ->check(positive_finite());
   cmd->add_flag("--gate-only", c->opt.gate_only, "Gate every row, time nothing");
   cmd->add_flag("--no-gate", c->opt.no_gate, "Time without gating (rows are not checked)");
   add_stop_options(cmd, c->opt.stop);
@@ -111,12 +111,13 @@ void add_run_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--set", c->sets, "Knob override NAME=VALUE (repeatable; see list --knobs)");
   cmd->add_option("--reference-gflop", c->opt.reference_gflop,
                   "Reference work per shape before the gate samples rows")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive_finite());
   cmd->add_option("--peak-tflops", c->peak_tflops, "Device peak TFLOP/s for % of peak (from attnbench info)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_finite());
   cmd->add_option("--peak-gbps", c->peak_gbps, "Device peak GB/s for % of peak (from attnbench info)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_flag("--no-progress", c->no_progress, "No progress line on a terminal");
+      ->check(positive_finite());
+  cmd->add_flag("--no-progress", c->no_progress, "No progress on stderr (a line per case)");
+  cmd->add_flag("--fail-if-nothing-ran", c->fail_if_nothing_ran, "Exit 1 when every row is declined");
   cmd->add_flag("--breakdown", c->opt.breakdown,
                 "Also time each stage of staged kernels (gated block): a 'breakdown' field in their rows");
   cmd->add_option("--shard", c->shard, "K/N: only the K-th (1-based) of N slices of the selected cases");

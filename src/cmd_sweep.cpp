@@ -17,18 +17,15 @@ struct SweepCli {
   std::vector<std::string> modes{"eager", "graph"};
   std::string out, csv;
   bool no_progress = false;
+  bool fail_if_nothing_ran = false;
 };
 
 void sweep_callback(SweepCli& c, Context& ctx) {
   RunOptions& o = c.opt;
+  warn_unknown_environment(std::cerr);
   if (o.groups.empty() && o.shape_files.empty()) throw UsageError("sweep: give --group or --shapes FILE");
   const auto axes = parse_knob_axes(c.knobs);  // before any work: a typo must not cost a run
-  o.modes.clear();
-  for (const auto& m : c.modes) {
-    if (m == "eager") o.modes.push_back(Mode::eager);
-    else if (m == "graph") o.modes.push_back(Mode::graph);
-    else throw UsageError("--mode: '" + m + "' is not eager|graph");
-  }
+  o.modes = parse_modes(c.modes);
   o.progress = !c.no_progress;
   o.command_line = ctx.command_line;
   std::string out = c.out;
@@ -37,7 +34,7 @@ void sweep_callback(SweepCli& c, Context& ctx) {
     for (const auto& g : o.groups) stem += (stem.empty() ? "" : "+") + g;
     if (stem.empty()) stem = std::filesystem::path(o.shape_files.front()).stem().string();
     out = "results/sweep_" + stem + ".json";
-    std::filesystem::create_directories("results");
+    make_default_out_folder(out);
   }
   const ResultPaths paths = result_paths(out, c.csv);
   const std::string& csv = paths.csv;
@@ -45,9 +42,10 @@ void sweep_callback(SweepCli& c, Context& ctx) {
   const ResultsFile f = run_sweep(o, axes, std::cout);
   write_file_atomic(out, results_to_json(f).dump(2) + "\n");
   write_file_atomic(csv, results_to_csv(f));
-  std::cout << "\n" << sweep_table(f, knob_settings(axes)) << "rows: " << f.rows.size() << "\nwrote " << out
-            << " and " << csv << "\n";
-  ctx.exit_code = exit_code_for(f);
+  std::cout << "\n" << sweep_table(f, knob_settings(axes), o.stop) << "rows: " << f.rows.size() << "\n";
+  if (const std::string none = nothing_ran(f); !none.empty()) std::cout << none << "\n";
+  std::cout << "wrote " << out << " and " << csv << "\n";
+  ctx.exit_code = exit_code_for(f, c.fail_if_nothing_ran);
 }
 }  // namespace
 
@@ -60,7 +58,8 @@ void add_sweep_command(CLI::App& app, Context& ctx) {
   add_stop_options(cmd, c->opt.stop);
   cmd->add_option("--out,-o", c->out, "Results JSON (default results/sweep_<groups>.json)");
   cmd->add_option("--csv", c->csv, "Results CSV (default: the JSON path with .csv)");
-  cmd->add_flag("--no-progress", c->no_progress, "No progress line on a terminal");
+  cmd->add_flag("--no-progress", c->no_progress, "No progress on stderr (a line per case)");
+  cmd->add_flag("--fail-if-nothing-ran", c->fail_if_nothing_ran, "Exit 1 when every row is declined");
   cmd->callback([c, &ctx] { sweep_callback(*c, ctx); });
 }
 

@@ -87,6 +87,15 @@ CompareRow describe(const TimedRow& r) {
   return c;
 }
 
+std::string unsettled_note(const TimedRow& base, const TimedRow& now) {
+  std::string note;
+  for (const auto& [side, r] : {std::pair<const char*, const TimedRow*>{"BASE", &base}, {"NEW", &now}}) {
+    if (r->settled) continue;
+    note += std::string(note.empty() ? "" : " | ") + side + " unsettled" + (r->unsettled.empty() ? "" : ": " + r->unsettled);
+  }
+  return note;
+}
+
 CompareRow judge(const TimedRow& base, const TimedRow& now, double threshold) {
   CompareRow c = describe(now);
   c.base_kernel = base.kernel;
@@ -99,8 +108,21 @@ CompareRow judge(const TimedRow& base, const TimedRow& now, double threshold) {
     c.note = "ok in BASE, " + now.status + " in NEW";
     return c;
   }
-  if (base.status == "ok" && now.status == "ok" && base.time_us && now.time_us) {
+  const bool base_timed = base.status == "ok" && base.time_us;
+  const bool new_timed = now.status == "ok" && now.time_us;
+  if (base_timed && !new_timed) {
+    c.verdict = Verdict::lost;
+    c.note = "timed in BASE, " + (now.status == "ok" ? std::string("ok without time_us") : now.status) + " in NEW" +
+             (now.reason.empty() ? "" : ": " + now.reason);
+    return c;
+  }
+  if (base_timed && new_timed) {
     if (base.time_us->median > 0) c.ratio = now.time_us->median / base.time_us->median;
+    if (!base.settled || !now.settled) {  // a median the stop rule did not accept supports no verdict
+      c.verdict = Verdict::ambig;
+      c.note = unsettled_note(base, now);
+      return c;
+    }
     c.verdict = c.ratio ? timing_verdict(*base.time_us, *now.time_us, threshold) : Verdict::ambig;
     if (c.verdict == Verdict::ambig)
       c.note = "IQR/median " + std::to_string(static_cast<int>(std::lround(100 * spread(*base.time_us)))) + "% | " +
@@ -116,8 +138,8 @@ CompareRow judge(const TimedRow& base, const TimedRow& now, double threshold) {
 Comparison finish(std::vector<CompareRow> rows, int new_failures) {
   Comparison c;
   c.rows = std::move(rows);
-  for (Verdict v : {Verdict::same, Verdict::fast, Verdict::slow, Verdict::ambig, Verdict::gate, Verdict::na,
-                    Verdict::only_base, Verdict::only_new})
+  for (Verdict v : {Verdict::same, Verdict::fast, Verdict::slow, Verdict::ambig, Verdict::gate, Verdict::lost,
+                    Verdict::na, Verdict::only_base, Verdict::only_new})
     c.counts[v] = 0;
   for (const auto& r : c.rows) ++c.counts[r.verdict];
   c.new_failures = new_failures;
@@ -145,6 +167,7 @@ const char* verdict_name(Verdict v) {
     case Verdict::slow: return "SLOW";
     case Verdict::ambig: return "AMBIG";
     case Verdict::gate: return "GATE";
+    case Verdict::lost: return "LOST";
     case Verdict::na: return "n/a";
     case Verdict::only_base: return "only-in-base";
     case Verdict::only_new: return "only-in-new";
@@ -172,6 +195,12 @@ std::vector<TimedRow> timed_rows_from_json(const json& doc, const std::string& p
         t.knobs[it.key()] = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
     }
     t.time_us = get_stats(r, path, i);
+    if (r.contains("reason") && r["reason"].is_string()) t.reason = r["reason"].get<std::string>();  // for notes only
+    if (r.contains("settled") && !r["settled"].is_null()) {
+      if (!r["settled"].is_boolean()) row_error(path, i, "settled", "expected true, false or null, got " + r["settled"].dump());
+      t.settled = r["settled"].get<bool>();
+    }
+    t.unsettled = get_string(r, "unsettled", path, i, "");
     out.push_back(std::move(t));
   }
   return out;
@@ -268,19 +297,20 @@ Comparison compare_against(const std::vector<TimedRow>& all, const CompareOption
 FailPolicy parse_fail_on(const std::vector<std::string>& items) {
   FailPolicy p;
   for (const auto& s : items) {
-    if (s == "slow") p.slow = true;
+    if (s == "slow") p.slow = p.lost = true;
     else if (s == "mismatch") p.mismatch = true;
-    else if (s == "any") p.slow = p.mismatch = p.missing = true;
+    else if (s == "any") p.slow = p.lost = p.mismatch = p.missing = true;
     else throw UsageError("--fail-on: '" + s + "' is not slow|mismatch|any");
   }
   return p;
 }
 
 int compare_exit_code(const Comparison& c, const FailPolicy& p) {
-  if (!p.slow && !p.mismatch && !p.missing) return 0;
+  if (!p.slow && !p.lost && !p.mismatch && !p.missing) return 0;
   const auto count = [&](Verdict v) { return c.counts.count(v) ? c.counts.at(v) : 0; };
   if (count(Verdict::gate) > 0) return 1;
   if (p.slow && count(Verdict::slow) > 0) return 1;
+  if (p.lost && count(Verdict::lost) > 0) return 1;
   if (p.mismatch && c.new_failures > 0) return 1;
   if (p.missing && count(Verdict::only_base) > 0) return 1;
   return 0;
@@ -304,7 +334,7 @@ std::string summary_line(const Comparison& c, const CompareOptions& o) {
   std::ostringstream os;
   os << "compare: " << c.rows.size() << " rows (threshold " << percent(o.threshold) << "): SAME " << n(Verdict::same)
      << ", FAST " << n(Verdict::fast) << ", SLOW " << n(Verdict::slow) << ", AMBIG " << n(Verdict::ambig) << ", GATE "
-     << n(Verdict::gate) << ", n/a " << n(Verdict::na) << ", only in base " << n(Verdict::only_base)
+     << n(Verdict::gate) << ", LOST " << n(Verdict::lost) << ", n/a " << n(Verdict::na) << ", only in base " << n(Verdict::only_base)
      << ", only in new " << n(Verdict::only_new) << "; mismatch/error in new " << c.new_failures;
   return os.str();
 }

@@ -13,9 +13,11 @@ namespace attnbench {
 
 // The fields of a result row that compare reads; attnbench and peer rows alike.
 struct TimedRow {
-  std::string group, shape, dtype, kernel, mode, l2 = "hot", status;
+  std::string group, shape, dtype, kernel, mode, l2 = "hot", status, reason;
   std::map<std::string, std::string> knobs;
   std::optional<Stats> time_us;
+  bool settled = true;    // time_us met the stop rule; files without the field count as settled
+  std::string unsettled;  // why not
 };
 
 // Reads the rows of a results file (read_results_json's checks, then each row's fields); UsageError naming the
@@ -24,9 +26,10 @@ std::vector<TimedRow> load_timed_rows(const std::string& path);
 std::vector<TimedRow> timed_rows_from_json(const nlohmann::json& doc, const std::string& path);
 
 // SAME: no practical difference. FAST/SLOW: [q1, q3] of the two rows separate and the medians differ by more
-// than the threshold. AMBIG: too noisy to say. GATE: ok in BASE, mismatch/error in NEW. NA: nothing to time
-// on one side (declined, gate-only, failed in both). ONLY_BASE/ONLY_NEW: no matching row on the other side.
-enum class Verdict { same, fast, slow, ambig, gate, na, only_base, only_new };
+// than the threshold. AMBIG: too noisy to say, or a side's timing did not meet its stop rule. GATE: ok in BASE,
+// mismatch/error in NEW. LOST: timed in BASE, declined or not timed in NEW. NA: nothing to time on one side
+// (declined or gate-only in BASE, failed in both). ONLY_BASE/ONLY_NEW: no matching row on the other side.
+enum class Verdict { same, fast, slow, ambig, gate, lost, na, only_base, only_new };
 const char* verdict_name(Verdict v);
 
 // The timing rule alone, on two rows' stats (lower is better); threshold is a fraction (0.02 = 2%).
@@ -64,10 +67,11 @@ Comparison compare_against(const std::vector<TimedRow>& rows, const CompareOptio
 // What fails CI. GATE rows fail under every policy.
 struct FailPolicy {
   bool slow = false;      // SLOW rows
+  bool lost = false;      // LOST rows: a timing BASE had and NEW lacks is no evidence of no regression
   bool mismatch = false;  // NEW rows with status mismatch or error
   bool missing = false;   // rows only in BASE
 };
-// Parses "slow", "mismatch", "any" (all three) items; UsageError otherwise.
+// Parses "slow" (SLOW and LOST), "mismatch", "any" (all of them) items; UsageError otherwise.
 FailPolicy parse_fail_on(const std::vector<std::string>& items);
 // 1 when the policy is on and the comparison trips it, else 0. An empty policy never fails.
 int compare_exit_code(const Comparison& c, const FailPolicy& p);

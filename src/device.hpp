@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "attnbench/kernel.hpp"
@@ -26,6 +27,10 @@ class Device {
   virtual std::string name() const = 0;
   // Provenance facts (SM count, clocks, versions, temperature ...), as strings.
   virtual std::map<std::string, std::string> facts() const = 0;
+
+  // Bytes this device can still allocate: the GPU's free memory, or the host's available memory for the CPU;
+  // nullopt when it cannot tell.
+  virtual std::optional<double> free_memory_bytes() const = 0;
 
   virtual void* alloc(std::size_t bytes) = 0;
   virtual void release(void* p) = 0;
@@ -60,6 +65,9 @@ class Buffer {
   std::size_t bytes_;
   void* ptr_;
 };
+
+// The host's available memory (MemAvailable in /proc/meminfo), in bytes; nullopt where it cannot be read.
+std::optional<double> host_available_bytes();
 
 std::unique_ptr<Device> make_cpu_device();
 // The CUDA device when the CUDA backend is built and a device is visible; nullptr otherwise, with the reason.

@@ -1,6 +1,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <new>
 #include <thread>
 
@@ -16,6 +18,7 @@ class CpuDevice final : public Device {
   std::map<std::string, std::string> facts() const override {
     return {{"threads", std::to_string(std::thread::hardware_concurrency())}};
   }
+  std::optional<double> free_memory_bytes() const override { return host_available_bytes(); }
   void* alloc(std::size_t bytes) override {
     void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!p) throw std::bad_alloc();
@@ -43,6 +46,17 @@ class CpuDevice final : public Device {
 };
 
 }  // namespace
+
+std::optional<double> host_available_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key, unit;
+  double kib = 0;
+  while (f >> key >> kib) {
+    std::getline(f, unit);
+    if (key == "MemAvailable:") return kib * 1024.0;
+  }
+  return std::nullopt;
+}
 
 std::unique_ptr<Device> make_cpu_device() { return std::make_unique<CpuDevice>(); }
 

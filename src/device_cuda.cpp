@@ -81,6 +81,14 @@ class CudaDevice final : public Device {
     return f;
   }
 
+  std::optional<double> free_memory_bytes() const override {
+    std::size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+      cudaGetLastError();  // not sticky: the next checked call must not see it
+      return std::nullopt;
+    }
+    return static_cast<double>(free);
+  }
   void* alloc(std::size_t bytes) override {
     void* p = nullptr;
     ATTNBENCH_CUDA_CHECK(cudaMalloc(&p, bytes));

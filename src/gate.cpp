@@ -7,9 +7,9 @@
 namespace attnbench {
 
 double default_atol(DType d) { return d == DType::f16 ? 2e-2 : 4e-2; }
-// Per-row relative L2 bounds, set from the measured distributions (README, "The gate"): the worst correct
-// kernel reads about a third of these, the smallest planted bug about three times.
-double default_rtol(DType d) { return d == DType::f16 ? 4e-3 : 1.2e-2; }
+// Per-row relative L2 bounds between the measured distributions (README, "The gate"): bf16's worst correct kernel
+// reads 0.45x of it and its smallest planted bug 2.3x; fp16 keeps 3 more mantissa bits: 0.15x and 6.2x.
+double default_rtol(DType d) { return d == DType::f16 ? 3e-3 : 8e-3; }
 
 namespace {
 

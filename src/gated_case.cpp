@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 
+#include "memory_check.hpp"
 #include "op_case.hpp"
 
 namespace attnbench {
@@ -235,6 +236,35 @@ class GatedCase final : public OpCase {
     } catch (const std::invalid_argument& e) {  // an option value the knobs cannot express
       return Support::no(e.what());
     }
+  }
+
+  MemoryNeed memory_need(const KernelEntry& k, const CaseSettings& s) const override {
+    if (!geom_) return {};
+    const GatedGeometry& g = *geom_;
+    const double eb = static_cast<double>(dtype_bytes(g.dtype())), t = static_cast<double>(g.tokens());
+    const double dm = g.d_model(), aw = static_cast<double>(g.attn_width()), n = static_cast<double>(g.n_qkvg());
+    const double kvw = static_cast<double>(g.h_kv()) * g.d_head(), rope = 2 * t * g.rope_dim() * eb;
+    const double h = t * dm * eb, w_o = dm * aw * eb, w_qkvg = n * dm * eb, norms = 2.0 * g.d_head() * eb;
+    const double out = t * dm * eb;
+    MemoryNeed need;
+    if (!data_) {
+      need.host_bytes += h + w_qkvg + w_o + norms + rope;  // h, Wq, Wgate, Wk, Wv, W_o, weights, cos, sin
+      // The reference: fp32 K and V of every key, and per checked row (at most all) Q, gate, attention and out.
+      if (s.gate) need.host_bytes += t * 2 * kvw * sizeof(float) + t * (3 * aw + dm) * sizeof(float) + t * 8;
+    }
+    need.host_bytes += w_qkvg + out;  // W_qkvg in the kernel's layout, and the output downloaded for the gate
+    AttentionProblem sdpa;
+    sdpa.q_lens.assign(g.batch(), g.seqlen());
+    sdpa.kv_lens = sdpa.q_lens;
+    sdpa.heads = g.h_q();
+    sdpa.kv_heads = g.h_kv();
+    sdpa.head_size = g.d_head();
+    // The smallest block size the block may pick (the largest block table) and cuBLASLt's GEMM workspace.
+    const double gemm = k.backend == Backend::cuda ? 32.0 * (1 << 20) : 0.0;
+    const double ws = static_cast<double>(
+        gated_workspace_layout(g, 16, static_cast<std::size_t>(attention_workspace_bound(sdpa)), 0).total);
+    need.device_bytes = h + w_qkvg + w_o + norms + rope + out + ws + gemm;
+    return need;
   }
 
   // Inputs and reference are built in bind(), once, after the first kernel accepted its options: a run whose

@@ -34,8 +34,9 @@ std::vector<int64_t> gated_check_rows(const GatedGeometry& g, const GatedOptions
 
 // The tolerance rule of the gated block: atol = base.atol * max(1, rms(ref)) (outputs of larger magnitude get the
 // same relative slack on max_abs), and each checked row's relative L2 error <= base.rtol * kGatedRtolFactor: the
-// block chains two GEMMs and the SDPA with 16-bit intermediates, so its correct error is a few times the SDPA's.
-inline constexpr double kGatedRtolFactor = 2.5;
+// block rounds normalised Q and K to 16 bits before the scores, an error that peaky attention (the (1 + w) norm
+// weight quadruples the scores) amplifies to 1.8e-2 in bf16 (README, "The gate").
+inline constexpr double kGatedRtolFactor = 5;
 Tolerance gated_tolerance(const Tolerance& base, const float* ref, std::size_t n);
 
 }  // namespace attnbench

@@ -24,6 +24,25 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// Fills the cache slots no sequence owns with the poison values (inputs.hpp).
+void poison_unowned_slots(HostInputs& in) {
+  const AttentionProblem& p = in.problem;
+  const std::size_t token = static_cast<std::size_t>(p.kv_heads) * p.head_size;
+  const uint16_t pk = float_to_half(kPoisonK, p.dtype), pv = float_to_half(kPoisonV, p.dtype);
+  auto fill = [&](int64_t block, int from_token) {
+    const std::size_t begin = (static_cast<std::size_t>(block) * p.block_size + from_token) * token;
+    const std::size_t end = static_cast<std::size_t>(block + 1) * p.block_size * token;
+    std::fill(in.k_cache.begin() + begin, in.k_cache.begin() + end, pk);
+    std::fill(in.v_cache.begin() + begin, in.v_cache.begin() + end, pv);
+  };
+  fill(in.sentinel_block, 0);
+  for (int s = 0; s < p.num_seqs(); ++s) {
+    const int tail = p.kv_lens[s] % p.block_size;
+    const int last = (p.kv_lens[s] - 1) / p.block_size;
+    if (tail) fill(in.block_table[static_cast<std::size_t>(s) * in.block_table_stride + last], tail);
+  }
+}
+
 }  // namespace
 
 std::vector<uint16_t> random_normal(std::size_t n, DType dt, uint64_t seed, uint64_t stream, float mean, float std) {
@@ -60,28 +79,32 @@ HostInputs build_inputs(const AttentionProblem& p, uint64_t seed, BlockOrder ord
     in.cu_seqlens_q[s + 1] = in.cu_seqlens_q[s] + p.q_lens[s];
     in.seqused_k[s] = p.kv_lens[s];
   }
-  const int mbps = p.max_blocks_per_seq();
-  in.num_blocks = p.num_blocks();
-  std::vector<int32_t> physical(in.num_blocks);
+  const int stride = p.max_blocks_per_seq() + 1;
+  in.block_table_stride = stride;
+  in.sentinel_block = p.num_blocks();
+  in.num_blocks = in.sentinel_block + 1;
+  std::vector<int32_t> physical(in.sentinel_block);
   std::iota(physical.begin(), physical.end(), 0);
   std::mt19937_64 rng(seed);
   if (order == BlockOrder::shuffled) std::shuffle(physical.begin(), physical.end(), rng);
-  in.block_table.assign(static_cast<std::size_t>(n) * mbps, 0);
+  in.block_table.assign(static_cast<std::size_t>(n) * stride, static_cast<int32_t>(in.sentinel_block));
   int64_t next = 0;
   for (int s = 0; s < n; ++s) {
     const int nb = (p.kv_lens[s] + p.block_size - 1) / p.block_size;
-    for (int b = 0; b < nb; ++b) in.block_table[static_cast<std::size_t>(s) * mbps + b] = physical[next++];
+    for (int b = 0; b < nb; ++b) in.block_table[static_cast<std::size_t>(s) * stride + b] = physical[next++];
   }
   const std::size_t hs = static_cast<std::size_t>(p.head_size);
   in.q = random_normal(static_cast<std::size_t>(p.total_q()) * p.heads * hs, p.dtype, seed, 1);
   const std::size_t cache = static_cast<std::size_t>(in.num_blocks) * p.block_size * p.kv_heads * hs;
   in.k_cache = random_normal(cache, p.dtype, seed, 2);
   in.v_cache = random_normal(cache, p.dtype, seed, 3);
+  poison_unowned_slots(in);
   return in;
 }
 
 AttentionParams HostInputs::params() const {
   AttentionParams a = make_attention_params(problem);
+  a.block_table_stride = block_table_stride;
   a.q = q.data();
   a.k_cache = k_cache.data();
   a.v_cache = v_cache.data();

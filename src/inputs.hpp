@@ -17,11 +17,18 @@ struct HostInputs {
   AttentionProblem problem;
   std::vector<uint16_t> q, k_cache, v_cache;  // 16-bit halves of problem.dtype
   std::vector<int32_t> cu_seqlens_q, seqused_k, block_table;
-  int64_t num_blocks = 0;
+  int64_t num_blocks = 0;         // the sequences' blocks plus the sentinel block
+  int64_t sentinel_block = 0;     // a block of poison that every unused table slot names
+  int block_table_stride = 0;     // one slot more than the longest sequence needs
 
   // Params over these host buffers (out and workspace left null).
   AttentionParams params() const;
 };
+
+// Cache slots no sequence owns (the tail of each sequence's last block, and the sentinel block) hold these: finite,
+// so a kernel that loads a whole tile and masks the tail stays right, but large, so a key read past a sequence's
+// end (a mask or bounds bug) moves the output far past the gate. K's makes q.k a large multiple of q's sum.
+inline constexpr float kPoisonK = 8.f, kPoisonV = 16.f;
 
 // n values of mean + std * N(0, 1) rounded to the dtype, never exactly zero. Counter-based (Box-Muller over a hash
 // of (seed, stream, index)), so the values do not depend on the thread count; streams give independent tensors.
@@ -29,8 +36,9 @@ std::vector<uint16_t> random_normal(std::size_t n, DType dt, uint64_t seed, uint
                                     float std = 1.f);
 
 // Block table: each sequence owns ceil(kv_len / block_size) blocks; contiguous gives sequence s the run
-// after sequence s-1's, shuffled permutes the physical block ids (seeded). Unused table slots hold 0: a
-// correct kernel never reads them, and a wrong one stays inside the cache.
+// after sequence s-1's, shuffled permutes the physical block ids (seeded). Each row has one slot more than the
+// longest sequence needs, and every unused slot names the sentinel block (the last one): a correct kernel never
+// uses its keys, and a kernel that reads past a sequence's end reads poison, inside the cache.
 HostInputs build_inputs(const AttentionProblem& p, uint64_t seed, BlockOrder order = BlockOrder::contiguous);
 
 }  // namespace attnbench

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 
 namespace attnbench {
 
@@ -15,16 +16,21 @@ double quantile(const std::vector<double>& sorted, double q) {
   return sorted[lo] + (pos - lo) * (sorted[hi] - sorted[lo]);
 }
 
-double relative_noise(const std::vector<double>& s) {
-  if (s.size() < 2) return INFINITY;
-  double mean = 0;
-  for (double x : s) mean += x;
-  mean /= s.size();
-  double var = 0;
-  for (double x : s) var += (x - mean) * (x - mean);
-  var /= (s.size() - 1);
-  return mean > 0 ? std::sqrt(var) / mean : INFINITY;
-}
+// Running mean and sum of squared deviations (Welford), so each new sample costs O(1).
+struct RunningNoise {
+  int n = 0;
+  double mean = 0, m2 = 0;
+  void add(double x) {
+    ++n;
+    const double d = x - mean;
+    mean += d / n;
+    m2 += d * (x - mean);
+  }
+  double relative() const {  // stdev / mean, the sample stdev; infinite when undefined
+    if (n < 2 || !(mean > 0)) return INFINITY;
+    return std::sqrt(m2 / (n - 1)) / mean;
+  }
+};
 }  // namespace
 
 Stats summarize(std::vector<double> s) {
@@ -45,19 +51,58 @@ Stats summarize(std::vector<double> s) {
   return st;
 }
 
-std::vector<double> collect(const std::function<double()>& sample, const StopRule& rule) {
+namespace {
+std::string short_num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+std::string noise_words(double noise, int n) {
+  if (std::isfinite(noise)) return "relative stdev " + short_num(noise);
+  return n < 2 ? "relative stdev undefined with one sample" : "relative stdev undefined (mean <= 0)";
+}
+
+// Why a measurement that stopped at the cap or the timeout did not meet the rule.
+std::string unsettled_reason(int n, double noise, const StopRule& rule) {
+  const bool cap = n >= rule.max_samples;
+  const std::string stop = cap ? "sample cap " + std::to_string(rule.max_samples) + " reached"
+                               : "timeout " + short_num(rule.timeout_s) + " s reached";
+  const bool noisy = !(noise <= rule.max_noise);
+  if (n < rule.min_samples) {
+    std::string why = stop + " with n=" + std::to_string(n) + " of min " + std::to_string(rule.min_samples);
+    if (noisy) why += ", " + noise_words(noise, n) + " > max-noise " + short_num(rule.max_noise);
+    return why;
+  }
+  return stop + " with " + noise_words(noise, n) + " > max-noise " + short_num(rule.max_noise) + " (n=" +
+         std::to_string(n) + ")";
+}
+}  // namespace
+
+Measurement measure(const std::function<double()>& sample, const StopRule& rule) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
-  std::vector<double> out;
+  Measurement m;
+  RunningNoise running;
   for (;;) {
-    out.push_back(sample());
+    m.samples.push_back(sample());
+    running.add(m.samples.back());
+    const int n = running.n;
+    const double noise = running.relative();
+    if (n >= rule.min_samples && noise <= rule.max_noise) {
+      m.settled = true;
+      return m;
+    }
     const double elapsed = std::chrono::duration<double>(clock::now() - start).count();
-    const int n = static_cast<int>(out.size());
-    if (n >= rule.max_samples) break;
-    if (elapsed >= rule.timeout_s) break;
-    if (n >= rule.min_samples && relative_noise(out) <= rule.max_noise) break;
+    if (n >= rule.max_samples || elapsed >= rule.timeout_s) {
+      m.unsettled = unsettled_reason(n, noise, rule);
+      return m;
+    }
   }
-  return out;
+}
+
+std::vector<double> collect(const std::function<double()>& sample, const StopRule& rule) {
+  return measure(sample, rule).samples;
 }
 
 int calls_per_sample(double one_call_s, double target_s, int max_calls) {

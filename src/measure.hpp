@@ -2,6 +2,7 @@
 // attention: a sample is a callable returning seconds per call.
 #pragma once
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace attnbench {
@@ -21,8 +22,18 @@ struct StopRule {
   int max_samples = 2000;
 };
 
-// Calls `sample` until (n >= min_samples and noise <= max_noise) or the timeout or max_samples; at least one.
-// Returns samples in the same unit `sample` returns.
+// The samples of one measurement and whether the stop rule (n >= min_samples and noise <= max_noise) held when
+// it stopped; when it did not, `unsettled` says why in words with the numbers.
+struct Measurement {
+  std::vector<double> samples;
+  bool settled = false;
+  std::string unsettled;
+};
+
+// Calls `sample` until the stop rule holds, or the timeout or max_samples; at least once. Samples are in the
+// unit `sample` returns.
+Measurement measure(const std::function<double()>& sample, const StopRule& rule);
+// measure()'s samples alone.
 std::vector<double> collect(const std::function<double()>& sample, const StopRule& rule);
 
 // How many back-to-back calls make one sample last about `target_s`, given one call's duration.

@@ -28,44 +28,56 @@ std::string row_key(const json& r) {
   for (const char* f : {"group", "shape", "dtype", "kernel", "mode", "l2", "knobs"}) k.push_back(r.value(f, json(nullptr)));
   return k.dump();
 }
-}  // namespace
 
-MergeResult merge_result_files(const std::vector<std::string>& paths, const std::string& command_line) {
-  if (paths.empty()) throw UsageError("merge: give the result files to join");
+struct MergeState {
   MergeResult m;
   json rows = json::array(), sources = json::array();
   json first_prov;
   std::map<std::string, std::string> first_id;
   std::map<std::string, size_t> key_file;  // row key -> index of the first file holding it
-  for (size_t i = 0; i < paths.size(); ++i) {
-    const json doc = read_results_json(paths[i]);
-    const json prov = doc.value("provenance", json::object());
-    const auto id = identity(prov);
-    if (i == 0) {
-      first_prov = prov;
-      first_id = id;
-    } else {
-      for (const auto& [field, value] : id)
-        if (value != first_id[field])
-          throw UsageError("merge: provenance field '" + field + "' differs: " + paths[0] + " has '" + first_id[field] +
-                           "', " + paths[i] + " has '" + value + "'");
-    }
-    for (const auto& r : doc["rows"]) {
-      auto [it, fresh] = key_file.emplace(row_key(r), i);
-      if (!fresh && it->second != i) ++m.duplicate_rows;
-      rows.push_back(r);
-    }
-    sources.push_back({{"file", paths[i]},
-                       {"command", prov.value("command", json(nullptr))},
-                       {"timestamp", prov.value("timestamp", json(nullptr))},
-                       {"host", prov.value("host", json(nullptr))},
-                       {"rows", doc["rows"].size()}});
+};
+
+void add_file(const json& doc, const std::vector<std::string>& paths, size_t i, MergeState& st) {
+  const json prov = doc.value("provenance", json::object());
+  const auto id = identity(prov);
+  if (i == 0) {
+    st.first_prov = prov;
+    st.first_id = id;
+  } else {
+    for (const auto& [field, value] : id)
+      if (value != st.first_id[field])
+        throw UsageError("merge: provenance field '" + field + "' differs: " + paths[0] + " has '" +
+                         st.first_id[field] + "', " + paths[i] + " has '" + value + "'");
   }
-  json prov = first_prov;
+  for (const auto& r : doc["rows"]) {
+    auto [it, fresh] = st.key_file.emplace(row_key(r), i);
+    if (!fresh && it->second != i) ++st.m.duplicate_rows;
+    st.rows.push_back(r);
+  }
+  st.sources.push_back({{"file", paths[i]},
+                        {"command", prov.value("command", json(nullptr))},
+                        {"timestamp", prov.value("timestamp", json(nullptr))},
+                        {"host", prov.value("host", json(nullptr))},
+                        {"rows", doc["rows"].size()}});
+}
+}  // namespace
+
+MergeResult merge_result_files(const std::vector<std::string>& paths, const std::string& command_line) {
+  if (paths.empty()) throw UsageError("merge: give the result files to join");
+  MergeState st;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const json doc = read_results_json(paths[i]);  // provenance an object, rows a list of objects
+    try {
+      add_file(doc, paths, i, st);
+    } catch (const json::exception& e) {  // a field of a type merge did not expect
+      throw UsageError(paths[i] + ": " + e.what());
+    }
+  }
+  json prov = st.first_prov;
   prov["command"] = command_line;
-  prov["merged_from"] = sources;
-  m.doc = {{"schema", kResultsSchema}, {"provenance", prov}, {"rows", rows}};
-  return m;
+  prov["merged_from"] = st.sources;
+  st.m.doc = {{"schema", kResultsSchema}, {"provenance", prov}, {"rows", st.rows}};
+  return st.m;
 }
 
 }  // namespace attnbench

@@ -39,12 +39,22 @@ class BoundKernel {
   std::optional<bool> graph_recommended;
 };
 
+// Bytes one case asks for before it allocates them. host: the inputs and reference still to build (none once
+// prepared) plus one output downloaded for the gate; device: the kernel's inputs, output and workspace (an upper
+// bound where the plan is not made yet). On the CPU backend both come out of host memory.
+struct MemoryNeed {
+  double host_bytes = 0;
+  double device_bytes = 0;
+};
+
 class OpCase {
  public:
   virtual ~OpCase() = default;
   virtual WorkModel work() const = 0;
   virtual nlohmann::json dims() const = 0;
   virtual Support supports(const KernelEntry& k, const KnobValues& knobs) const = 0;
+  // What prepare() and bind() of kernel k will allocate (MemoryNeed); computed from the dims, allocating nothing.
+  virtual MemoryNeed memory_need(const KernelEntry& k, const CaseSettings& s) const = 0;
   // Builds host inputs and the reference once (later calls do nothing).
   virtual void prepare(const CaseSettings& s) = 0;
   virtual std::unique_ptr<BoundKernel> bind(const KernelEntry& k, Device& dev, const KnobValues& knobs) = 0;

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "errors.hpp"
+#include "json_file.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -50,6 +51,8 @@ json row_to_json(const ResultRow& r) {
   }
   j["time_us"] = r.time_us ? stats_json(*r.time_us) : json(nullptr);
   j["device_time_us"] = r.device_time_us ? stats_json(*r.device_time_us) : json(nullptr);
+  j["settled"] = opt(r.settled);
+  j["unsettled"] = r.unsettled.empty() ? json(nullptr) : json(r.unsettled);
   j["tflops"] = opt(r.tflops);
   j["gbps"] = opt(r.gbps);
   j["pct_peak_flops"] = opt(r.pct_peak_flops);
@@ -86,7 +89,7 @@ std::string num(double v) {
 std::string results_to_csv(const ResultsFile& f) {
   std::ostringstream os;
   os << "group,shape,op,dtype,kernel,backend,mode,l2,status,reason,gate_passed,max_abs,rel_l2,max_row_rel,atol,rtol,rows_checked,"
-        "median_us,min_us,q1_us,q3_us,mean_us,stdev_us,n,device_median_us,flops,bytes,tflops,gbps,"
+        "median_us,min_us,q1_us,q3_us,mean_us,stdev_us,n,settled,unsettled,device_median_us,flops,bytes,tflops,gbps,"
         "pct_peak_flops,pct_peak_bw,plan,knobs,repro\n";
   for (const auto& r : f.rows) {
     std::string knobs;
@@ -106,6 +109,7 @@ std::string results_to_csv(const ResultsFile& f) {
          << r.time_us->n << ',';
     else
       os << ",,,,,,,";
+    os << (r.settled ? (*r.settled ? "true" : "false") : "") << ',' << csv_field(r.unsettled) << ',';
     os << (r.device_time_us ? num(r.device_time_us->median) : "") << ',' << num(r.flops) << ',' << num(r.bytes)
        << ',' << (r.tflops ? num(*r.tflops) : "") << ',' << (r.gbps ? num(*r.gbps) : "") << ','
        << (r.pct_peak_flops ? num(*r.pct_peak_flops) : "") << ',' << (r.pct_peak_bw ? num(*r.pct_peak_bw) : "")
@@ -160,17 +164,17 @@ void write_file_atomic(const std::string& path, const std::string& text) {
 }
 
 json read_results_json(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw UsageError(path + ": cannot open results file");
-  json j;
-  try {
-    j = json::parse(f);
-  } catch (const json::parse_error& e) {
-    throw UsageError(path + ": malformed JSON: " + e.what());
-  }
+  json j = read_json_file(path, "results file");
   if (!j.is_object() || !j.contains("schema") || j["schema"] != kResultsSchema)
     throw UsageError(path + ": not an attnbench results file (field 'schema' must be \"" + std::string(kResultsSchema) + "\")");
+  if (j.contains("provenance") && !j["provenance"].is_object())
+    throw UsageError(path + ": field 'provenance': expected an object, got " + compact_value(j["provenance"].dump()));
   if (!j.contains("rows") || !j["rows"].is_array()) throw UsageError(path + ": field 'rows': expected a list");
+  const json& rows = j["rows"];
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (!rows[i].is_object())
+      throw UsageError(path + ": field 'rows': row #" + std::to_string(i) + ": expected an object, got " +
+                       compact_value(rows[i].dump()));
   return j;
 }
 

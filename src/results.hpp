@@ -23,6 +23,8 @@ struct ResultRow {
   std::optional<GateResult> gate;
   std::optional<Stats> time_us;         // the mode's time per call (eager: host wall clock)
   std::optional<Stats> device_time_us;  // eager only: device time per call from events
+  std::optional<bool> settled;          // time_us met the stop rule; empty when nothing was timed
+  std::string unsettled;                // why not (and why device_time_us did not); empty when both did
   double flops = 0, bytes = 0;
   std::optional<double> tflops, gbps, pct_peak_flops, pct_peak_bw;
   std::map<std::string, std::string> knobs;

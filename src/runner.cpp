@@ -2,17 +2,21 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <iomanip>
+#include <filesystem>
 #include <iostream>
 #include <regex>
 #include <set>
 #include <sstream>
 
 #include "errors.hpp"
+#include "memory_check.hpp"
 #include "op_case.hpp"
+#include "printer.hpp"
+#include "repro.hpp"
 #include "registry.hpp"
 
 #ifndef ATTNBENCH_VERSION
@@ -25,6 +29,26 @@
 namespace attnbench {
 
 std::vector<ShapeCase> select_cases(const RunOptions& o) {
+  // A value given twice would run each of its cases twice: an error naming the option and the value.
+  const auto once = [](const std::vector<std::string>& values, const std::string& option, auto key) {
+    std::map<std::string, std::string> seen;  // key -> the value as first given
+    for (const auto& v : values) {
+      const auto [it, fresh] = seen.emplace(key(v), v);
+      if (fresh) continue;
+      if (it->second == v) throw UsageError(option + ": '" + v + "' given twice");
+      throw UsageError(option + ": '" + v + "' and '" + it->second + "' name the same " +
+                       (option == "--shapes" ? "file" : "value"));
+    }
+  };
+  for (const auto& d : o.dtypes)
+    if (!parse_dtype(d)) throw UsageError("--dtype: unsupported dtype '" + d + "' (supported: bf16, fp16)");
+  once(o.groups, "--group", [](const std::string& g) { return g; });
+  once(o.shape_files, "--shapes", [](const std::string& f) {
+    std::error_code ec;
+    const std::filesystem::path p = std::filesystem::weakly_canonical(f, ec);
+    return ec ? f : p.string();
+  });
+  once(o.dtypes, "--dtype", [](const std::string& d) { return std::string(dtype_name(*parse_dtype(d))); });
   std::vector<ShapeCase> all;
   for (const auto& g : o.groups) {
     auto c = load_group(g);
@@ -34,6 +58,15 @@ std::vector<ShapeCase> select_cases(const RunOptions& o) {
     auto c = load_shape_file(f);
     all.insert(all.end(), c.begin(), c.end());
   }
+  // The same case from two files (a group and a copy of its file, two files of one group) would share its rows' keys.
+  std::map<std::string, std::string> case_file;
+  for (const auto& c : all) {
+    const std::string id = c.group + "/" + c.name + "/" + dtype_name(c.dtype);
+    const auto [it, fresh] = case_file.emplace(id, c.file);
+    if (!fresh)
+      throw UsageError("case " + id + " is selected twice: from " + it->second + " and from " + c.file +
+                       " (same group, shape name and dtype)");
+  }
   std::optional<std::regex> re;
   if (!o.filter.empty()) {
     try {
@@ -42,8 +75,6 @@ std::vector<ShapeCase> select_cases(const RunOptions& o) {
       throw UsageError("--filter: invalid regular expression '" + o.filter + "': " + e.what());
     }
   }
-  for (const auto& d : o.dtypes)
-    if (!parse_dtype(d)) throw UsageError("--dtype: unsupported dtype '" + d + "' (supported: bf16, fp16)");
   std::vector<ShapeCase> out;
   for (auto& c : all) {
     if (!o.dtypes.empty()) {
@@ -79,72 +110,6 @@ nlohmann::json base_provenance(const std::string& command_line, uint64_t seed) {
 
 namespace {
 
-std::string shell_quote(const std::string& s) {
-  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/=:,") ==
-                        std::string::npos)
-    return s;
-  std::string o = "'";
-  for (char c : s) o += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return o + "'";
-}
-
-// Escapes the characters an ECMAScript regex gives a meaning to, so a shape name matches itself.
-std::string regex_escape(const std::string& s) {
-  std::string o;
-  for (char ch : s) {
-    if (std::string("\\^$.|?*+()[]{}").find(ch) != std::string::npos) o += '\\';
-    o += ch;
-  }
-  return o;
-}
-
-// A command line that reruns exactly one row: same case, kernel, mode, backend, gate settings, seed and knobs.
-std::string repro_command(const RunOptions& o, const ShapeCase& c, const std::string& kernel, Backend backend,
-                          Mode mode, const std::map<std::string, std::string>& knobs) {
-  std::ostringstream os;
-  os << "attnbench run ";
-  const bool from_group = std::find(o.groups.begin(), o.groups.end(), c.group) != o.groups.end();
-  if (from_group) os << "--group " << shell_quote(c.group);
-  else os << "--shapes " << shell_quote(c.file);
-  os << " --filter "
-     << shell_quote("^" + regex_escape(c.group + "/" + c.name + "/" + dtype_name(c.dtype)) + "$") << " --kernel "
-     << shell_quote(kernel) << " --backend " << backend_name(backend) << " --mode " << mode_name(mode) << " --l2 "
-     << l2_name(o.l2) << " --seed " << o.seed;
-  if (o.block_order != BlockOrder::contiguous) os << " --block-order " << block_order_name(o.block_order);
-  if (o.atol) os << " --atol " << *o.atol;
-  if (o.rtol) os << " --rtol " << *o.rtol;
-  if (o.no_gate) os << " --no-gate";
-  if (o.reference_gflop != RunOptions().reference_gflop) os << " --reference-gflop " << o.reference_gflop;
-  for (const auto& [k, v] : knobs) {
-    const KnobSpec* spec = find_knob(k);
-    if (spec && spec->default_value != v) os << " --set " << k << "=" << v;
-  }
-  return os.str();
-}
-
-std::string fmt(double v, int prec) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(prec) << v;
-  return os.str();
-}
-
-void print_header(std::ostream& out) {
-  out << std::left << std::setw(14) << "group" << std::setw(34) << "shape" << std::setw(6) << "dtype" << std::setw(15)
-      << "kernel" << std::setw(7) << "mode" << std::setw(10) << "status" << std::setw(10) << "max_abs" << std::right
-      << std::setw(12) << "median_us" << std::setw(10) << "TFLOP/s" << std::setw(10) << "GB/s" << "\n";
-}
-
-void print_row(std::ostream& out, const ResultRow& r) {
-  out << std::left << std::setw(14) << r.group << std::setw(34) << r.shape << std::setw(6) << r.dtype
-      << std::setw(15) << r.kernel << std::setw(7) << r.mode << std::setw(10) << r.status << std::setw(10)
-      << (r.gate ? (std::isfinite(r.gate->max_abs) ? fmt(r.gate->max_abs, 5) : std::string("inf")) : std::string("-"))
-      << std::right << std::setw(12) << (r.time_us ? fmt(r.time_us->median, 2) : std::string("-")) << std::setw(10)
-      << (r.tflops ? fmt(*r.tflops, 1) : std::string("-")) << std::setw(10)
-      << (r.gbps ? fmt(*r.gbps, 1) : std::string("-"));
-  if (r.status == "declined" || r.status == "error" || r.status == "mismatch") out << "  " << r.reason;
-  out << "\n" << std::flush;
-}
-
 // Device handles, created on first use.
 struct Devices {
   std::unique_ptr<Device> cpu, cuda;
@@ -176,11 +141,19 @@ std::vector<double> to_us(std::vector<double> s) {
   return s;
 }
 
-// Times one row: the mode's samples, eager's device time, and the rates from the declared work.
+// Times one row: the mode's samples, eager's device time, the rates from the declared work, and whether the
+// stop rule held (the row's settledness is time_us's; device time that did not settle is named in the reason).
 void time_row(ResultRow& r, Device& dev, Mode m, const std::function<void()>& call, const RunOptions& o) {
-  r.time_us = summarize(to_us(collect(dev.make_sampler(m, o.l2, call), o.stop)));
+  const Measurement host = measure(dev.make_sampler(m, o.l2, call), o.stop);
+  r.time_us = summarize(to_us(host.samples));
+  r.settled = host.settled;
+  r.unsettled = host.unsettled;
   if (m == Mode::eager && o.l2 == L2Mode::hot)
-    if (auto ds = dev.make_device_sampler(call)) r.device_time_us = summarize(to_us(collect(ds, o.stop)));
+    if (auto ds = dev.make_device_sampler(call)) {
+      const Measurement device = measure(ds, o.stop);
+      r.device_time_us = summarize(to_us(device.samples));
+      if (!device.settled) r.unsettled += (r.unsettled.empty() ? "" : "; ") + ("device_time_us: " + device.unsettled);
+    }
   const double sec = r.time_us->median * 1e-6;
   if (sec > 0) {
     r.tflops = r.flops / sec * 1e-12;
@@ -190,190 +163,274 @@ void time_row(ResultRow& r, Device& dev, Mode m, const std::function<void()>& ca
   }
 }
 
-// --breakdown: device time of each stage run alone (events where the device has them, else wall clock), hot L2.
-// Printed as one line under the kernel's rows' header and returned for the rows' "breakdown" field.
-nlohmann::json time_stages(BoundKernel& bound, Device& dev, const RunOptions& o, std::ostream& out) {
+// --breakdown: device time of each stage run alone (events where the device has them, else wall clock), hot L2,
+// for the rows' "breakdown" field; null for kernels without stages.
+nlohmann::json time_stages(BoundKernel& bound, Device& dev, const RunOptions& o) {
   const auto stages = bound.stages();
   if (stages.empty()) return nullptr;
   nlohmann::json list = nlohmann::json::array();
   double sum = 0;
-  std::string line = "  breakdown (median us):";
   for (const auto& [name, fn] : stages) {
     Sampler s = dev.make_device_sampler(fn);
     if (!s) s = dev.make_sampler(Mode::eager, L2Mode::hot, fn);
     const Stats st = summarize(to_us(collect(s, o.stop)));
     list.push_back({{"name", name}, {"median_us", st.median}, {"q1_us", st.q1}, {"q3_us", st.q3}, {"n", st.n}});
     sum += st.median;
-    line += " " + name + " " + fmt(st.median, 1);
   }
-  out << line << " | sum " << fmt(sum, 1) << "\n" << std::flush;
   return {{"stages", list}, {"sum_us", sum}};
+}
+
+void check_run_options(const RunOptions& o) {
+  if (o.gate_only && o.no_gate) throw UsageError("--gate-only and --no-gate exclude each other");
+  if (!(o.backend == "auto" || o.backend == "cpu" || o.backend == "cuda" || o.backend == "all"))
+    throw UsageError("--backend: '" + o.backend + "' is not auto|cpu|cuda|all");
+}
+
+KnobValues resolve_knobs(const RunOptions& o) {
+  try {
+    return KnobValues::resolve(o.knob_overrides);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+
+void check_kernel_glob(const RunOptions& o) {
+  for (const auto& k : kernel_registry())
+    if (glob_match(o.kernel_glob, k.name)) return;
+  std::string known;
+  for (const auto& k : kernel_registry()) known += (known.empty() ? "" : ", ") + k.name;
+  throw UsageError("--kernel: no kernel matches '" + o.kernel_glob + "' (known: " + known + ")");
+}
+
+nlohmann::json run_provenance(const RunOptions& o, const KnobValues& knobs, bool cuda_available,
+                              const std::string& cuda_why_not) {
+  nlohmann::json p = base_provenance(o.command_line, o.seed);
+  p["knobs"] = knobs.all();
+  p["backend"] = o.backend;
+  p["l2"] = l2_name(o.l2);
+  p["block_order"] = block_order_name(o.block_order);
+  p["stop_rule"] = {{"min_samples", o.stop.min_samples}, {"max_noise", o.stop.max_noise},
+                    {"timeout_s", o.stop.timeout_s}};
+  if (!cuda_available) p["cuda"] = cuda_why_not;
+  return p;
+}
+
+// One run: the selected cases, each through every kernel that the selection keeps, one row per mode.
+class Runner {
+ public:
+  Runner(const RunOptions& options, const KnobValues& knob_values, const std::vector<ShapeCase>& cases,
+         std::ostream& out);
+  ResultsFile run();
+
+ private:
+  std::vector<const KernelEntry*> kernels_for(const ShapeCase& c) const;
+  TableContents table_contents() const;
+  ResultRow base_row(const ShapeCase& c, const OpCase* op_case, const std::string& kernel, Backend b, Mode m) const;
+  void emit(ResultRow r);
+  void run_case(const ShapeCase& c);
+  void decline_case(const ShapeCase& c, const OpCase* op_case);
+  void run_kernel(const ShapeCase& c, OpCase& op_case, const KernelEntry& e);
+  Support check_before_allocation(const OpCase& op_case, const KernelEntry& e, const Device& dev) const;
+  void bound_rows(const ShapeCase& c, const OpCase& op_case, const KernelEntry& e, Device& dev, BoundKernel* bound,
+                  std::set<Mode>& emitted);
+  void finish_provenance();
+
+  const RunOptions& o;
+  const KnobValues& knobs;
+  const std::vector<ShapeCase>& cases;
+  Devices devices;
+  std::string cuda_why_not;
+  bool cuda_available = false;
+  CaseSettings settings;
+  ResultsFile file;
+  std::optional<ResultTable> table;
+  Progress progress;
+};
+
+Runner::Runner(const RunOptions& options, const KnobValues& knob_values, const std::vector<ShapeCase>& selected,
+               std::ostream& out)
+    : o(options),
+      knobs(knob_values),
+      cases(selected),
+      progress(options.progress, isatty(STDERR_FILENO), selected.size()) {
+  cuda_available = devices.get(Backend::cuda, &cuda_why_not) != nullptr;
+  settings.seed = o.seed;
+  settings.block_order = o.block_order;
+  settings.reference_gflop = o.reference_gflop;
+  settings.gate = !o.no_gate;
+  file.provenance = run_provenance(o, knobs, cuda_available, cuda_why_not);
+  table.emplace(out, table_contents(), o.stop);
+}
+
+// Kernels of this case's op that the selection keeps.
+std::vector<const KernelEntry*> Runner::kernels_for(const ShapeCase& c) const {
+  std::vector<const KernelEntry*> entries;
+  for (const auto& k : kernel_registry())
+    if (k.op == c.op && glob_match(o.kernel_glob, k.name) && backend_selected(o.backend, k.backend, cuda_available))
+      entries.push_back(&k);
+  return entries;
+}
+
+// Every name a row of this run can print, so the table's columns fit them all from the first line on.
+TableContents Runner::table_contents() const {
+  TableContents t;
+  t.kernels = {"-"};
+  for (const auto& c : cases) {
+    t.groups.push_back(c.group);
+    t.shapes.push_back(c.name);
+    t.dtypes.push_back(dtype_name(c.dtype));
+    for (const KernelEntry* e : kernels_for(c)) t.kernels.push_back(e->name);
+  }
+  for (Mode m : o.modes) t.modes.push_back(mode_name(m));
+  return t;
+}
+
+ResultRow Runner::base_row(const ShapeCase& c, const OpCase* op_case, const std::string& kernel, Backend b,
+                           Mode m) const {
+  ResultRow r;
+  r.group = c.group;
+  r.shape = c.name;
+  r.op = op_name(c.op);
+  r.dtype = dtype_name(c.dtype);
+  r.kernel = kernel;
+  r.backend = backend_name(b);
+  r.mode = mode_name(m);
+  r.l2 = l2_name(o.l2);
+  r.knobs = knobs.all();
+  r.repro = repro_command(o, c, kernel, b, m, knobs.all());
+  if (op_case) {
+    r.dims = op_case->dims();
+    const WorkModel w = op_case->work();
+    r.flops = w.flops;
+    r.bytes = w.bytes;
+  }
+  return r;
+}
+
+void Runner::emit(ResultRow r) {
+  progress.clear();
+  table->row(r);
+  file.rows.push_back(std::move(r));
+}
+
+ResultsFile Runner::run() {
+  table->header();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    progress.start(i + 1, cases[i].group, cases[i].name, dtype_name(cases[i].dtype));
+    run_case(cases[i]);
+  }
+  table->legend();
+  finish_provenance();
+  return std::move(file);
+}
+
+void Runner::run_case(const ShapeCase& c) {
+  std::unique_ptr<OpCase> op_case = make_op_case(c);
+  const auto entries = kernels_for(c);
+  if (entries.empty() || !op_case) return decline_case(c, op_case.get());
+  for (const KernelEntry* e : entries) run_kernel(c, *op_case, *e);
+}
+
+// A case no selected kernel can take: one declined row per mode, naming why.
+void Runner::decline_case(const ShapeCase& c, const OpCase* op_case) {
+  const bool cuda_asked = o.backend == "cuda" && !cuda_available;  // no CUDA build or no device
+  for (Mode m : o.modes) {
+    ResultRow r = base_row(c, op_case, "-", cuda_asked || cuda_available ? Backend::cuda : Backend::cpu, m);
+    r.status = "declined";
+    r.reason = cuda_asked ? cuda_why_not : std::string("no selected kernel implements op ") + op_name(c.op);
+    emit(std::move(r));
+  }
+}
+
+// One kernel on one case: decline, or prepare and bind, then the mode rows; one row per mode whatever fails.
+void Runner::run_kernel(const ShapeCase& c, OpCase& op_case, const KernelEntry& e) {
+  std::set<Mode> emitted;
+  const auto rest = [&](const std::string& status, const std::string& reason) {
+    for (Mode m : o.modes) {
+      if (emitted.count(m)) continue;
+      ResultRow r = base_row(c, &op_case, e.name, e.backend, m);
+      r.status = status;
+      r.reason = reason;
+      emit(std::move(r));
+    }
+  };
+  std::string why_not;
+  Device* dev = devices.get(e.backend, &why_not);
+  if (!dev) return rest("declined", why_not);
+  const Support s = op_case.supports(e, knobs);
+  if (!s.ok) return rest("declined", s.reason);
+  const Support fits = check_before_allocation(op_case, e, *dev);
+  if (!fits.ok) return rest("declined", fits.reason);
+  try {
+    op_case.prepare(settings);
+    auto bound = op_case.bind(e, *dev, knobs);
+    bound_rows(c, op_case, e, *dev, bound.get(), emitted);
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    rest("error", "out of memory: a host allocation failed (std::bad_alloc) after the memory estimate passed");
+  } catch (const std::exception& ex) {
+    rest("error", ex.what());
+  }
+}
+
+// Declines decided before prepare() and bind() allocate anything (inputs, reference, device buffers).
+Support Runner::check_before_allocation(const OpCase& op_case, const KernelEntry& e, const Device& dev) const {
+  return memory_fits(op_case, e, dev, settings);
+}
+
+// A bound kernel: one call, the gate, the optional breakdown, then each mode's row (timed when it can be).
+void Runner::bound_rows(const ShapeCase& c, const OpCase& op_case, const KernelEntry& e, Device& dev,
+                        BoundKernel* bound, std::set<Mode>& emitted) {
+  auto call = [&] { bound->call(); };
+  call();
+  dev.synchronize();
+  std::optional<GateResult> gate;
+  if (!o.no_gate) gate = bound->gate(run_tolerance(o, c.dtype));
+  nlohmann::json breakdown;
+  if (o.breakdown && !o.gate_only && (!gate || gate->passed)) {
+    breakdown = time_stages(*bound, dev, o);
+    table->breakdown(breakdown);
+  }
+  for (Mode m : o.modes) {
+    ResultRow r = base_row(c, &op_case, e.name, e.backend, m);
+    r.gate = gate;
+    r.plan = bound->plan_summary;
+    r.graph_recommended = bound->graph_recommended;
+    r.breakdown = breakdown;
+    if (gate && !gate->passed) {
+      r.status = "mismatch";
+      r.reason = gate_failure_reason(*gate);
+    } else if (const Support t = dev.can_time(m, o.l2); !t.ok) {
+      r.status = "declined";
+      r.reason = t.reason;
+    } else {
+      r.status = "ok";
+      if (!o.gate_only) time_row(r, dev, m, call, o);
+    }
+    emitted.insert(m);
+    emit(std::move(r));
+  }
+}
+
+// The device the rows ran on: the GPU when any CUDA row ran, else the CPU.
+void Runner::finish_provenance() {
+  bool cuda_ran = false;
+  for (const auto& r : file.rows) cuda_ran = cuda_ran || (r.backend == "cuda" && r.status != "declined");
+  std::string why;
+  if (cuda_ran && devices.cuda) file.provenance["device"] = devices.cuda->facts();
+  else file.provenance["device"] = devices.get(Backend::cpu, &why)->facts();
 }
 
 }  // namespace
 
 ResultsFile run_benchmarks(const RunOptions& o, std::ostream& out) {
-  if (o.gate_only && o.no_gate) throw UsageError("--gate-only and --no-gate exclude each other");
-  if (!(o.backend == "auto" || o.backend == "cpu" || o.backend == "cuda" || o.backend == "all"))
-    throw UsageError("--backend: '" + o.backend + "' is not auto|cpu|cuda|all");
+  check_run_options(o);
   const auto cases = select_cases(o);
   if (cases.empty()) throw UsageError("no shapes selected (check --group/--shapes/--dtype/--filter)");
-  const KnobValues knobs = [&] {
-    try {
-      return KnobValues::resolve(o.knob_overrides);
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
-    }
-  }();
-  bool any_kernel = false;
-  for (const auto& k : kernel_registry()) any_kernel = any_kernel || glob_match(o.kernel_glob, k.name);
-  if (!any_kernel) {
-    std::string known;
-    for (const auto& k : kernel_registry()) known += (known.empty() ? "" : ", ") + k.name;
-    throw UsageError("--kernel: no kernel matches '" + o.kernel_glob + "' (known: " + known + ")");
-  }
-
-  Devices devices;
-  std::string why;
-  const bool cuda_available = devices.get(Backend::cuda, &why) != nullptr;
-
-  ResultsFile file;
-  file.provenance = base_provenance(o.command_line, o.seed);
-  file.provenance["knobs"] = knobs.all();
-  file.provenance["backend"] = o.backend;
-  file.provenance["l2"] = l2_name(o.l2);
-  file.provenance["block_order"] = block_order_name(o.block_order);
-  file.provenance["stop_rule"] = {{"min_samples", o.stop.min_samples}, {"max_noise", o.stop.max_noise},
-                                  {"timeout_s", o.stop.timeout_s}};
-  if (!cuda_available) file.provenance["cuda"] = why;
-  print_header(out);
-
-  CaseSettings settings;
-  settings.seed = o.seed;
-  settings.block_order = o.block_order;
-  settings.reference_gflop = o.reference_gflop;
-  settings.gate = !o.no_gate;
-  const bool tty = isatty(STDERR_FILENO);
-  int case_index = 0;
-  for (const auto& c : cases) {
-    ++case_index;
-    if (o.progress && tty)
-      std::cerr << "\r[" << case_index << "/" << cases.size() << "] " << c.group << "/" << c.name << " "
-                << dtype_name(c.dtype) << "\033[K" << std::flush;
-    std::unique_ptr<OpCase> op_case = make_op_case(c);
-    auto base_row = [&](const std::string& kernel, Backend b, Mode m) {
-      ResultRow r;
-      r.group = c.group;
-      r.shape = c.name;
-      r.op = op_name(c.op);
-      r.dtype = dtype_name(c.dtype);
-      r.kernel = kernel;
-      r.backend = backend_name(b);
-      r.mode = mode_name(m);
-      r.l2 = l2_name(o.l2);
-      r.knobs = knobs.all();
-      r.repro = repro_command(o, c, kernel, b, m, knobs.all());
-      if (op_case) {
-        r.dims = op_case->dims();
-        const WorkModel w = op_case->work();
-        r.flops = w.flops;
-        r.bytes = w.bytes;
-      }
-      return r;
-    };
-    auto emit = [&](ResultRow r) {
-      if (o.progress && tty) std::cerr << "\r\033[K" << std::flush;
-      print_row(out, r);
-      file.rows.push_back(std::move(r));
-    };
-
-    // Kernels of this op that the selection keeps.
-    std::vector<const KernelEntry*> entries;
-    for (const auto& k : kernel_registry())
-      if (k.op == c.op && glob_match(o.kernel_glob, k.name) && backend_selected(o.backend, k.backend, cuda_available))
-        entries.push_back(&k);
-    if (entries.empty() || !op_case) {
-      const bool cuda_asked = o.backend == "cuda" && !cuda_available;  // no CUDA build or no device
-      for (Mode m : o.modes) {
-        ResultRow r = base_row("-", cuda_asked || cuda_available ? Backend::cuda : Backend::cpu, m);
-        r.status = "declined";
-        r.reason = cuda_asked ? why : std::string("no selected kernel implements op ") + op_name(c.op);
-        emit(r);
-      }
-      continue;
-    }
-
-    for (const KernelEntry* e : entries) {
-      std::set<Mode> emitted;  // one row per mode, even when a later mode fails after an earlier one's row
-      auto rows_with = [&](const std::string& status, const std::string& reason) {
-        for (Mode m : o.modes) {
-          if (emitted.count(m)) continue;
-          ResultRow r = base_row(e->name, e->backend, m);
-          r.status = status;
-          r.reason = reason;
-          emit(r);
-        }
-      };
-      std::string why_not;
-      Device* dev = devices.get(e->backend, &why_not);
-      if (!dev) {
-        rows_with("declined", why_not);
-        continue;
-      }
-      const Support s = op_case->supports(*e, knobs);
-      if (!s.ok) {
-        rows_with("declined", s.reason);
-        continue;
-      }
-      try {
-        op_case->prepare(settings);
-        auto bound = op_case->bind(*e, *dev, knobs);
-        auto call = [&] { bound->call(); };
-        call();
-        dev->synchronize();
-        std::optional<GateResult> gate;
-        if (!o.no_gate) gate = bound->gate(run_tolerance(o, c.dtype));
-        nlohmann::json breakdown;
-        if (o.breakdown && !o.gate_only && (!gate || gate->passed)) breakdown = time_stages(*bound, *dev, o, out);
-        for (Mode m : o.modes) {
-          ResultRow r = base_row(e->name, e->backend, m);
-          r.gate = gate;
-          r.plan = bound->plan_summary;
-          r.graph_recommended = bound->graph_recommended;
-          r.breakdown = breakdown;
-          if (gate && !gate->passed) {
-            r.status = "mismatch";
-            r.reason = gate_failure_reason(*gate);
-            emitted.insert(m);
-            emit(r);
-            continue;
-          }
-          const Support t = dev->can_time(m, o.l2);
-          if (!t.ok) {
-            r.status = "declined";
-            r.reason = t.reason;
-            emitted.insert(m);
-            emit(r);
-            continue;
-          }
-          r.status = "ok";
-          if (!o.gate_only) time_row(r, *dev, m, call, o);
-          emitted.insert(m);
-          emit(r);
-        }
-      } catch (const UsageError&) {
-        throw;
-      } catch (const std::exception& ex) {
-        rows_with("error", ex.what());
-      }
-    }
-  }
-  // The device the rows ran on: the GPU when any CUDA row ran, else the CPU.
-  bool cuda_ran = false;
-  for (const auto& r : file.rows) cuda_ran = cuda_ran || (r.backend == "cuda" && r.status != "declined");
-  if (cuda_ran && devices.cuda) file.provenance["device"] = devices.cuda->facts();
-  else file.provenance["device"] = devices.get(Backend::cpu, &why)->facts();
-  return file;
+  const KnobValues knobs = resolve_knobs(o);
+  check_kernel_glob(o);
+  return Runner(o, knobs, cases, out).run();
 }
 
 Tolerance run_tolerance(const RunOptions& o, DType d) {
@@ -383,10 +440,28 @@ Tolerance run_tolerance(const RunOptions& o, DType d) {
   return t;
 }
 
-int exit_code_for(const ResultsFile& f) {
+std::string nothing_ran(const ResultsFile& f) {
+  if (f.rows.empty()) return "";
+  std::vector<std::pair<std::string, int>> reasons;  // first-seen order, so ties keep it after the sort
+  for (const auto& r : f.rows) {
+    if (r.status != "declined") return "";
+    auto it = std::find_if(reasons.begin(), reasons.end(), [&](const auto& p) { return p.first == r.reason; });
+    if (it == reasons.end()) reasons.emplace_back(r.reason, 1);
+    else ++it->second;
+  }
+  std::stable_sort(reasons.begin(), reasons.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  constexpr size_t kShown = 5;  // reasons that differ only in their numbers would flood the line
+  std::string list;
+  for (size_t i = 0; i < reasons.size() && i < kShown; ++i)
+    list += (list.empty() ? "" : "; ") + std::to_string(reasons[i].second) + " x \"" + reasons[i].first + "\"";
+  if (reasons.size() > kShown) list += "; " + std::to_string(reasons.size() - kShown) + " more";
+  return "nothing ran: all " + std::to_string(f.rows.size()) + " rows declined (reasons: " + list + ")";
+}
+
+int exit_code_for(const ResultsFile& f, bool fail_if_nothing_ran) {
   for (const auto& r : f.rows)
     if (r.status != "ok" && r.status != "declined") return 1;
-  return 0;
+  return fail_if_nothing_ran && !nothing_ran(f).empty() ? 1 : 0;
 }
 
 }  // namespace attnbench

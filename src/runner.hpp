@@ -43,14 +43,18 @@ struct RunOptions {
 // Resolves the selected cases; throws UsageError for unknown groups, bad files, bad filters.
 std::vector<ShapeCase> select_cases(const RunOptions& o);
 
-// Runs everything; prints one summary line per row to `out` as rows finish.
+// Runs everything; prints the results table to `out`, a row as each finishes, and progress to stderr.
 ResultsFile run_benchmarks(const RunOptions& o, std::ostream& out);
 
 // The gate bounds of a run for one dtype: the table's, with --atol / --rtol in their place where given.
 Tolerance run_tolerance(const RunOptions& o, DType d);
 
-// 0 when every row is ok or declined, 1 otherwise.
-int exit_code_for(const ResultsFile& f);
+// 0 when every row is ok or declined, 1 otherwise; with fail_if_nothing_ran also 1 when every row is declined.
+int exit_code_for(const ResultsFile& f, bool fail_if_nothing_ran = false);
+
+// "nothing ran: all N rows declined (reasons: ...)", the distinct reasons with their counts (the five most
+// frequent, then how many more), when every row is declined; empty otherwise.
+std::string nothing_ran(const ResultsFile& f);
 
 nlohmann::json base_provenance(const std::string& command_line, uint64_t seed);
 

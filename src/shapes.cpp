@@ -5,13 +5,14 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "errors.hpp"
+#include "json_file.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -55,30 +56,42 @@ struct Where {
   }
 };
 
-int get_int(const json& j, const std::string& key, const Where& w, int min_value = 1) {
+// Upper bounds of the integer fields: far beyond any real model, small enough that sizes stay in range.
+constexpr long long kMaxLength = 1LL << 30;     // seqlen_q, seqlen_k, seqlens, seqlen
+constexpr long long kMaxBatch = 1LL << 20;      // sequences (one entry each in the lists the harness builds)
+constexpr long long kMaxHeads = 1LL << 16;      // heads, kv_heads, h_q, h_kv
+constexpr long long kMaxWidth = 1LL << 20;      // head_size, d_head, d_model, rope_dim
+constexpr long long kMaxBlockSize = 1LL << 20;  // tokens per KV-cache block; may exceed the longest sequence
+
+int get_int(const json& j, const std::string& key, const Where& w, long long max_value, int min_value = 1) {
   const json& v = j.at(key);
-  if (!v.is_number_integer()) w.fail(key, "expected an integer, got " + v.dump());
+  if (!v.is_number_integer()) w.fail(key, "expected an integer, got " + compact_value(v.dump()));
+  const bool above = v.is_number_unsigned() ? v.get<unsigned long long>() > static_cast<unsigned long long>(max_value)
+                                            : v.get<long long>() > max_value;
+  if (above) w.fail(key, "too large: " + compact_value(v.dump()) + " (at most " + std::to_string(max_value) + ")");
   const long long x = v.get<long long>();
   if (x < min_value) w.fail(key, "must be >= " + std::to_string(min_value) + ", got " + std::to_string(x));
-  if (x > (1LL << 30)) w.fail(key, "too large: " + std::to_string(x));
   return static_cast<int>(x);
 }
 
 bool get_bool(const json& j, const std::string& key, const Where& w) {
   const json& v = j.at(key);
-  if (!v.is_boolean()) w.fail(key, "expected true or false, got " + v.dump());
+  if (!v.is_boolean()) w.fail(key, "expected true or false, got " + compact_value(v.dump()));
   return v.get<bool>();
 }
 
 std::vector<DType> get_dtypes(const json& j, const Where& w) {
   if (!j.contains("dtypes")) return {DType::bf16, DType::f16};
   const json& v = j.at("dtypes");
-  if (!v.is_array() || v.empty()) w.fail("dtypes", "expected a non-empty list such as [\"bf16\", \"fp16\"], got " + v.dump());
+  if (!v.is_array() || v.empty())
+    w.fail("dtypes", "expected a non-empty list such as [\"bf16\", \"fp16\"], got " + compact_value(v.dump()));
   std::vector<DType> out;
   for (const auto& e : v) {
-    if (!e.is_string()) w.fail("dtypes", "expected strings, got " + e.dump());
+    if (!e.is_string()) w.fail("dtypes", "expected strings, got " + compact_value(e.dump()));
     auto d = parse_dtype(e.get<std::string>());
-    if (!d) w.fail("dtypes", "unsupported dtype " + e.dump() + " (supported: bf16, fp16)");
+    if (!d) w.fail("dtypes", "unsupported dtype " + compact_value(e.dump()) + " (supported: bf16, fp16)");
+    if (std::find(out.begin(), out.end(), *d) != out.end())
+      w.fail("dtypes", "dtype " + e.dump() + " listed twice (each would give the same rows)");
     out.push_back(*d);
   }
   return out;
@@ -101,16 +114,17 @@ void require(const json& j, const std::string& key, const Where& w) {
 AttentionProblem parse_attention(const json& s, const Where& w) {
   AttentionProblem p;
   for (const char* k : {"heads", "kv_heads", "head_size"}) require(s, k, w);
-  p.heads = get_int(s, "heads", w);
-  p.kv_heads = get_int(s, "kv_heads", w);
-  p.head_size = get_int(s, "head_size", w);
+  p.heads = get_int(s, "heads", w, kMaxHeads);
+  p.kv_heads = get_int(s, "kv_heads", w, kMaxHeads);
+  p.head_size = get_int(s, "head_size", w, kMaxWidth);
   if (p.heads % p.kv_heads != 0)
     w.fail("kv_heads", "heads " + std::to_string(p.heads) + " is not a multiple of kv_heads " + std::to_string(p.kv_heads));
-  if (s.contains("block_size")) p.block_size = get_int(s, "block_size", w);
+  if (s.contains("block_size")) p.block_size = get_int(s, "block_size", w, kMaxBlockSize);
   if (s.contains("causal")) p.causal = get_bool(s, "causal", w);
   if (s.contains("scale")) {
     const json& v = s.at("scale");
-    if (!v.is_number() || v.get<double>() <= 0) w.fail("scale", "expected a number > 0, got " + v.dump());
+    if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > std::numeric_limits<float>::max())
+      w.fail("scale", "expected a number > 0 that fits a float, got " + compact_value(v.dump()));
     p.scale = v.get<float>();
   }
   const bool ragged = s.contains("seqlens");
@@ -118,26 +132,38 @@ AttentionProblem parse_attention(const json& s, const Where& w) {
   if (ragged && uniform) w.fail("seqlens", "give either seqlens or batch/seqlen_q/seqlen_k, not both");
   if (ragged) {
     const json& v = s.at("seqlens");
-    if (!v.is_array() || v.empty()) w.fail("seqlens", "expected a non-empty list of [q, kv] pairs, got " + v.dump());
+    if (!v.is_array() || v.empty())
+      w.fail("seqlens", "expected a non-empty list of [q, kv] pairs, got " + compact_value(v.dump()));
+    if (static_cast<long long>(v.size()) > kMaxBatch)
+      w.fail("seqlens", std::to_string(v.size()) + " sequences, at most " + std::to_string(kMaxBatch));
     for (const auto& e : v) {
       if (!e.is_array() || e.size() != 2 || !e[0].is_number_integer() || !e[1].is_number_integer())
-        w.fail("seqlens", "expected [q, kv] integer pairs, got " + e.dump());
+        w.fail("seqlens", "expected [q, kv] integer pairs, got " + compact_value(e.dump()));
+      const auto too_large = [](const json& x) {
+        return x.is_number_unsigned() ? x.get<unsigned long long>() > static_cast<unsigned long long>(kMaxLength)
+                                      : x.get<long long>() > kMaxLength;
+      };
+      if (too_large(e[0]) || too_large(e[1]))
+        w.fail("seqlens", "too large: " + compact_value(e.dump()) + " (at most " + std::to_string(kMaxLength) + ")");
       const long long q = e[0].get<long long>(), kv = e[1].get<long long>();
       if (q < 1 || kv < 1) w.fail("seqlens", "lengths must be >= 1, got " + e.dump());
       if (q > kv) w.fail("seqlens", "seqlen_q > seqlen_k in " + e.dump());
-      if (kv > (1LL << 30)) w.fail("seqlens", "too large: " + e.dump());
       p.q_lens.push_back(static_cast<int>(q));
       p.kv_lens.push_back(static_cast<int>(kv));
     }
   } else {
     require(s, "seqlen_k", w);
-    const int batch = s.contains("batch") ? get_int(s, "batch", w) : 1;
-    const int kv = get_int(s, "seqlen_k", w);
-    const int q = s.contains("seqlen_q") ? get_int(s, "seqlen_q", w) : kv;
+    const int batch = s.contains("batch") ? get_int(s, "batch", w, kMaxBatch) : 1;
+    const int kv = get_int(s, "seqlen_k", w, kMaxLength);
+    const int q = s.contains("seqlen_q") ? get_int(s, "seqlen_q", w, kMaxLength) : kv;
     if (q > kv) w.fail("seqlen_q", "seqlen_q " + std::to_string(q) + " > seqlen_k " + std::to_string(kv));
     p.q_lens.assign(batch, q);
     p.kv_lens.assign(batch, kv);
   }
+  // cu_seqlens_q holds int32 offsets into the packed Q.
+  if (p.total_q() > std::numeric_limits<int32_t>::max())
+    w.fail(ragged ? "seqlens" : "seqlen_q", "the query tokens of all sequences add up to " +
+                                                std::to_string(p.total_q()) + ", more than 2^31 - 1");
   try {
     p.validate();
   } catch (const std::invalid_argument& e) {
@@ -149,13 +175,13 @@ AttentionProblem parse_attention(const json& s, const Where& w) {
 GatedShape parse_gated(const json& s, const Where& w) {
   GatedShape g;
   for (const char* k : {"seqlen", "d_model", "h_q", "h_kv", "d_head", "rope_dim"}) require(s, k, w);
-  if (s.contains("batch")) g.batch = get_int(s, "batch", w);
-  g.seqlen = get_int(s, "seqlen", w);
-  g.d_model = get_int(s, "d_model", w);
-  g.h_q = get_int(s, "h_q", w);
-  g.h_kv = get_int(s, "h_kv", w);
-  g.d_head = get_int(s, "d_head", w);
-  g.rope_dim = get_int(s, "rope_dim", w, 0);
+  if (s.contains("batch")) g.batch = get_int(s, "batch", w, kMaxBatch);
+  g.seqlen = get_int(s, "seqlen", w, kMaxLength);
+  g.d_model = get_int(s, "d_model", w, kMaxWidth);
+  g.h_q = get_int(s, "h_q", w, kMaxHeads);
+  g.h_kv = get_int(s, "h_kv", w, kMaxHeads);
+  g.d_head = get_int(s, "d_head", w, kMaxWidth);
+  g.rope_dim = get_int(s, "rope_dim", w, kMaxWidth, 0);
   if (s.contains("qk_norm")) g.qk_norm = get_bool(s, "qk_norm", w);
   if (s.contains("causal")) g.causal = get_bool(s, "causal", w);
   if (g.h_q % g.h_kv != 0) w.fail("h_kv", "h_q " + std::to_string(g.h_q) + " is not a multiple of h_kv " + std::to_string(g.h_kv));
@@ -176,82 +202,97 @@ std::string auto_name(const ShapeCase& c) {
   return os.str();
 }
 
-}  // namespace
+struct FileHeader {
+  std::string group;
+  Op op = Op::attention;
+  json defaults = json::object();
+};
 
-std::vector<ShapeCase> load_shape_file(const std::string& path) {
-  Where top{path, -1, ""};
-  std::ifstream f(path);
-  if (!f) throw UsageError(path + ": cannot open shape file");
-  json doc;
-  try {
-    doc = json::parse(f);
-  } catch (const json::parse_error& e) {
-    throw UsageError(path + ": malformed JSON: " + e.what());
-  }
+FileHeader parse_header(const json& doc, const Where& top) {
   if (!doc.is_object()) top.fail("", "expected a JSON object with \"shapes\"");
   check_keys(doc, kTopKeys, top, "the file");
-  std::string group = fs::path(path).stem().string();
+  FileHeader h;
+  h.group = fs::path(top.file).stem().string();
   if (doc.contains("group")) {
     if (!doc["group"].is_string() || doc["group"].get<std::string>().empty()) top.fail("group", "expected a non-empty string");
-    group = doc["group"].get<std::string>();
+    h.group = doc["group"].get<std::string>();
   }
-  Op op = Op::attention;
   if (doc.contains("op")) {
     const json& v = doc["op"];
-    if (v == "attention") op = Op::attention;
-    else if (v == "gated_block") op = Op::gated_block;
-    else top.fail("op", "expected \"attention\" or \"gated_block\", got " + v.dump());
+    if (v == "attention") h.op = Op::attention;
+    else if (v == "gated_block") h.op = Op::gated_block;
+    else top.fail("op", "expected \"attention\" or \"gated_block\", got " + compact_value(v.dump()));
   }
-  const auto& keys = op == Op::attention ? kAttentionKeys : kGatedKeys;
-  json defaults = json::object();
   if (doc.contains("defaults")) {
-    defaults = doc["defaults"];
-    if (!defaults.is_object()) top.fail("defaults", "expected an object");
-    check_keys(defaults, keys, top, "defaults");
-    if (defaults.contains("name")) top.fail("defaults", "a default 'name' makes every shape name the same");
+    h.defaults = doc["defaults"];
+    if (!h.defaults.is_object()) top.fail("defaults", "expected an object");
+    check_keys(h.defaults, h.op == Op::attention ? kAttentionKeys : kGatedKeys, top, "defaults");
+    if (h.defaults.contains("name")) top.fail("defaults", "a default 'name' makes every shape name the same");
   }
   if (!doc.contains("shapes") || !doc["shapes"].is_array() || doc["shapes"].empty())
     top.fail("shapes", "expected a non-empty list of shapes");
+  return h;
+}
 
+// One shape's cases (one per dtype) appended to `out`; w.name is set as soon as the shape's name is known.
+void add_shape(const json& raw, const FileHeader& h, Where& w, std::set<std::string>& names,
+               std::vector<ShapeCase>& out) {
+  if (!raw.is_object()) w.fail("", "expected an object, got " + compact_value(raw.dump()));
+  if (raw.contains("name")) {
+    if (!raw["name"].is_string() || raw["name"].get<std::string>().empty()) w.fail("name", "expected a non-empty string");
+    w.name = raw["name"].get<std::string>();
+  }
+  check_keys(raw, h.op == Op::attention ? kAttentionKeys : kGatedKeys, w, "a shape");
+  if (raw.contains("seqlens") && (raw.contains("batch") || raw.contains("seqlen_q") || raw.contains("seqlen_k")))
+    w.fail("seqlens", "give either seqlens or batch/seqlen_q/seqlen_k, not both");
+  json s = h.defaults;
+  s.update(raw);
+  // A shape's own lengths replace the other form given in the defaults.
+  if (s.contains("seqlens") && !raw.contains("seqlens") &&
+      (raw.contains("seqlen_k") || raw.contains("seqlen_q") || raw.contains("batch")))
+    s.erase("seqlens");
+  if (raw.contains("seqlens")) {
+    s.erase("batch");
+    s.erase("seqlen_q");
+    s.erase("seqlen_k");
+  }
+  ShapeCase base;
+  base.group = h.group;
+  base.file = w.file;
+  base.op = h.op;
+  if (h.op == Op::attention) base.attention = parse_attention(s, w);
+  else base.gated = parse_gated(s, w);
+  base.name = w.name.empty() ? auto_name(base) : w.name;
+  if (!names.insert(base.name).second) w.fail("name", "duplicate shape name '" + base.name + "'");
+  for (DType d : get_dtypes(s, w)) {
+    ShapeCase c = base;
+    c.dtype = d;
+    c.attention.dtype = d;
+    out.push_back(c);
+  }
+}
+
+}  // namespace
+
+std::vector<ShapeCase> load_shape_file(const std::string& path) {
+  const json doc = read_json_file(path, "shape file");
+  const Where top{path, -1, ""};
+  FileHeader h;
+  try {
+    h = parse_header(doc, top);
+  } catch (const json::exception& e) {  // a value of a type the checks above did not expect
+    top.fail("", e.what());
+  }
   std::vector<ShapeCase> out;
   std::set<std::string> names;
   int i = 0;
   for (const auto& raw : doc["shapes"]) {
-    Where w{path, i, ""};
-    if (!raw.is_object()) w.fail("", "expected an object, got " + raw.dump());
-    if (raw.contains("name")) {
-      if (!raw["name"].is_string() || raw["name"].get<std::string>().empty()) w.fail("name", "expected a non-empty string");
-      w.name = raw["name"].get<std::string>();
+    Where w{path, i++, ""};
+    try {
+      add_shape(raw, h, w, names, out);
+    } catch (const json::exception& e) {
+      w.fail("", e.what());
     }
-    check_keys(raw, keys, w, "a shape");
-    if (raw.contains("seqlens") && (raw.contains("batch") || raw.contains("seqlen_q") || raw.contains("seqlen_k")))
-      w.fail("seqlens", "give either seqlens or batch/seqlen_q/seqlen_k, not both");
-    json s = defaults;
-    s.update(raw);
-    // A shape's own lengths replace the other form given in the defaults.
-    if (s.contains("seqlens") && !raw.contains("seqlens") &&
-        (raw.contains("seqlen_k") || raw.contains("seqlen_q") || raw.contains("batch")))
-      s.erase("seqlens");
-    if (raw.contains("seqlens")) {
-      s.erase("batch");
-      s.erase("seqlen_q");
-      s.erase("seqlen_k");
-    }
-    ShapeCase base;
-    base.group = group;
-    base.file = path;
-    base.op = op;
-    if (op == Op::attention) base.attention = parse_attention(s, w);
-    else base.gated = parse_gated(s, w);
-    base.name = w.name.empty() ? auto_name(base) : w.name;
-    if (!names.insert(base.name).second) w.fail("name", "duplicate shape name '" + base.name + "'");
-    for (DType d : get_dtypes(s, w)) {
-      ShapeCase c = base;
-      c.dtype = d;
-      c.attention.dtype = d;
-      out.push_back(c);
-    }
-    ++i;
   }
   return out;
 }
@@ -276,8 +317,11 @@ std::string shapes_dir() {
 
 std::vector<std::string> list_groups() {
   std::vector<std::string> g;
-  for (const auto& e : fs::directory_iterator(shapes_dir()))
-    if (e.path().extension() == ".json") g.push_back(e.path().stem().string());
+  const std::string dir = shapes_dir();
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().extension() == ".json") g.push_back(it->path().stem().string());
+  if (ec) throw UsageError("shapes directory " + dir + ": cannot list it: " + ec.message());
   std::sort(g.begin(), g.end());
   return g;
 }

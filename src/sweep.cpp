@@ -7,6 +7,7 @@
 
 #include "attnbench/knobs.hpp"
 #include "errors.hpp"
+#include "printer.hpp"
 
 namespace attnbench {
 
@@ -99,7 +100,7 @@ ResultsFile run_sweep(const RunOptions& base, const std::vector<KnobAxis>& axes,
   return all;
 }
 
-std::string sweep_table(const ResultsFile& f, const std::vector<KnobSetting>& settings) {
+std::string sweep_table(const ResultsFile& f, const std::vector<KnobSetting>& settings, const StopRule& stop) {
   std::ostringstream os;
   for (size_t i = 0; i < settings.size(); ++i) os << "S" << i + 1 << ": " << setting_name(settings[i]) << "\n";
   // (group, shape, dtype, kernel, mode) in first-seen order, and each setting's row.
@@ -116,6 +117,7 @@ std::string sweep_table(const ResultsFile& f, const std::vector<KnobSetting>& se
      << "mode";
   for (size_t i = 0; i < settings.size(); ++i) os << std::right << std::setw(22) << ("S" + std::to_string(i + 1) + " us (x S1)");
   os << "\n";
+  bool any_unsettled = false;
   for (const auto& key : order) {
     const auto& row = cells[key];
     const ResultRow* any = nullptr;
@@ -126,7 +128,9 @@ std::string sweep_table(const ResultsFile& f, const std::vector<KnobSetting>& se
     for (const auto* r : row) {
       std::string cell = "-";
       if (r && r->time_us) {
-        cell = fmt(r->time_us->median, 2);
+        const bool unsettled = r->settled && !*r->settled;
+        any_unsettled = any_unsettled || unsettled;
+        cell = (unsettled ? kUnsettledMarker : "") + fmt(r->time_us->median, 2);
         if (first && first->time_us && first->time_us->median > 0)
           cell += " (" + fmt(r->time_us->median / first->time_us->median, 3) + ")";
       } else if (r) {
@@ -136,6 +140,7 @@ std::string sweep_table(const ResultsFile& f, const std::vector<KnobSetting>& se
     }
     os << "\n";
   }
+  if (any_unsettled) os << unsettled_legend(stop) << "\n";
   return os.str();
 }
 

@@ -29,7 +29,8 @@ std::vector<KnobSetting> knob_settings(const std::vector<KnobAxis>& axes);
 ResultsFile run_sweep(const RunOptions& base, const std::vector<KnobAxis>& axes, std::ostream& out);
 
 // Side-by-side table: per (group, shape, dtype, kernel, mode), each setting's median and its ratio to the first
-// setting's. A row belongs to the setting whose values its knobs carry.
-std::string sweep_table(const ResultsFile& f, const std::vector<KnobSetting>& settings);
+// setting's. A row belongs to the setting whose values its knobs carry. A median whose timing did not meet
+// `stop` is marked, and a legend line follows the table.
+std::string sweep_table(const ResultsFile& f, const std::vector<KnobSetting>& settings, const StopRule& stop);
 
 }  // namespace attnbench

@@ -19,17 +19,35 @@ Stats st(double median, double q1, double q3) {
   return s;
 }
 
-// BASE and NEW with one row per verdict; the shape name says which.
+json timed() { return row("", "k", "graph", "ok", 100, 99.5, 100.5); }
+
+// An ok row without its timing: time_us null, or (`drop`) the field left out.
+json untimed(const std::string& shape, bool drop) {
+  json r = row(shape, "k", "graph", "ok");
+  if (drop) r.erase("time_us");
+  else r["time_us"] = nullptr;
+  return r;
+}
+
+json named(json r, const std::string& shape) {
+  r["shape"] = shape;
+  return r;
+}
+
+// BASE and NEW with one row per verdict; the shape name says which (lost_*: timed in BASE, not in NEW).
 json base_rows() {
-  return json::array({row("same", "k", "graph", "ok", 100, 99.5, 100.5), row("fast", "k", "graph", "ok", 100, 99.5, 100.5),
-                      row("slow", "k", "graph", "ok", 100, 99.5, 100.5), row("ambig", "k", "graph", "ok", 100, 80, 120),
-                      row("gate", "k", "graph", "ok", 100, 99.5, 100.5), row("gone", "k", "graph", "ok", 100, 99.5, 100.5),
+  return json::array({named(timed(), "same"), named(timed(), "fast"), named(timed(), "slow"),
+                      row("ambig", "k", "graph", "ok", 100, 80, 120), named(timed(), "gate"), named(timed(), "gone"),
+                      named(timed(), "lost_declined"), named(timed(), "lost_untimed"), named(timed(), "lost_no_field"),
                       row("declined", "k", "graph", "declined")});
 }
 json new_rows() {
+  json declined = row("lost_declined", "k", "graph", "declined");
+  declined["reason"] = "no CUDA device";
   return json::array({row("same", "k", "graph", "ok", 100.4, 99.9, 100.9), row("fast", "k", "graph", "ok", 90, 89.5, 90.5),
                       row("slow", "k", "graph", "ok", 110, 109.5, 110.5), row("ambig", "k", "graph", "ok", 104, 85, 125),
-                      row("gate", "k", "graph", "mismatch"), row("fresh", "k", "graph", "ok", 50, 49, 51),
+                      row("gate", "k", "graph", "mismatch"), row("fresh", "k", "graph", "ok", 50, 49, 51), declined,
+                      untimed("lost_untimed", false), untimed("lost_no_field", true),
                       row("declined", "k", "graph", "declined")});
 }
 
@@ -67,12 +85,66 @@ TEST(CompareRule, EveryVerdictFromFiles) {
   EXPECT_EQ(v.at("gate"), Verdict::gate);
   EXPECT_EQ(v.at("gone"), Verdict::only_base);
   EXPECT_EQ(v.at("fresh"), Verdict::only_new);
-  EXPECT_EQ(v.at("declined"), Verdict::na);
-  EXPECT_EQ(c.rows.size(), 8u);
+  EXPECT_EQ(v.at("lost_declined"), Verdict::lost);
+  EXPECT_EQ(v.at("lost_untimed"), Verdict::lost);
+  EXPECT_EQ(v.at("lost_no_field"), Verdict::lost);
+  EXPECT_EQ(v.at("declined"), Verdict::na);  // declined on both sides: nothing was lost
+  EXPECT_EQ(c.rows.size(), 11u);
   EXPECT_EQ(c.counts.at(Verdict::slow), 1);
+  EXPECT_EQ(c.counts.at(Verdict::lost), 3);
   EXPECT_EQ(c.new_failures, 1);
-  for (const auto& r : c.rows)
+  for (const auto& r : c.rows) {
     if (r.shape == "slow") { EXPECT_NEAR(*r.ratio, 1.1, 1e-12); }
+    if (r.shape == "lost_declined") { EXPECT_EQ(r.note, "timed in BASE, declined in NEW: no CUDA device"); }
+  }
+  // The hole this closes: a kernel that stopped running must not pass a gate that fails on slow or any.
+  EXPECT_EQ(compare_exit_code(c, parse_fail_on({"slow"})), 1);
+  EXPECT_EQ(compare_exit_code(c, parse_fail_on({"any"})), 1);
+}
+
+TEST(CompareRule, LostFailsUnderSlowAndAnyOnly) {
+  for (const json& now : {row("s", "k", "graph", "declined"), untimed("s", false), untimed("s", true)}) {
+    const Comparison c = compare_rows(rows_of(json::array({named(timed(), "s")})), rows_of(json::array({now})), {});
+    ASSERT_EQ(c.rows.size(), 1u);
+    EXPECT_EQ(c.rows[0].verdict, Verdict::lost) << now.dump();
+    EXPECT_EQ(compare_exit_code(c, parse_fail_on({})), 0);
+    EXPECT_EQ(compare_exit_code(c, parse_fail_on({"slow"})), 1);
+    EXPECT_EQ(compare_exit_code(c, parse_fail_on({"any"})), 1);
+    EXPECT_EQ(compare_exit_code(c, parse_fail_on({"mismatch"})), 0);
+  }
+  // Not LOST: a mismatch stays GATE, a row that was not timed in BASE either is n/a.
+  const Comparison g = compare_rows(rows_of(json::array({named(timed(), "s")})),
+                                    rows_of(json::array({row("s", "k", "graph", "error")})), {});
+  EXPECT_EQ(g.rows[0].verdict, Verdict::gate);
+  const Comparison n = compare_rows(rows_of(json::array({untimed("s", false)})),
+                                    rows_of(json::array({row("s", "k", "graph", "declined")})), {});
+  EXPECT_EQ(n.rows[0].verdict, Verdict::na);
+}
+
+TEST(CompareRule, UnsettledSideIsAmbigWithItsReason) {
+  const json base = json::array({named(timed(), "slow"), named(timed(), "same")});
+  json now = json::array({row("slow", "k", "graph", "ok", 110, 109.5, 110.5), row("same", "k", "graph", "ok", 100, 99.5, 100.5)});
+  now[0]["settled"] = false;
+  now[0]["unsettled"] = "timeout 10 s reached with n=11 of min 20";
+  now[1]["settled"] = true;
+  Comparison c = compare_rows(rows_of(base), rows_of(now), {});
+  EXPECT_EQ(c.rows[0].verdict, Verdict::ambig);  // SLOW on the numbers, but NEW never settled
+  EXPECT_EQ(c.rows[0].note, "NEW unsettled: timeout 10 s reached with n=11 of min 20");
+  EXPECT_NEAR(*c.rows[0].ratio, 1.1, 1e-12);
+  EXPECT_EQ(c.rows[1].verdict, Verdict::same);
+  EXPECT_EQ(compare_exit_code(c, parse_fail_on({"any"})), 0);
+  // The same from the other side, and in --against.
+  c = compare_rows(rows_of(now), rows_of(base), {});
+  EXPECT_EQ(c.rows[0].verdict, Verdict::ambig);
+  EXPECT_EQ(c.rows[0].note, "BASE unsettled: timeout 10 s reached with n=11 of min 20");
+  json pooled = json::array({row("s", "ref", "graph", "ok", 100, 99.5, 100.5), row("s", "k", "graph", "ok", 50, 49.5, 50.5)});
+  pooled[1]["settled"] = false;
+  CompareOptions o;
+  o.against = "ref";
+  c = compare_against(rows_of(pooled), o);
+  ASSERT_EQ(c.rows.size(), 1u);
+  EXPECT_EQ(c.rows[0].verdict, Verdict::ambig);
+  EXPECT_EQ(c.rows[0].note, "NEW unsettled");
 }
 
 TEST(CompareRule, MatchesOnModeKernelAndNonDefaultKnobs) {
@@ -143,13 +215,14 @@ TEST(CompareCli, TableSummaryJsonAndExitCodes) {
   const std::string out = tmp_path("cmp.json");
   const Result r = run_cli("compare " + base + " " + now + " --json " + out);
   EXPECT_EQ(r.code, 0) << r.output;  // no --fail-on: report only
-  for (const char* s : {"SAME", "FAST", "SLOW", "AMBIG", "GATE", "only-in-base", "only-in-new",
-                        "SAME 1, FAST 1, SLOW 1, AMBIG 1, GATE 1, n/a 1, only in base 1, only in new 1"})
+  for (const char* s : {"SAME", "FAST", "SLOW", "AMBIG", "GATE", "LOST", "only-in-base", "only-in-new",
+                        "SAME 1, FAST 1, SLOW 1, AMBIG 1, GATE 1, LOST 3, n/a 1, only in base 1, only in new 1"})
     EXPECT_TRUE(contains(r.output, s)) << s << "\n" << r.output;
   const json j = read_json(out);
   EXPECT_EQ(j["schema"], "attnbench.compare/1");
-  EXPECT_EQ(j["rows"].size(), 8u);
+  EXPECT_EQ(j["rows"].size(), 11u);
   EXPECT_EQ(j["summary"]["SLOW"], 1);
+  EXPECT_EQ(j["summary"]["LOST"], 3);
   for (const auto& row : j["rows"])
     if (row["shape"] == "fast") { EXPECT_NEAR(row["speedup"].get<double>(), 100.0 / 90.0, 1e-9); }
 
@@ -163,6 +236,36 @@ TEST(CompareCli, TableSummaryJsonAndExitCodes) {
   EXPECT_EQ(run_cli("compare " + base + " " + slow_path + " --fail-on mismatch").code, 0);
   EXPECT_EQ(run_cli("compare " + base + " " + slow_path + " --fail-on slow").code, 1);
   EXPECT_EQ(run_cli("compare " + base + " " + slow_path + " --fail-on slow --threshold 20%").code, 0);
+}
+
+TEST(CompareCli, LostRowUnderEachFailOn) {
+  const std::string base = write_results("lost_base.json", results_doc(json::array({named(timed(), "s")})));
+  const std::string now = write_results("lost_new.json", results_doc(json::array({row("s", "k", "graph", "declined")})));
+  const Result r = run_cli("compare " + base + " " + now);
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "LOST 1,")) << r.output;
+  EXPECT_TRUE(contains(r.output, "timed in BASE, declined in NEW")) << r.output;
+  EXPECT_EQ(run_cli("compare " + base + " " + now + " --fail-on slow").code, 1);
+  EXPECT_EQ(run_cli("compare " + base + " " + now + " --fail-on any").code, 1);
+  EXPECT_EQ(run_cli("compare " + base + " " + now + " --fail-on mismatch").code, 0);
+  EXPECT_EQ(run_cli("compare " + base + " " + now + " --fail-on slow,mismatch").code, 1);
+}
+
+TEST(CompareCli, UnsettledRowIsAmbigAndABadSettledFieldIsNamed) {
+  const std::string base = write_results("uns_base.json", results_doc(json::array({named(timed(), "s")})));
+  json slow = json::array({row("s", "k", "graph", "ok", 200, 199, 201)});
+  slow[0]["settled"] = false;
+  slow[0]["unsettled"] = "relative stdev 2 > max-noise 0.05 at the timeout";
+  const std::string now = write_results("uns_new.json", results_doc(slow));
+  const Result r = run_cli("compare " + base + " " + now + " --fail-on any");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "AMBIG 1,")) << r.output;
+  EXPECT_TRUE(contains(r.output, "NEW unsettled: relative stdev 2 > max-noise 0.05")) << r.output;
+  slow[0]["settled"] = "no";
+  const std::string bad = write_results("uns_bad.json", results_doc(slow));
+  const Result b = run_cli("compare " + base + " " + bad);
+  EXPECT_EQ(b.code, 2) << b.output;
+  EXPECT_TRUE(contains(b.output, bad + ": row #0: field 'settled'")) << b.output;
 }
 
 TEST(CompareCli, AgainstOverSeveralFiles) {

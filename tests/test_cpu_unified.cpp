@@ -36,7 +36,7 @@ AttentionProblem make_problem(std::vector<int> q, std::vector<int> kv, int heads
 // out[t, h, c] in double, straight from the definition: gather K/V through the block table, bottom-right mask.
 std::vector<double> naive_attention(const HostInputs& in) {
   const AttentionProblem& p = in.problem;
-  const int d = p.head_size, g = p.heads / p.kv_heads, mbps = p.max_blocks_per_seq();
+  const int d = p.head_size, g = p.heads / p.kv_heads, mbps = in.block_table_stride;
   const double scale = p.softmax_scale();
   auto kv_at = [&](const std::vector<uint16_t>& cache, int s, int j, int kvh, int c) {
     const int64_t blk = in.block_table[static_cast<std::size_t>(s) * mbps + j / p.block_size];

@@ -180,6 +180,16 @@ TEST(CudaLaunchPlan, DecodeWorkspaceMatchesSplits) {
   EXPECT_EQ(decode_workspace_bytes(uniform(2, 1, 2048, 32, 1, 128), 1), 0u);
 }
 
+// The partials after the LSEs take float4 stores: the LSE region is padded to 4 floats whatever the row count.
+TEST(CudaHeuristics, DecodeWorkspaceKeepsThePartialsSixteenByteAligned) {
+  EXPECT_EQ(decode_lse_floats(7, 42), 296);
+  EXPECT_EQ(decode_lse_floats(2, 42), 84);
+  auto p = uniform(3, 1, 3000, 14, 2, 128);  // 42 rows
+  const std::size_t counters = static_cast<std::size_t>(decode_counter_count(p)) * 4;
+  EXPECT_EQ(decode_workspace_bytes(p, 7), (296 + 7 * 42 * 128) * 4 + counters);
+  EXPECT_EQ((decode_workspace_bytes(p, 7) - counters) % 16, 0u);
+}
+
 TEST(CudaSupports, AcceptsTheOutputGateOnBothPaths) {
   auto p = uniform(1, 1, 4096, 32, 8, 128);
   p.output_gate = true;

@@ -178,15 +178,17 @@ TEST(CudaGatedBlock, TypedDeclinesWithoutADevice) {
   EXPECT_TRUE(k->supports(GatedGeometry(rope8), plain_options(), knobs({{"ATTNBENCH_SM90_PATH", "wide"}})).ok);
   s = k->supports(GatedGeometry(small_dims(100, 2)), plain_options(), knobs());
   EXPECT_NE(s.reason.find("field 'seqlen'"), std::string::npos) << s.reason;
-  // fuse_gate follows what the SDPA kernel says about its gate epilogue.
+  // cuda.unified has the gate epilogue on both paths, so fuse_gate is served on the narrow and the wide kernel.
   o = plain_options();
   o.fuse_gate = true;
-  const bool sdpa_gates = make_cuda_unified()->supports(gated_sdpa_problem(g, o, 64), knobs()).ok;
-  s = k->supports(g, o, knobs());
-  EXPECT_EQ(s.ok, sdpa_gates);
-  if (!s.ok) {
-    EXPECT_NE(s.reason.find("field 'fuse_gate': the SDPA kernel has no gate epilogue"), std::string::npos) << s.reason;
-  }
+  EXPECT_TRUE(make_cuda_unified()->supports(gated_sdpa_problem(g, o, 64), knobs()).ok);
+  EXPECT_TRUE(k->supports(g, o, knobs()).ok);
+  EXPECT_TRUE(k->supports(g, o, knobs({{"ATTNBENCH_SM90_PATH", "wide"}})).ok);
+  // An SDPA decline that no fusion causes is the block's 'sdpa' field, with cuda.unified's reason (a GQA pack of 3
+  // does not divide the group of 2, and the wide path is forced).
+  s = k->supports(g, plain_options(), knobs({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_GQA_PACK", "3"}}));
+  EXPECT_FALSE(s.ok);
+  EXPECT_NE(s.reason.find("field 'sdpa': cuda.unified declines: "), std::string::npos) << s.reason;
 }
 #endif
 

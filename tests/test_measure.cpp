@@ -1,6 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <memory>
+#include <stdexcept>
+#include <thread>
 
 #include "attnbench/knobs.hpp"
 #include "measure.hpp"
@@ -27,8 +31,10 @@ TEST(Measure, StopsAtMinSamplesWhenQuiet) {
   r.min_samples = 7;
   r.max_noise = 0.5;
   int calls = 0;
-  const auto s = collect([&] { ++calls; return 1.0; }, r);
-  EXPECT_EQ(s.size(), 7u);
+  const Measurement m = measure([&] { ++calls; return 1.0; }, r);
+  EXPECT_EQ(m.samples.size(), 7u);
+  EXPECT_TRUE(m.settled);
+  EXPECT_EQ(m.unsettled, "");
 }
 
 TEST(Measure, KeepsSamplingWhileNoisyUntilTheCap) {
@@ -37,17 +43,61 @@ TEST(Measure, KeepsSamplingWhileNoisyUntilTheCap) {
   r.max_noise = 0.01;
   r.max_samples = 50;
   int i = 0;
-  const auto s = collect([&] { return (++i % 2) ? 1.0 : 3.0; }, r);
-  EXPECT_EQ(s.size(), 50u);
+  const Measurement m = measure([&] { return (++i % 2) ? 1.0 : 3.0; }, r);
+  EXPECT_EQ(m.samples.size(), 50u);
+  EXPECT_FALSE(m.settled);
+  // 25 ones and 25 threes: mean 2, sample stdev 1.0102.
+  EXPECT_EQ(m.unsettled, "sample cap 50 reached with relative stdev 0.505 > max-noise 0.01 (n=50)");
 }
+
+TEST(Measure, SampleCapBelowMinSamplesIsNamed) {
+  StopRule r;
+  r.min_samples = 100;
+  r.max_samples = 10;
+  const Measurement m = measure([] { return 1.0; }, r);
+  EXPECT_EQ(m.samples.size(), 10u);
+  EXPECT_FALSE(m.settled);
+  EXPECT_EQ(m.unsettled, "sample cap 10 reached with n=10 of min 100");
+}
+
+namespace {
+// A 1 ms sample that throws once it has been called `limit` times: far more than any timeout under test
+// allows, so a loop that ignores its timeout fails instead of running on.
+std::function<double()> sleepy_sampler(int limit, std::function<double(int)> value) {
+  auto calls = std::make_shared<int>(0);
+  return [=] {
+    if (++*calls > limit) throw std::runtime_error("the timeout did not stop the loop");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return value(*calls);
+  };
+}
+}  // namespace
 
 TEST(Measure, TimeoutWinsOverMinSamples) {
   StopRule r;
   r.min_samples = 1000000;
+  r.max_samples = 1000000000;  // the cap cannot be what stops it
   r.timeout_s = 0.05;
-  const auto s = collect([] { return 1.0; }, r);
-  EXPECT_GE(s.size(), 1u);
-  EXPECT_LT(s.size(), 1000000u);
+  Measurement m;
+  ASSERT_NO_THROW(m = measure(sleepy_sampler(5000, [](int) { return 1.0; }), r));
+  EXPECT_GE(m.samples.size(), 1u);
+  EXPECT_FALSE(m.settled);
+  const std::string prefix = "timeout 0.05 s reached with n=" + std::to_string(m.samples.size()) + " of min 1000000";
+  EXPECT_EQ(m.unsettled, prefix);
+}
+
+TEST(Measure, NoisyAtTheTimeoutIsNamed) {
+  StopRule r;
+  r.min_samples = 2;
+  r.max_noise = 0.01;
+  r.max_samples = 1000000000;
+  r.timeout_s = 0.2;
+  Measurement m;
+  ASSERT_NO_THROW(m = measure(sleepy_sampler(5000, [](int i) { return i % 2 ? 1.0 : 3.0; }), r));
+  EXPECT_FALSE(m.settled);
+  EXPECT_EQ(m.unsettled.rfind("timeout 0.2 s reached with relative stdev ", 0), 0u) << m.unsettled;
+  EXPECT_NE(m.unsettled.find(" > max-noise 0.01 (n=" + std::to_string(m.samples.size()) + ")"), std::string::npos)
+      << m.unsettled;
 }
 
 TEST(Measure, CallsPerSample) {

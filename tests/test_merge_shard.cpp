@@ -104,3 +104,28 @@ TEST(Merge, IncompatibleProvenanceNamesTheFieldAndBothValues) {
   expect2(ATTNBENCH_SOURCE_DIR "/shapes/decode.json", {"decode.json: not an attnbench results file"});
   EXPECT_EQ(run_cli("merge " + a + " " + same).code, 2);  // -o is required
 }
+
+TEST(Merge, NonObjectProvenanceOrRowsNameFileFieldAndRow) {
+  const json rows = json::array({row("s", "k", "graph", "ok", 1, 1, 1)});
+  const std::string good = write_results("good.json", results_doc(rows));
+  json prov_string = results_doc(rows);
+  prov_string["provenance"] = "built on a laptop";
+  json prov_number = results_doc(rows);
+  prov_number["provenance"] = 7;
+  json number_rows = results_doc(json::array({row("s", "k", "graph", "ok", 1, 1, 1), 3, 4}));
+  const std::string ps = write_results("prov_string.json", prov_string);
+  const std::string pn = write_results("prov_number.json", prov_number);
+  const std::string nr = write_results("number_rows.json", number_rows);
+  const auto expect2 = [&](const std::string& other, const std::vector<std::string>& fragments) {
+    const Result r = run_cli("merge " + good + " " + other + " -o " + tmp_path("bad.json"));
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_FALSE(contains(r.output, "internal error")) << r.output;
+    for (const auto& f : fragments) EXPECT_TRUE(contains(r.output, f)) << f << "\n" << r.output;
+    EXPECT_FALSE(std::filesystem::exists(tmp_path("bad.json")));
+  };
+  expect2(ps, {ps + ": field 'provenance'", "built on a laptop"});
+  expect2(pn, {pn + ": field 'provenance'", "7"});
+  expect2(nr, {nr + ": field 'rows': row #1", "got 3"});
+  // The library says the same, for every caller of read_results_json.
+  EXPECT_THROW(merge_result_files({nr}, "attnbench merge"), UsageError);
+}

@@ -32,10 +32,10 @@ struct PerfCase {
     std::ofstream(shapes + "/tiny.json") << R"({"defaults": {"heads": 2, "kv_heads": 1, "head_size": 64},
       "shapes": [{"name": "p", "batch": 1, "seqlen_k": 24}, {"name": "d", "batch": 2, "seqlen_q": 1, "seqlen_k": 40}]})";
   }
-  Result run(int smi_code) const {
+  Result run(int smi_code, const std::string& run_args = "--mode eager --min-samples 3 --max-noise 1 --timeout 1") const {
     return shell("PATH=" + fake_nvidia_smi(smi_code) + ":$PATH ATTNBENCH_SHAPES_DIR=" + shapes + " PERF_GROUPS=tiny " +
                  "BASELINE_DIR=" + base + " RESULTS_DIR=" + results + " ATTNBENCH_BIN=" ATTNBENCH_BINARY +
-                 " PERF_BACKEND=cpu PERF_RUN_ARGS='--mode eager --min-samples 3 --max-noise 1 --timeout 1' " + kScript);
+                 " PERF_BACKEND=cpu PERF_RUN_ARGS='" + run_args + "' " + kScript);
   }
   // The latest results as the baseline, every time scaled by `factor`.
   void baseline_from_results(double factor) const {
@@ -79,5 +79,17 @@ TEST(PerfRegression, PassesWhenFasterFailsWhenSlower) {
   s.baseline_from_results(1e-6);  // the baseline was 10^6x faster: every row SLOW
   r = s.run(0);
   EXPECT_EQ(r.code, 1) << r.output;
-  EXPECT_TRUE(contains(r.output, "FAILED (SLOW or mismatch) in: tiny")) << r.output;
+  EXPECT_TRUE(contains(r.output, "FAILED (SLOW, LOST, mismatch or nothing ran) in: tiny")) << r.output;
+}
+
+TEST(PerfRegression, FailsWhenNothingRan) {
+  // Every row declined (graph mode on the CPU backend) against a baseline with no rows: compare alone finds
+  // nothing to fail on, so the run's own exit code must.
+  const PerfCase s;
+  std::ofstream(s.base + "/tiny.json") << testcli::results_doc(json::array()).dump();
+  const Result r = s.run(0, "--mode graph");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "nothing ran: all 4 rows declined (reasons: 4 x \"graph mode needs the CUDA backend\")"))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "FAILED (SLOW, LOST, mismatch or nothing ran) in: tiny")) << r.output;
 }

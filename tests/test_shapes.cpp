@@ -1,8 +1,11 @@
 // Shape files: the shipped groups hold DESIGN's shapes; every malformed input names file, shape and field.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
+#include <utility>
 
 #include "errors.hpp"
 #include "shapes.hpp"
@@ -35,32 +38,70 @@ const char* kGood = R"({"group": "g", "defaults": {"heads": 8, "kv_heads": 2, "h
   "shapes": [{"name": "a", "batch": 2, "seqlen_k": 100}]})";
 }  // namespace
 
+namespace {
+// Each (shape name, dtype) of a group's cases, in file order.
+std::vector<std::pair<std::string, std::string>> case_names(const std::vector<ShapeCase>& cases) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& c : cases) out.emplace_back(c.name, dtype_name(c.dtype));
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> expand(const std::vector<std::string>& names,
+                                                        const std::vector<std::string>& dtypes) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& n : names)
+    for (const auto& d : dtypes) out.emplace_back(n, d);
+  return out;
+}
+
+const ShapeCase& find_case(const std::vector<ShapeCase>& cases, const std::string& name) {
+  for (const auto& c : cases)
+    if (c.name == name) return c;
+  throw std::runtime_error("no shape " + name);
+}
+}  // namespace
+
 TEST(Shapes, ShippedGroupsLoadWithTheDesignShapes) {
   setenv("ATTNBENCH_SHAPES_DIR", ATTNBENCH_SOURCE_DIR "/shapes", 1);
   const auto groups = list_groups();
   for (const char* g : {"decode", "short_prefill", "long_prefill", "gqa", "gated_397b"})
     EXPECT_NE(std::find(groups.begin(), groups.end(), g), groups.end()) << g;
+  const std::vector<std::string> both = {"bf16", "fp16"};
   const auto decode = load_group("decode");
-  EXPECT_EQ(decode.size(), 20u);  // 10 shapes x {bf16, fp16}
-  for (const auto& c : decode) EXPECT_EQ(c.attention.max_seqlen_q(), 1);
-  const auto& ragged = decode[18].attention;
-  EXPECT_EQ(ragged.kv_lens, (std::vector<int>{523, 37, 2011, 1328}));
-  EXPECT_EQ(load_group("short_prefill").size(), 10u);
-  EXPECT_EQ(load_group("long_prefill").size(), 12u);
+  EXPECT_EQ(case_names(decode),
+            expand({"d128_h32kv8_b1_kv4096", "d128_h32kv8_b8_kv4096", "d128_h32kv8_b32_kv8192", "d128_h32kv8_b128_kv4096",
+                    "d128_h32kv8_b8_kv32768", "d128_h32kv8_b64_kv16384", "d64_h32kv32_b16_kv2048",
+                    "d256_h32kv2_b1_kv32768", "d256_h32kv2_b32_kv8192", "d128_h32kv8_ragged"},
+                   both));
+  for (const auto& c : decode) EXPECT_EQ(c.attention.max_seqlen_q(), 1) << c.name;
+  EXPECT_EQ(find_case(decode, "d128_h32kv8_ragged").attention.kv_lens, (std::vector<int>{523, 37, 2011, 1328}));
+  EXPECT_EQ(case_names(load_group("short_prefill")),
+            expand({"d128_h32kv8_b16_s256", "d128_h32kv8_b8_s512", "d128_h32kv8_b4_s768", "d64_h16kv16_b32_s128",
+                    "d128_h32kv8_ragged"},
+                   both));
+  const auto long_prefill = load_group("long_prefill");
+  EXPECT_EQ(case_names(long_prefill),
+            expand({"d128_h32kv32_b1_s8192", "d128_h32kv32_b2_s4096", "d128_h32kv32_b4_s2048", "d64_h32kv32_b2_s8192",
+                    "d256_h8kv8_b2_s8192", "d128_h16kv16_b1_s16384_full"},
+                   both));
+  for (const auto& c : long_prefill) EXPECT_EQ(c.attention.causal, c.name != "d128_h16kv16_b1_s16384_full") << c.name;
   const auto gqa = load_group("gqa");
-  EXPECT_EQ(gqa.size(), 12u);
-  const auto& chunked = gqa[10].attention;
+  EXPECT_EQ(case_names(gqa),
+            expand({"d128_h32kv8_b4_s2048", "d128_h64kv8_b1_s8192", "d128_h28kv4_b2_s4096", "d128_h32kv1_b2_s2048",
+                    "d256_h32kv2_b1_s8192", "d128_h32kv8_chunked_q512_kv4096"},
+                   both));
+  const auto& chunked = find_case(gqa, "d128_h32kv8_chunked_q512_kv4096").attention;
   EXPECT_EQ(chunked.num_seqs(), 8);
   EXPECT_EQ(chunked.q_lens[0], 512);
   EXPECT_EQ(chunked.kv_lens[0], 4096);
   const auto gated = load_group("gated_397b");
-  EXPECT_EQ(gated.size(), 7u);
-  EXPECT_EQ(gated[0].op, Op::gated_block);
-  EXPECT_EQ(gated[0].gated.d_model, 5120);
-  EXPECT_FALSE(gated[6].gated.causal);
-  for (const auto& g : {"long_prefill"})
-    for (const auto& c : load_group(g))
-      if (c.name == "d128_h16kv16_b1_s16384_full") { EXPECT_FALSE(c.attention.causal); }
+  EXPECT_EQ(case_names(gated),
+            expand({"s2048", "s4096", "s8192", "s16384", "s32768", "s2048_full", "s8192_full"}, {"bf16"}));
+  for (const auto& c : gated) {
+    EXPECT_EQ(c.op, Op::gated_block);
+    EXPECT_EQ(c.gated.d_model, 5120);
+    EXPECT_EQ(c.gated.causal, c.name.find("_full") == std::string::npos) << c.name;
+  }
 }
 
 TEST(Shapes, DefaultsMergeAndDtypesExpand) {
@@ -148,4 +189,51 @@ TEST(Shapes, GatedBlockFields) {
   expect_error(R"({"op": "gated_block", "shapes": [{"name": "s", "seqlen": 8, "d_model": 64, "h_q": 4, "h_kv": 2,
                    "d_head": 16, "rope_dim": 7}]})",
                {"field 'rope_dim'"});
+}
+
+TEST(Shapes, ADirectoryIsAUsageErrorNamingIt) {
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  try {
+    load_shape_file(dir);
+    FAIL() << "no error for a directory";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find(dir + ": is a directory"), std::string::npos) << e.what();
+  }
+}
+TEST(Shapes, NumberOutOfRangeNamesFileShapeAndField) {
+  expect_error(R"({"shapes": [{"name": "a", "heads": 8, "kv_heads": 2, "head_size": 64, "seqlen_k": 9},
+                              {"name": "b", "heads": 8, "kv_heads": 2, "head_size": 64, "seqlen_k": 9, "scale": 1e400}]})",
+               {"shapes[1].scale", "1e400"});
+  expect_error(R"({"shapes": [{"name": "a", "heads": 8, "kv_heads": 2, "head_size": 64, "seqlens": [[1, 4], [2, -1e999]]}]})",
+               {"shapes[0].seqlens[1][1]", "1e999"});
+  expect_error(R"({"shapes": [{"name": "a", "heads": 8, "kv_heads": 2, "head_size": 64, "seqlen_k": 18446744073709551615}]})",
+               {"'a'", "field 'seqlen_k'", "too large: 18446744073709551615"});
+  expect_error(R"({"shapes": [{"name": "a", "heads": 8, "kv_heads": 2, "head_size": 64, "seqlen_k": 9, "scale": 1e39}]})",
+               {"'a'", "field 'scale'"});
+}
+TEST(Shapes, DtypeListedTwice) {
+  expect_error(R"({"shapes": [{"name": "a", "heads": 8, "kv_heads": 2, "head_size": 64, "seqlen_k": 9,
+                               "dtypes": ["bf16", "fp16", "bf16"]}]})",
+               {"shape #0 'a'", "field 'dtypes'", "\"bf16\" listed twice"});
+  expect_error(R"({"defaults": {"dtypes": ["fp16", "fp16"]},
+                  "shapes": [{"name": "a", "heads": 8, "kv_heads": 2, "head_size": 64, "seqlen_k": 9}]})",
+               {"'a'", "field 'dtypes'", "listed twice"});
+}
+TEST(Shapes, AbsurdSizesAreBoundedAndABlockLongerThanTheSequenceIsNot) {
+  const auto c = load_shape_file(write_tmp(
+      R"({"shapes": [{"name": "a", "heads": 2, "kv_heads": 1, "head_size": 64, "seqlen_k": 9, "block_size": 4096}]})"));
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].attention.block_size, 4096);
+  expect_error(R"({"shapes": [{"name": "a", "heads": 8, "kv_heads": 2, "head_size": 64, "seqlen_k": 9, "block_size": 1000000000}]})",
+               {"'a'", "field 'block_size'", "1000000000", "at most 1048576"});
+  expect_error(R"({"shapes": [{"name": "a", "heads": 8, "kv_heads": 2, "head_size": 64, "batch": 2000000, "seqlen_k": 9}]})",
+               {"field 'batch'", "2000000", "at most 1048576"});
+  expect_error(R"({"shapes": [{"name": "a", "heads": 100000, "kv_heads": 2, "head_size": 64, "seqlen_k": 9}]})",
+               {"field 'heads'", "at most 65536"});
+  expect_error(R"({"shapes": [{"name": "a", "heads": 8, "kv_heads": 2, "head_size": 64, "batch": 1048576,
+                               "seqlen_k": 1073741824, "seqlen_q": 4096}]})",
+               {"'a'", "field 'seqlen_q'", "more than 2^31 - 1"});
+  expect_error(R"({"op": "gated_block", "shapes": [{"name": "s", "seqlen": 8, "d_model": 99999999999, "h_q": 4,
+                   "h_kv": 2, "d_head": 64, "rope_dim": 8}]})",
+               {"'s'", "field 'd_model'", "99999999999"});
 }

@@ -1,6 +1,7 @@
 // sweep: knob validation, the cartesian product, and a real sweep on the CPU backend.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "cli_helpers.hpp"
@@ -54,29 +55,43 @@ TEST(Sweep, CartesianProductFirstAxisSlowest) {
   EXPECT_EQ(distinct.size(), 6u);
 }
 
-TEST(Sweep, CpuSweepWritesEverySettingsRowsInOneFile) {
-  const std::string shapes = write_text("tiny.json", kTinyShapes);
+TEST(Sweep, CpuSweepAppliesEachSettingAndWritesItsRowsInOneFile) {
+  // "big" declares 1.07 GFLOP: within ATTNBENCH_CPU_MAX_GFLOP=0 (no limit), above =1, so the two settings' rows
+  // differ exactly there; the tiny shapes run under both.
+  const std::string shapes = write_text("tiny_big.json", R"({"group": "tiny", "defaults": {"heads": 4, "kv_heads": 2,
+    "head_size": 64, "block_size": 16},
+    "shapes": [{"name": "prefill", "seqlens": [[3, 40], [17, 17]]},
+               {"name": "decode", "batch": 2, "seqlen_q": 1, "seqlen_k": 70},
+               {"name": "big", "batch": 1, "seqlen_k": 1024, "causal": false, "kv_heads": 4, "dtypes": ["bf16"]}]})");
   const std::string out = tmp_path("sweep.json");
   // A knob set in the environment outside attnbench is recorded in every row.
-  const Result r = run_cli("sweep --shapes " + shapes + " --backend cpu --mode eager --min-samples 3 --max-noise 1 --timeout 1 "
-                           "--knob ATTNBENCH_CPU_MAX_GFLOP=0,64 -o " + out,
+  const Result r = run_cli("sweep --shapes " + shapes + " --backend cpu --mode eager --min-samples 2 --max-noise 1 --timeout 1 "
+                           "--knob ATTNBENCH_CPU_MAX_GFLOP=0,1 -o " + out,
                            "ATTNBENCH_3D_SPLITS=3");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "S1: ATTNBENCH_CPU_MAX_GFLOP=0")) << r.output;
-  EXPECT_TRUE(contains(r.output, "S2: ATTNBENCH_CPU_MAX_GFLOP=64")) << r.output;
+  EXPECT_TRUE(contains(r.output, "S2: ATTNBENCH_CPU_MAX_GFLOP=1")) << r.output;
   EXPECT_TRUE(contains(r.output, "(1.000)")) << "ratio of the first setting to itself:\n" << r.output;
   const auto j = read_json(out);
   EXPECT_EQ(j["schema"], "attnbench.results/1");
   EXPECT_EQ(j["provenance"]["sweep"]["settings"].size(), 2u);
-  ASSERT_EQ(j["rows"].size(), 8u);  // 2 settings x 2 shapes x 2 dtypes x eager
-  std::map<std::string, int> per_setting;
+  ASSERT_EQ(j["rows"].size(), 10u);  // 2 settings x (2 shapes x 2 dtypes + big x bf16) x eager
+  std::map<std::string, std::set<std::string>> status;  // setting -> "shape/dtype status"
   for (const auto& row : j["rows"]) {
-    EXPECT_EQ(row["status"], "ok") << row.dump();
     EXPECT_EQ(row["knobs"]["ATTNBENCH_3D_SPLITS"], "3");
-    ++per_setting[row["knobs"]["ATTNBENCH_CPU_MAX_GFLOP"].get<std::string>()];
+    const std::string setting = row["knobs"]["ATTNBENCH_CPU_MAX_GFLOP"];
+    status[setting].insert(row["shape"].get<std::string>() + "/" + row["dtype"].get<std::string>() + " " +
+                           row["status"].get<std::string>());
+    if (setting == "1" && row["shape"] == "big") {
+      EXPECT_TRUE(contains(row["reason"].get<std::string>(), "above the CPU limit of 1 GFLOP")) << row.dump();
+    }
   }
-  EXPECT_EQ(per_setting["0"], 4);
-  EXPECT_EQ(per_setting["64"], 4);
+  const std::set<std::string> tiny_ok = {"prefill/bf16 ok", "prefill/fp16 ok", "decode/bf16 ok", "decode/fp16 ok"};
+  std::set<std::string> s1 = tiny_ok, s2 = tiny_ok;
+  s1.insert("big/bf16 ok");
+  s2.insert("big/bf16 declined");
+  EXPECT_EQ(status["0"], s1);
+  EXPECT_EQ(status["1"], s2);
 }
 
 TEST(Sweep, BadKnobFailsBeforeAnyWork) {

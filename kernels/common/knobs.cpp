@@ -1,7 +1,10 @@
 #include "attnbench/knobs.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
+
+extern char** environ;
 
 namespace attnbench {
 
@@ -74,6 +77,58 @@ std::string check_knob(const std::string& name, const std::string& value) {
   std::string allowed;
   for (const auto& v : k->values) allowed += (allowed.empty() ? "" : "|") + v;
   return "knob " + name + ": value '" + value + "' not in " + allowed;
+}
+
+const std::vector<std::string>& known_non_knob_variables() {
+  static const std::vector<std::string> names = {
+      "ATTNBENCH_SHAPES_DIR",    // the shape groups' folder (src/shapes.cpp)
+      "ATTNBENCH_BIN",           // scripts/ci and scripts/device: the binary to run
+      "ATTNBENCH_GPU_TESTS",     // scripts/device/gate-stats.sh: the GPU test binary to run
+      "ATTNBENCH_CUDA",          // scripts/build.sh: ON/OFF for the CUDA backend
+      "ATTNBENCH_TESTS",         // scripts/build.sh: ON/OFF for the tests
+      "ATTNBENCH_TARGETS",       // scripts/build.sh: the targets to build
+      "ATTNBENCH_TEST_VERBOSE",  // tests: print per-case errors
+  };
+  return names;
+}
+
+namespace {
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+}  // namespace
+
+std::vector<std::string> unknown_environment_warnings(const std::vector<std::string>& environment) {
+  std::vector<std::string> known = known_non_knob_variables();
+  for (const auto& k : knob_table()) known.push_back(k.name);
+  std::vector<std::string> out;
+  for (const auto& entry : environment) {
+    const std::string name = entry.substr(0, entry.find('='));
+    if (name.rfind("ATTNBENCH_", 0) != 0 || std::find(known.begin(), known.end(), name) != known.end()) continue;
+    const std::string* nearest = &known.front();
+    for (const auto& k : known)
+      if (edit_distance(name, k) < edit_distance(name, *nearest)) nearest = &k;
+    out.push_back("environment variable " + name + " is not an attnbench knob or setting and is ignored; did you mean " +
+                  *nearest + "? (attnbench list --knobs)");
+  }
+  return out;
+}
+
+std::vector<std::string> unknown_environment_warnings() {
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
+  return unknown_environment_warnings(env);
 }
 
 KnobValues KnobValues::resolve(const std::map<std::string, std::string>& overrides, bool read_env) {

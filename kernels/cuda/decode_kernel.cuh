@@ -187,7 +187,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
     const int64_t rows_total = p.total_q * p.heads;
     const int64_t grow = static_cast<int64_t>(token) * p.heads + head;
     float* ws = static_cast<float*>(p.workspace);
-    float* ws_o = ws + splits * rows_total;
+    float* ws_o = ws + decode_lse_floats(splits, rows_total);
     int* counter = reinterpret_cast<int*>(ws_o + splits * rows_total * D) +
                    (static_cast<int64_t>(seq) * gridDim.y + blockIdx.y);
     if (row_ok) {

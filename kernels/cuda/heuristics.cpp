@@ -176,8 +176,9 @@ int64_t decode_counter_count(const AttentionProblem& p) {
 std::size_t decode_workspace_bytes(const AttentionProblem& p, int splits) {
   if (splits <= 1) return 0;
   const std::size_t rows = static_cast<std::size_t>(p.total_q()) * p.heads;
-  return static_cast<std::size_t>(splits) * rows * (1 + static_cast<std::size_t>(p.head_size)) * sizeof(float) +
-         static_cast<std::size_t>(decode_counter_count(p)) * sizeof(int32_t);
+  const std::size_t floats = static_cast<std::size_t>(decode_lse_floats(splits, static_cast<int64_t>(rows))) +
+                             static_cast<std::size_t>(splits) * rows * static_cast<std::size_t>(p.head_size);
+  return floats * sizeof(float) + static_cast<std::size_t>(decode_counter_count(p)) * sizeof(int32_t);
 }
 
 UnifiedLaunchPlan make_unified_launch_plan(const AttentionProblem& p, const KnobValues& knobs, int num_sms) {

@@ -156,12 +156,14 @@ struct UnifiedLaunchPlan {
 // Throws std::invalid_argument when the problem is unsupported (unified_supports says why).
 UnifiedLaunchPlan make_unified_launch_plan(const AttentionProblem& p, const KnobValues& knobs, int num_sms);
 
-// Workspace layout of the 3D path with splits > 1: lse[splits][total_q * heads] then
+// Workspace layout of the 3D path with splits > 1: lse[splits][total_q * heads] (padded to decode_lse_floats, so
+// the partials that follow stay 16-byte aligned for their float4 stores) then
 // o[splits][total_q * heads][head_size], fp32, then one int32 arrival counter per (sequence, kv head, row tile)
 // (decode_counter_count). The last split CTA of a (sequence, kv head, row tile) to finish merges the splits and
 // resets its counter to 0, so the counters are zero between calls; the launcher zeroes them (cudaMemsetAsync) the
 // first time a plan sees a workspace pointer. Callers must not write a plan's workspace between its calls.
 std::size_t decode_workspace_bytes(const AttentionProblem& p, int splits);
+constexpr int64_t decode_lse_floats(int64_t splits, int64_t rows) { return (splits * rows + 3) / 4 * 4; }
 int64_t decode_counter_count(const AttentionProblem& p);
 // Packed-row tiles (kDecodeRowsPerCta rows) of the longest sequence.
 int decode_row_tiles(const AttentionProblem& p);

@@ -2,8 +2,9 @@
 # CI performance gate for a GPU runner: runs every group on the GPU, compares each with its committed baseline
 # (baselines/h200/<group>.json) and fails on a SLOW row or a mismatch.
 #
-# Exit codes: 0 no regression; 1 a SLOW row, a mismatch/error row, or a row that passed in the baseline and
-# fails now (GATE); 2 bad usage or input; 3 no GPU here (nvidia-smi -L fails): cannot run, neither pass nor
+# Exit codes: 0 no regression; 1 a SLOW row, a mismatch/error row, a row that passed in the baseline and
+# fails now (GATE), a row timed in the baseline and not now (LOST), or a group where every row was declined
+# (nothing ran); 2 bad usage or input; 3 no GPU here (nvidia-smi -L fails): cannot run, neither pass nor
 # failure; 4 a baseline is missing.
 #
 # Environment: PERF_GROUPS (default: every shipped group), BASELINE_DIR (baselines/h200), RESULTS_DIR
@@ -45,25 +46,28 @@ failed=()
 for g in $groups; do
   echo "== $g"
   # shellcheck disable=SC2086  # PERF_RUN_ARGS is a list of words
-  "$bin" run --group "$g" --backend "$backend" --no-progress -o "$results_dir/$g.json" ${PERF_RUN_ARGS:-}
+  "$bin" run --group "$g" --backend "$backend" --no-progress --fail-if-nothing-ran -o "$results_dir/$g.json" \
+    ${PERF_RUN_ARGS:-}
   rc=$?
   if [ "$rc" -eq 2 ]; then
     echo "perf-regression: attnbench run --group $g: bad usage or input (exit 2)"
     exit 2
   fi
-  [ "$rc" -eq 0 ] || echo "perf-regression: $g: some rows mismatched or errored (compare lists them)"
+  run_rc=$rc  # 1: a row mismatched or errored (compare lists them), or nothing ran (the run said so above)
+  [ "$run_rc" -eq 0 ] || echo "perf-regression: $g: the run failed (mismatch/error rows, or nothing ran)"
   "$bin" compare "$baseline_dir/$g.json" "$results_dir/$g.json" --threshold "$threshold" \
     --fail-on slow,mismatch --json "$results_dir/$g.compare.json"
   rc=$?
   case "$rc" in
-    0) ;;
+    0) [ "$run_rc" -eq 0 ] || failed+=("$g") ;;
     1) failed+=("$g") ;;
     *) echo "perf-regression: compare for $g: bad input (exit $rc)"; exit 2 ;;
   esac
 done
 
 if [ "${#failed[@]}" -gt 0 ]; then
-  echo "perf-regression: FAILED (SLOW or mismatch) in: ${failed[*]}; comparisons in $results_dir/*.compare.json"
+  echo "perf-regression: FAILED (SLOW, LOST, mismatch or nothing ran) in: ${failed[*]};" \
+    "comparisons in $results_dir/*.compare.json"
   exit 1
 fi
 echo "perf-regression: no regression in: $groups"

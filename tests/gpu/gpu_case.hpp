@@ -48,7 +48,7 @@ struct DeviceCase {
       b = cuda::DeviceBuffer(n);
       b.upload(vec.data(), n);
     };
-    params = make_attention_params(p);
+    params = host.params();
     const int64_t h = p.heads, hk = p.kv_heads, d = p.head_size, tq = p.total_q();
     std::mt19937_64 rng(seed ^ 0x9a7e);
     std::uniform_real_distribution<float> ug(-4.f, 4.f);

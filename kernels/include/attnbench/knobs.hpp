@@ -36,4 +36,12 @@ class KnobValues {
 // Checks one name=value against the table; returns an error message or "" when fine.
 std::string check_knob(const std::string& name, const std::string& value);
 
+// ATTNBENCH_* variables the project reads that are not knobs (ATTNBENCH_SHAPES_DIR, the scripts' variables).
+const std::vector<std::string>& known_non_knob_variables();
+// One warning per ATTNBENCH_* entry of `environment` ("NAME=VALUE", as in environ) that is neither a knob nor a
+// known variable, naming the nearest known name: a misspelled knob would otherwise be ignored silently.
+std::vector<std::string> unknown_environment_warnings(const std::vector<std::string>& environment);
+// The same over this process's environment.
+std::vector<std::string> unknown_environment_warnings();
+
 }  // namespace attnbench

@@ -1,0 +1,107 @@
+#include "printer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+namespace attnbench {
+
+namespace {
+// Widths of the number columns: fixed-point up to this many characters, else scientific (at most 10).
+constexpr size_t kNumberWidth = 10;
+
+// Fixed-point with `prec` decimals when that fits the column, scientific otherwise, so no value widens it.
+std::string number(double v, int prec) {
+  if (!std::isfinite(v)) return v > 0 ? "inf" : std::isnan(v) ? "nan" : "-inf";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", prec, v);
+  if (std::string(buf).size() <= kNumberWidth) return buf;
+  std::snprintf(buf, sizeof buf, "%.3e", v);
+  return buf;
+}
+
+size_t widest(const std::string& title, const std::vector<std::string>& names) {
+  size_t w = title.size();
+  for (const auto& n : names) w = std::max(w, n.size());
+  return w;
+}
+
+bool unsettled(const ResultRow& r) { return r.time_us && r.settled && !*r.settled; }
+}  // namespace
+
+std::string unsettled_legend(const StopRule& stop) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "%s the timing did not meet the stop rule (n >= %d and relative stdev <= %g, within %g s): the row's "
+                "\"unsettled\" field says why",
+                kUnsettledMarker, stop.min_samples, stop.max_noise, stop.timeout_s);
+  return buf;
+}
+
+ResultTable::ResultTable(std::ostream& out, const TableContents& c, const StopRule& stop) : out_(out), stop_(stop) {
+  const std::vector<std::string> statuses = {"ok", "mismatch", "declined", "error"};
+  columns_ = {{"group", widest("group", c.groups), false},
+              {"shape", widest("shape", c.shapes), false},
+              {"dtype", widest("dtype", c.dtypes), false},
+              {"kernel", widest("kernel", c.kernels), false},
+              {"mode", widest("mode", c.modes), false},
+              {"status", widest("status", statuses), false},
+              {"max_abs", kNumberWidth, false},
+              {"median_us", kNumberWidth + 1, true},  // one more for the unsettled marker
+              {"TFLOP/s", kNumberWidth, true},
+              {"GB/s", kNumberWidth, true}};
+}
+
+std::string ResultTable::line(const std::vector<std::string>& cells) const {
+  std::string s;
+  for (size_t i = 0; i < columns_.size(); ++i) {
+    const std::string& v = i < cells.size() ? cells[i] : std::string();
+    const std::string pad(columns_[i].width > v.size() ? columns_[i].width - v.size() : 0, ' ');
+    if (i > 0) s += "  ";
+    s += columns_[i].right ? pad + v : v + (i + 1 < columns_.size() ? pad : std::string());
+  }
+  return s;
+}
+
+void ResultTable::header() {
+  std::vector<std::string> titles;
+  for (const auto& c : columns_) titles.push_back(c.title);
+  out_ << line(titles) << "\n";
+}
+
+void ResultTable::row(const ResultRow& r) {
+  const bool marked = unsettled(r);
+  any_unsettled_ = any_unsettled_ || marked;
+  const std::string max_abs = r.gate ? (std::isfinite(r.gate->max_abs) ? number(r.gate->max_abs, 5) : "inf") : "-";
+  const std::string median = r.time_us ? (marked ? kUnsettledMarker : "") + number(r.time_us->median, 2) : "-";
+  out_ << line({r.group, r.shape, r.dtype, r.kernel, r.mode, r.status, max_abs, median,
+                r.tflops ? number(*r.tflops, 1) : "-", r.gbps ? number(*r.gbps, 1) : "-"});
+  if (r.status == "declined" || r.status == "error" || r.status == "mismatch") out_ << "  " << r.reason;
+  else if (marked) out_ << "  " << kUnsettledMarker << " " << r.unsettled;
+  out_ << "\n" << std::flush;
+}
+
+void ResultTable::breakdown(const nlohmann::json& b) {
+  if (b.is_null()) return;
+  out_ << "  breakdown (median us):";
+  for (const auto& s : b.at("stages"))
+    out_ << " " << s.at("name").get<std::string>() << " " << number(s.at("median_us").get<double>(), 1);
+  out_ << " | sum " << number(b.at("sum_us").get<double>(), 1) << "\n" << std::flush;
+}
+
+void ResultTable::legend() {
+  if (any_unsettled_) out_ << unsettled_legend(stop_) << "\n";
+}
+
+void Progress::start(size_t index, const std::string& group, const std::string& shape, const std::string& dtype) {
+  if (!enabled_) return;
+  std::cerr << (terminal_ ? "\r" : "") << "[" << index << "/" << total_ << "] " << group << "/" << shape << " "
+            << dtype << (terminal_ ? "\033[K" : "\n") << std::flush;
+}
+
+void Progress::clear() {
+  if (enabled_ && terminal_) std::cerr << "\r\033[K" << std::flush;
+}
+
+}  // namespace attnbench

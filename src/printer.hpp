@@ -1,0 +1,59 @@
+// What `run` prints as it goes: the results table (columns sized before the first row from what the rows will
+// hold, rows printed as they finish, a legend when a timing did not settle) and the per-case progress on stderr.
+#pragma once
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "measure.hpp"
+#include "results.hpp"
+
+namespace attnbench {
+
+// The names the rows of a run can carry, known before the first row: they size the text columns.
+struct TableContents {
+  std::vector<std::string> groups, shapes, dtypes, kernels, modes;
+};
+
+class ResultTable {
+ public:
+  ResultTable(std::ostream& out, const TableContents& contents, const StopRule& stop);
+  void header();
+  void row(const ResultRow& r);  // flushed, so a long run shows each row as it finishes
+  // --breakdown: one line with each stage's median, from the rows' "breakdown" field.
+  void breakdown(const nlohmann::json& b);
+  // The marker's meaning, when a printed row's timing did not settle; nothing otherwise.
+  void legend();
+
+ private:
+  struct Column {
+    std::string title;
+    size_t width;
+    bool right;  // numbers align on the right
+  };
+  std::string line(const std::vector<std::string>& cells) const;
+  std::ostream& out_;
+  StopRule stop_;
+  std::vector<Column> columns_;
+  bool any_unsettled_ = false;
+};
+
+// The marker next to a median whose measurement did not meet the stop rule, and the legend line explaining it.
+inline constexpr const char* kUnsettledMarker = "~";
+std::string unsettled_legend(const StopRule& stop);
+
+// One line per case as it starts: a rewritten `\r` line on a terminal, plain lines otherwise (a log, a pipe).
+class Progress {
+ public:
+  Progress(bool enabled, bool terminal, size_t total) : enabled_(enabled), terminal_(terminal), total_(total) {}
+  void start(size_t index, const std::string& group, const std::string& shape, const std::string& dtype);
+  void clear();  // before a table row, so the row does not land on the terminal's progress line
+
+ private:
+  bool enabled_, terminal_;
+  size_t total_;
+};
+
+}  // namespace attnbench

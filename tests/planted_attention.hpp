@@ -1,0 +1,165 @@
+// A test-only attention kernel with switchable planted bugs: the defects real kernels have (loop bounds, masks,
+// head maps, paging, pipelines, epilogues), so the gate can be shown to catch each one on every shape.
+// Written as a tensor-core kernel computes: fp32 scores over 64-key tiles, P rounded to the dtype before P.V,
+// fp32 row sums, the output rounded once.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "attnbench/attention.hpp"
+#include "inputs.hpp"
+
+namespace attnbench::testing {
+
+enum class Bug {
+  none,
+  zeros,               // writes zeros
+  half_kv,             // reads only the first half of each sequence's keys
+  quarter_kv,          // reads only the first quarter
+  first_tile_dropped,  // the key loop starts at the second 64-key tile
+  last_tile_dropped,   // the key loop stops one tile early
+  times_half,          // the output scaled by 0.5
+  missing_scale,       // scores not multiplied by the softmax scale
+  gqa_off_by_one,      // query head h reads kv head h / group + 1
+  mask_off_by_one,     // one key past the causal diagonal (decode: past the sequence's end) is visible
+  block_table_entry,   // one entry of the last sequence's block table names the wrong block
+  stale_tile,          // the last tile's K/V come from the previous tile (a missing pipeline wait)
+  skip_last_row,       // the last row of the last sequence is never written
+};
+
+inline const std::vector<Bug>& every_bug() {
+  static const std::vector<Bug> all = {Bug::zeros,          Bug::half_kv,           Bug::quarter_kv,
+                                       Bug::first_tile_dropped, Bug::last_tile_dropped, Bug::times_half,
+                                       Bug::missing_scale,  Bug::gqa_off_by_one,    Bug::mask_off_by_one,
+                                       Bug::block_table_entry, Bug::stale_tile,     Bug::skip_last_row};
+  return all;
+}
+
+inline const char* bug_name(Bug b) {
+  switch (b) {
+    case Bug::none: return "none";
+    case Bug::zeros: return "zeros";
+    case Bug::half_kv: return "half_kv";
+    case Bug::quarter_kv: return "quarter_kv";
+    case Bug::first_tile_dropped: return "first_tile_dropped";
+    case Bug::last_tile_dropped: return "last_tile_dropped";
+    case Bug::times_half: return "times_half";
+    case Bug::missing_scale: return "missing_scale";
+    case Bug::gqa_off_by_one: return "gqa_off_by_one";
+    case Bug::mask_off_by_one: return "mask_off_by_one";
+    case Bug::block_table_entry: return "block_table_entry";
+    case Bug::stale_tile: return "stale_tile";
+    case Bug::skip_last_row: return "skip_last_row";
+  }
+  return "?";
+}
+
+// The inputs widened to fp32 once, shared by every bug's run.
+class PlantedKernel {
+ public:
+  static constexpr int kTile = 64;
+
+  explicit PlantedKernel(const HostInputs& in) : in_(in), a_(in.params()) {
+    q_ = widen(in.q);
+    k_ = widen(in.k_cache);
+    v_ = widen(in.v_cache);
+  }
+
+  std::vector<uint16_t> run(Bug bug) const {
+    const AttentionProblem& p = in_.problem;
+    std::vector<int32_t> table = in_.block_table;
+    if (bug == Bug::block_table_entry) corrupt_one_entry(table);
+    std::vector<uint16_t> out(in_.q.size(), 0xFFFF);
+    for (int s = 0; s < p.num_seqs(); ++s) {
+      const int rows = p.q_lens[s] * p.heads;
+#pragma omp parallel for schedule(dynamic, 4)
+      for (int r = 0; r < rows; ++r) row(bug, table, s, r / p.heads, r % p.heads, out);
+    }
+    return out;
+  }
+
+ private:
+  std::vector<float> widen(const std::vector<uint16_t>& x) const {
+    std::vector<float> f(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) f[i] = half_to_float(x[i], in_.problem.dtype);
+    return f;
+  }
+
+  void corrupt_one_entry(std::vector<int32_t>& table) const {
+    const AttentionProblem& p = in_.problem;
+    const int s = p.num_seqs() - 1;
+    const int nb = (p.kv_lens[s] + p.block_size - 1) / p.block_size;
+    int32_t* t = table.data() + static_cast<std::size_t>(s) * a_.block_table_stride;
+    const int b = nb / 2;
+    t[b] = nb > 1 ? t[(b + 1) % nb] : static_cast<int32_t>(in_.sentinel_block);
+  }
+
+  int64_t kv_offset(const std::vector<int32_t>& table, int s, int j, int kvh) const {
+    const int64_t blk = table[static_cast<std::size_t>(s) * a_.block_table_stride + j / in_.problem.block_size];
+    return blk * a_.kv_stride_block + (j % in_.problem.block_size) * a_.kv_stride_token + kvh * a_.kv_stride_head;
+  }
+
+  // The keys [begin, end) this row reads, after the bug's loop bounds.
+  void key_range(Bug bug, int s, int i, int* begin, int* end) const {
+    const AttentionProblem& p = in_.problem;
+    const int q_len = p.q_lens[s], kv_len = p.kv_lens[s];
+    int e = p.causal ? std::min(kv_len, causal_visible_end(i, q_len, kv_len)) : kv_len;
+    if (bug == Bug::mask_off_by_one) ++e;
+    if (bug == Bug::half_kv) e = std::min(e, (kv_len + 1) / 2);
+    if (bug == Bug::quarter_kv) e = std::min(e, (kv_len + 3) / 4);
+    const int tiles = (e + kTile - 1) / kTile;
+    *begin = bug == Bug::first_tile_dropped ? std::min(e, kTile) : 0;
+    *end = bug == Bug::last_tile_dropped ? std::max(0, (tiles - 1) * kTile) : e;
+    if (*end < *begin) *end = *begin;
+  }
+
+  void row(Bug bug, const std::vector<int32_t>& table, int s, int i, int h, std::vector<uint16_t>& out) const {
+    const AttentionProblem& p = in_.problem;
+    const int hs = p.head_size, group = p.heads / p.kv_heads;
+    const int kvh = bug == Bug::gqa_off_by_one ? (h / group + 1) % p.kv_heads : h / group;
+    const float scale = bug == Bug::missing_scale ? 1.f : a_.scale;
+    const int64_t tok = in_.cu_seqlens_q[s] + i;
+    const float* q = q_.data() + tok * a_.q_stride_token + h * a_.q_stride_head;
+    int begin = 0, end = 0;
+    key_range(bug, s, i, &begin, &end);
+    const int last_tile = end > 0 ? (end - 1) / kTile : 0;
+    auto data_key = [&](int j) {  // the key whose K/V the kernel reads at position j
+      return bug == Bug::stale_tile && last_tile > 0 && j / kTile == last_tile ? j - kTile : j;
+    };
+    std::vector<float> sc(std::max(0, end - begin));
+    float m = -INFINITY;
+    for (int j = begin; j < end; ++j) {
+      const float* k = k_.data() + kv_offset(table, s, data_key(j), kvh);
+      float d = 0;
+      for (int x = 0; x < hs; ++x) d += q[x] * k[x];
+      sc[j - begin] = d * scale;
+      m = std::max(m, sc[j - begin]);
+    }
+    float l = 0;
+    std::vector<float> acc(hs, 0.f);
+    for (int j = begin; j < end; ++j) {
+      const float w = std::exp(sc[j - begin] - m);
+      l += w;
+      const float pw = half_to_float(float_to_half(w, p.dtype), p.dtype);
+      const float* v = v_.data() + kv_offset(table, s, data_key(j), kvh);
+      for (int x = 0; x < hs; ++x) acc[x] += pw * v[x];
+    }
+    const bool skip = bug == Bug::skip_last_row && s == p.num_seqs() - 1 && i == p.q_lens[s] - 1;
+    if (skip) return;
+    uint16_t* o = out.data() + tok * a_.o_stride_token + h * a_.o_stride_head;
+    for (int x = 0; x < hs; ++x) {
+      float val = l > 0 ? acc[x] / l : 0.f;
+      if (bug == Bug::zeros) val = 0.f;
+      if (bug == Bug::times_half) val *= 0.5f;
+      o[x] = float_to_half(val, p.dtype);
+    }
+  }
+
+  const HostInputs& in_;
+  AttentionParams a_;
+  std::vector<float> q_, k_, v_;
+};
+
+}  // namespace attnbench::testing
