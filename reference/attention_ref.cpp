@@ -76,6 +76,12 @@ void check_params(const AttentionParams& p) {
     bad("non-positive dimension");
   if (p.heads % p.kv_heads != 0) bad("heads is not a multiple of kv_heads");
   if (!(p.scale > 0.f) || !std::isfinite(p.scale)) bad("scale must be finite and > 0");
+  if (!is_16bit(p.dtype)) bad(std::string("dtype ") + dtype_name(p.dtype) + ": 16-bit storage only");
+  // A feature the reference does not compute must stop the gate, never pass a plain-attention answer.
+  const AttentionFeatureParams& f = p.features;
+  if (f.window_left != -1 || f.window_right != -1 || f.softcap != 0.f || f.alibi_slopes || f.sinks || f.qq_bias ||
+      f.qq_bias_len != 0 || f.k_scale != 1.f || f.v_scale != 1.f)
+    bad("attention features (window, softcap, ALiBi, sinks, qq-bias, K/V scales) are not implemented");
 }
 
 // Computes one chunk of rows (sorted by token) of one group: gathers the visible K/V, then scores, softmax, PV.

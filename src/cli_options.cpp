@@ -65,7 +65,7 @@ void add_case_options(CLI::App* cmd, RunOptions& o) {
   cmd->add_option("--group,-g", o.groups, "Shape group (repeatable): decode, short_prefill, ...");
   cmd->add_option("--shapes", o.shape_files, "A shape file in the shapes/ schema (repeatable)");
   cmd->add_option("--kernel,-k", o.kernel_glob, "Kernel name glob, e.g. 'cuda.*'")->capture_default_str();
-  cmd->add_option("--backend", o.backend, "auto (cuda when a GPU is visible, else cpu) | cpu | cuda | all")
+  cmd->add_option("--backend", o.backend, "auto (cuda when a GPU is visible, else cpu) | cpu | cuda | hip | all")
       ->capture_default_str();
   cmd->add_option("--dtype", o.dtypes, "Keep only these dtypes (bf16, fp16)")->delimiter(',');
   cmd->add_option("--filter", o.filter, "Regex over 'group/shape/dtype'");

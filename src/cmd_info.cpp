@@ -4,8 +4,34 @@
 #include "commands.hpp"
 #include "device.hpp"
 #include "peaks.hpp"
+#include "registry.hpp"
 
 namespace attnbench {
+namespace {
+
+// One line per GPU backend (not built / unavailable and why / its facts); the first device found, if any.
+std::unique_ptr<Device> describe_gpus() {
+  std::unique_ptr<Device> first;
+  for (Backend b : {Backend::cuda, Backend::hip}) {
+    const char* name = backend_name(b);
+    if (!backend_built(b) && b != Backend::cuda) {
+      std::cout << name << ": not built (this binary has no " << name << " kernels)\n";
+      continue;
+    }
+    std::string why;
+    auto dev = make_backend_device(b, &why);
+    if (!dev) {
+      std::cout << name << ": unavailable (" << why << ")\n";
+      continue;
+    }
+    std::cout << name << ":\n";
+    for (const auto& [k, v] : dev->facts()) std::cout << "  " << k << " = " << v << "\n";
+    if (!first) first = std::move(dev);
+  }
+  return first;
+}
+
+}  // namespace
 
 void add_info_command(CLI::App& app, Context&) {
   CLI::App* cmd = app.add_subcommand("info", "Describe the devices and measure their peaks (copy GB/s, bf16 GEMM TFLOP/s)");
@@ -16,16 +42,9 @@ void add_info_command(CLI::App& app, Context&) {
     std::cout << "cpu:";
     for (const auto& [k, v] : cpu->facts()) std::cout << " " << k << "=" << v;
     std::cout << "\n";
-    std::string why;
-    auto cuda = make_cuda_device(&why);
-    if (!cuda) {
-      std::cout << "cuda: unavailable (" << why << ")\n";
-      return;
-    }
-    std::cout << "cuda:\n";
-    for (const auto& [k, v] : cuda->facts()) std::cout << "  " << k << " = " << v << "\n";
-    if (*skip) return;
-    const Peaks p = measure_peaks(*cuda);
+    const std::unique_ptr<Device> gpu = describe_gpus();
+    if (!gpu || *skip) return;
+    const Peaks p = measure_peaks(*gpu);
     std::cout << "peaks (measured now):\n  device copy      " << p.copy_gbps << " GB/s (bytes read + written)\n"
               << "  bf16 GEMM        " << p.gemm_tflops << " TFLOP/s (" << p.gemm_what << ")\n"
               << "use: attnbench run ... --peak-gbps " << p.copy_gbps << " --peak-tflops " << p.gemm_tflops << "\n";

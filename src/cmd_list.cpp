@@ -1,9 +1,14 @@
-// attnbench list: groups, shapes, kernels, knobs.
+// attnbench list: groups, shapes, cases, kernels, knobs.
 #include <algorithm>
 #include <iomanip>
 #include <iostream>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "case_list.hpp"
 #include "commands.hpp"
+#include "errors.hpp"
 #include "registry.hpp"
 #include "shapes.hpp"
 
@@ -11,28 +16,58 @@ namespace attnbench {
 
 namespace {
 struct ListCli {
-  bool groups = false, shapes = false, kernels = false, knobs = false;
-  std::vector<std::string> only_groups;
+  bool groups = false, shapes = false, cases = false, json = false, kernels = false, knobs = false;
+  // --shapes is both the flag that lists shapes and the option naming shape files; a bare --shapes gives "".
+  std::vector<std::string> shape_args;
+  RunOptions selection;  // groups, shape files, dtypes, filter
 };
 
-void list_callback(const ListCli& c) {
+// Sorts the --shapes values into the flag and the files, and refuses options that would be ignored.
+void resolve_list_options(ListCli& c) {
+  for (const auto& s : c.shape_args) {
+    if (!s.empty()) c.selection.shape_files.push_back(s);
+    else if (c.cases) throw UsageError("--shapes: expected a shape FILE with --cases");
+    else c.shapes = true;
+  }
+  if (c.json && !c.cases) throw UsageError("--json: only with --cases");
+  if (c.cases && (c.groups || c.kernels || c.knobs))
+    throw UsageError("--cases: give it without --groups, --kernels and --knobs (its output is one listing)");
+  if ((!c.selection.dtypes.empty() || !c.selection.filter.empty()) && !c.cases)
+    throw UsageError("--dtype and --filter: only with --cases");
+  if (!c.selection.shape_files.empty() && !c.cases) c.shapes = true;
+}
+
+void list_shapes(const ListCli& c) {
+  std::vector<std::string> names = c.selection.groups;
+  if (names.empty() && c.selection.shape_files.empty()) names = list_groups();
+  std::vector<std::pair<std::string, std::vector<ShapeCase>>> sources;
+  for (const auto& g : names) sources.emplace_back(g, load_group(g));
+  for (const auto& f : c.selection.shape_files) sources.emplace_back(f, load_shape_file(f));
+  for (const auto& [title, cases] : sources) {
+    std::cout << title << ":\n";
+    std::string last;
+    for (const auto& s : cases) {
+      if (s.name == last) continue;
+      last = s.name;
+      std::cout << "  " << std::left << std::setw(36) << s.name << s.describe() << "\n";
+    }
+  }
+}
+
+void list_callback(ListCli& c) {
+  resolve_list_options(c);
+  if (c.cases) {
+    const auto cases = listed_cases(c.selection);
+    if (c.json) std::cout << cases_document(cases).dump(2) << "\n";
+    else print_case_table(cases, std::cout);
+    return;
+  }
   const bool all = !c.groups && !c.shapes && !c.kernels && !c.knobs;
   if (all || c.groups) {
     std::cout << "groups (" << shapes_dir() << "):\n";
     for (const auto& g : list_groups()) std::cout << "  " << g << "\n";
   }
-  if (c.shapes) {
-    const auto names = c.only_groups.empty() ? list_groups() : c.only_groups;
-    for (const auto& g : names) {
-      std::cout << g << ":\n";
-      std::string last;
-      for (const auto& s : load_group(g)) {
-        if (s.name == last) continue;
-        last = s.name;
-        std::cout << "  " << std::left << std::setw(36) << s.name << s.describe() << "\n";
-      }
-    }
-  }
+  if (c.shapes) list_shapes(c);
   if (all || c.kernels) {
     std::cout << "kernels:\n";
     for (const auto& k : kernel_registry())
@@ -62,12 +97,18 @@ void list_callback(const ListCli& c) {
 
 void add_list_command(CLI::App& app, Context&) {
   auto c = std::make_shared<ListCli>();
-  CLI::App* cmd = app.add_subcommand("list", "List shape groups, shapes, kernels and knobs");
+  CLI::App* cmd = app.add_subcommand("list", "List shape groups, shapes, cases, kernels and knobs");
   cmd->add_flag("--groups", c->groups, "Shape groups");
-  cmd->add_flag("--shapes", c->shapes, "Shapes of every group (or of --group)");
+  cmd->add_option("--shapes", c->shape_args,
+                  "Alone: the shapes of every group (or of --group); with FILE: that shape file (repeatable)")
+      ->expected(0, CLI::detail::expected_max_vector_size);
+  cmd->add_flag("--cases", c->cases, "The cases run would take (one per shape x dtype) of --group / --shapes FILE");
+  cmd->add_flag("--json", c->json, "With --cases: one JSON document (schema attnbench.cases/1)");
   cmd->add_flag("--kernels", c->kernels, "Kernels");
   cmd->add_flag("--knobs", c->knobs, "Knob table");
-  cmd->add_option("--group", c->only_groups, "With --shapes: only these groups");
+  cmd->add_option("--group,-g", c->selection.groups, "With --shapes or --cases: only these groups");
+  cmd->add_option("--dtype", c->selection.dtypes, "With --cases: keep only these dtypes (bf16, fp16)")->delimiter(',');
+  cmd->add_option("--filter", c->selection.filter, "With --cases: regex over 'group/shape/dtype'");
   cmd->callback([c] { list_callback(*c); });
 }
 

@@ -1,5 +1,7 @@
 #include "registry.hpp"
 
+#include <cctype>
+
 #include "attnbench/backends.hpp"
 #include "attnbench/gated_block.hpp"
 
@@ -26,6 +28,28 @@ const std::vector<KernelEntry>& kernel_registry() {
     return t;
   }();
   return table;
+}
+
+bool backend_built(Backend b) {
+  for (const auto& k : kernel_registry())
+    if (k.backend == b) return true;
+  return false;
+}
+
+std::string backend_not_built_reason(Backend b) {
+  if (b == Backend::cuda) return "built without the CUDA backend";
+  const std::string name = backend_name(b);
+  std::string upper = name;
+  for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return upper + " backend not built (this binary has no " + name + " kernels)";
+}
+
+std::unique_ptr<Device> make_backend_device(Backend b, std::string* why_not) {
+  if (b == Backend::cpu) return make_cpu_device();
+  if (b == Backend::cuda) return make_cuda_device(why_not);  // says why itself in a build without CUDA
+  // hip: a HIP build adds its device here; until then no binary has one.
+  if (why_not) *why_not = backend_not_built_reason(b);
+  return nullptr;
 }
 
 bool glob_match(const std::string& pattern, const std::string& text) {

@@ -1,4 +1,4 @@
-// The explicit table of kernels (no self-registration).
+// The explicit table of kernels (no self-registration), and the backends this binary builds.
 #pragma once
 #include <memory>
 #include <string>
@@ -6,6 +6,7 @@
 
 #include "attnbench/gated_block.hpp"
 #include "attnbench/kernel.hpp"
+#include "device.hpp"
 #include "shapes.hpp"
 
 namespace attnbench {
@@ -20,6 +21,13 @@ struct KernelEntry {
 };
 
 const std::vector<KernelEntry>& kernel_registry();
+
+// Whether this binary has kernels of backend b (the table lists one).
+bool backend_built(Backend b);
+// Why rows asked for a backend this binary does not build are declined, e.g. "HIP backend not built (...)".
+std::string backend_not_built_reason(Backend b);
+// The device of backend b, or nullptr with the reason (the backend is not built, or no device is visible).
+std::unique_ptr<Device> make_backend_device(Backend b, std::string* why_not);
 
 // Shell-style glob with '*' and '?' (e.g. "cuda.*").
 bool glob_match(const std::string& pattern, const std::string& text);

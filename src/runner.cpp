@@ -41,7 +41,7 @@ std::vector<ShapeCase> select_cases(const RunOptions& o) {
     }
   };
   for (const auto& d : o.dtypes)
-    if (!parse_dtype(d)) throw UsageError("--dtype: unsupported dtype '" + d + "' (supported: bf16, fp16)");
+    if (!parse_dtype(d)) throw UsageError("--dtype: unsupported dtype '" + d + "' (supported: " + dtype_names() + ")");
   once(o.groups, "--group", [](const std::string& g) { return g; });
   once(o.shape_files, "--shapes", [](const std::string& f) {
     std::error_code ec;
@@ -110,30 +110,34 @@ nlohmann::json base_provenance(const std::string& command_line, uint64_t seed) {
 
 namespace {
 
-// Device handles, created on first use.
+// Device handles per backend, each made on first use; a backend without one keeps the reason.
 struct Devices {
-  std::unique_ptr<Device> cpu, cuda;
-  std::string cuda_why_not;
-  bool cuda_tried = false;
+  struct Slot {
+    std::unique_ptr<Device> device;
+    std::string why_not;
+  };
+  std::map<Backend, Slot> made;
   Device* get(Backend b, std::string* why_not) {
-    if (b == Backend::cpu) {
-      if (!cpu) cpu = make_cpu_device();
-      return cpu.get();
+    auto it = made.find(b);
+    if (it == made.end()) {
+      Slot s;
+      s.device = make_backend_device(b, &s.why_not);
+      it = made.emplace(b, std::move(s)).first;
     }
-    if (!cuda_tried) {
-      cuda = make_cuda_device(&cuda_why_not);
-      cuda_tried = true;
-    }
-    if (!cuda) *why_not = cuda_why_not;
-    return cuda.get();
+    if (!it->second.device) *why_not = it->second.why_not;
+    return it->second.device.get();
+  }
+  Device* existing(Backend b) const {
+    const auto it = made.find(b);
+    return it == made.end() ? nullptr : it->second.device.get();
   }
 };
 
-bool backend_selected(const std::string& sel, Backend b, bool cuda_available) {
+// sel: auto | all | a backend name; auto is the backend that a GPU with a built backend gives, else cpu.
+bool backend_selected(const std::string& sel, Backend b, Backend auto_backend) {
   if (sel == "all") return true;
-  if (sel == "cpu") return b == Backend::cpu;
-  if (sel == "cuda") return b == Backend::cuda;
-  return cuda_available ? b == Backend::cuda : b == Backend::cpu;  // auto
+  if (const auto named = parse_backend(sel)) return b == *named;
+  return b == auto_backend;
 }
 
 std::vector<double> to_us(std::vector<double> s) {
@@ -182,8 +186,8 @@ nlohmann::json time_stages(BoundKernel& bound, Device& dev, const RunOptions& o)
 
 void check_run_options(const RunOptions& o) {
   if (o.gate_only && o.no_gate) throw UsageError("--gate-only and --no-gate exclude each other");
-  if (!(o.backend == "auto" || o.backend == "cpu" || o.backend == "cuda" || o.backend == "all"))
-    throw UsageError("--backend: '" + o.backend + "' is not auto|cpu|cuda|all");
+  if (!(o.backend == "auto" || o.backend == "all" || parse_backend(o.backend)))
+    throw UsageError("--backend: '" + o.backend + "' is not auto|cpu|cuda|hip|all");
 }
 
 KnobValues resolve_knobs(const RunOptions& o) {
@@ -241,6 +245,7 @@ class Runner {
   Devices devices;
   std::string cuda_why_not;
   bool cuda_available = false;
+  Backend auto_backend = Backend::cpu;  // what --backend auto runs
   CaseSettings settings;
   ResultsFile file;
   std::optional<ResultTable> table;
@@ -254,6 +259,9 @@ Runner::Runner(const RunOptions& options, const KnobValues& knob_values, const s
       cases(selected),
       progress(options.progress, isatty(STDERR_FILENO), selected.size()) {
   cuda_available = devices.get(Backend::cuda, &cuda_why_not) != nullptr;
+  std::string hip_why_not;
+  if (cuda_available) auto_backend = Backend::cuda;
+  else if (backend_built(Backend::hip) && devices.get(Backend::hip, &hip_why_not)) auto_backend = Backend::hip;
   settings.seed = o.seed;
   settings.block_order = o.block_order;
   settings.reference_gflop = o.reference_gflop;
@@ -266,7 +274,7 @@ Runner::Runner(const RunOptions& options, const KnobValues& knob_values, const s
 std::vector<const KernelEntry*> Runner::kernels_for(const ShapeCase& c) const {
   std::vector<const KernelEntry*> entries;
   for (const auto& k : kernel_registry())
-    if (k.op == c.op && glob_match(o.kernel_glob, k.name) && backend_selected(o.backend, k.backend, cuda_available))
+    if (k.op == c.op && glob_match(o.kernel_glob, k.name) && backend_selected(o.backend, k.backend, auto_backend))
       entries.push_back(&k);
   return entries;
 }
@@ -331,13 +339,17 @@ void Runner::run_case(const ShapeCase& c) {
   for (const KernelEntry* e : entries) run_kernel(c, *op_case, *e);
 }
 
-// A case no selected kernel can take: one declined row per mode, naming why.
+// A case no selected kernel can take: one declined row per mode, naming why (a GPU backend asked for by name
+// that has no device or is not built says so).
 void Runner::decline_case(const ShapeCase& c, const OpCase* op_case) {
-  const bool cuda_asked = o.backend == "cuda" && !cuda_available;  // no CUDA build or no device
+  const std::optional<Backend> named = parse_backend(o.backend);
+  std::string gpu_why_not;
+  const bool gpu_missing = named && *named != Backend::cpu && !devices.get(*named, &gpu_why_not);
+  const Backend b = gpu_missing ? *named : cuda_available ? Backend::cuda : Backend::cpu;
   for (Mode m : o.modes) {
-    ResultRow r = base_row(c, op_case, "-", cuda_asked || cuda_available ? Backend::cuda : Backend::cpu, m);
+    ResultRow r = base_row(c, op_case, "-", b, m);
     r.status = "declined";
-    r.reason = cuda_asked ? cuda_why_not : std::string("no selected kernel implements op ") + op_name(c.op);
+    r.reason = gpu_missing ? gpu_why_not : std::string("no selected kernel implements op ") + op_name(c.op);
     emit(std::move(r));
   }
 }
@@ -413,13 +425,18 @@ void Runner::bound_rows(const ShapeCase& c, const OpCase& op_case, const KernelE
   }
 }
 
-// The device the rows ran on: the GPU when any CUDA row ran, else the CPU.
+// The device the rows ran on: the GPU when any GPU row ran, else the CPU.
 void Runner::finish_provenance() {
-  bool cuda_ran = false;
-  for (const auto& r : file.rows) cuda_ran = cuda_ran || (r.backend == "cuda" && r.status != "declined");
+  for (Backend b : {Backend::cuda, Backend::hip}) {
+    bool ran = false;
+    for (const auto& r : file.rows) ran = ran || (r.backend == backend_name(b) && r.status != "declined");
+    if (Device* gpu = devices.existing(b); ran && gpu) {
+      file.provenance["device"] = gpu->facts();
+      return;
+    }
+  }
   std::string why;
-  if (cuda_ran && devices.cuda) file.provenance["device"] = devices.cuda->facts();
-  else file.provenance["device"] = devices.get(Backend::cpu, &why)->facts();
+  file.provenance["device"] = devices.get(Backend::cpu, &why)->facts();
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "errors.hpp"
+#include "shape_features.hpp"
 #include "json_file.hpp"
 
 namespace fs = std::filesystem;
@@ -38,8 +39,12 @@ std::string ShapeCase::describe() const {
 namespace {
 
 const std::set<std::string> kTopKeys = {"group", "op", "description", "defaults", "shapes"};
-const std::set<std::string> kAttentionKeys = {"name",  "batch",    "seqlen_q",  "seqlen_k",   "seqlens", "heads",
-                                              "kv_heads", "head_size", "dtypes", "causal", "block_size", "scale"};
+const std::set<std::string> kAttentionKeys = [] {
+  std::set<std::string> k = {"name",     "batch",     "seqlen_q", "seqlen_k", "seqlens",    "heads",
+                             "kv_heads", "head_size", "dtypes",   "causal",   "block_size", "scale"};
+  k.insert(feature_keys().begin(), feature_keys().end());
+  return k;
+}();
 const std::set<std::string> kGatedKeys = {"name", "batch",  "seqlen",  "d_model", "h_q",    "h_kv",
                                           "d_head", "rope_dim", "qk_norm", "causal", "dtypes"};
 
@@ -89,7 +94,7 @@ std::vector<DType> get_dtypes(const json& j, const Where& w) {
   for (const auto& e : v) {
     if (!e.is_string()) w.fail("dtypes", "expected strings, got " + compact_value(e.dump()));
     auto d = parse_dtype(e.get<std::string>());
-    if (!d) w.fail("dtypes", "unsupported dtype " + compact_value(e.dump()) + " (supported: bf16, fp16)");
+    if (!d) w.fail("dtypes", "unsupported dtype " + compact_value(e.dump()) + " (supported: " + dtype_names() + ")");
     if (std::find(out.begin(), out.end(), *d) != out.end())
       w.fail("dtypes", "dtype " + e.dump() + " listed twice (each would give the same rows)");
     out.push_back(*d);
@@ -121,6 +126,11 @@ AttentionProblem parse_attention(const json& s, const Where& w) {
     w.fail("kv_heads", "heads " + std::to_string(p.heads) + " is not a multiple of kv_heads " + std::to_string(p.kv_heads));
   if (s.contains("block_size")) p.block_size = get_int(s, "block_size", w, kMaxBlockSize);
   if (s.contains("causal")) p.causal = get_bool(s, "causal", w);
+  try {
+    p.features = parse_features(s);
+  } catch (const std::invalid_argument& e) {
+    w.fail("", e.what());
+  }
   if (s.contains("scale")) {
     const json& v = s.at("scale");
     if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > std::numeric_limits<float>::max())

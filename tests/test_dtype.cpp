@@ -56,3 +56,61 @@ TEST(DType, Bf16RoundTripAndRounding) {
   EXPECT_EQ(parse_dtype("fp16"), DType::f16);
   EXPECT_FALSE(parse_dtype("fp8").has_value());
 }
+
+namespace {
+// fp8 by the definition, for every code: (-1)^s 2^(e-bias) 1.m, subnormals 2^(1-bias) 0.m.
+double fp8_by_definition(uint8_t c, bool e4) {
+  const int mb = e4 ? 3 : 2, bias = e4 ? 7 : 15, emax = e4 ? 15 : 31;
+  const int s = c >> 7, e = (c >> mb) & emax, m = c & ((1 << mb) - 1);
+  const double sign = s ? -1.0 : 1.0;
+  if (e4 && e == 15 && m == 7) return NAN;
+  if (!e4 && e == 31) return m ? NAN : sign * INFINITY;
+  if (e == 0) return sign * std::ldexp(m, 1 - bias - mb);
+  return sign * std::ldexp((1 << mb) + m, e - bias - mb);
+}
+}  // namespace
+
+TEST(DType, Fp8NamesBytesAndParsing) {
+  EXPECT_EQ(dtype_bytes(DType::e4m3), 1u);
+  EXPECT_EQ(dtype_bytes(DType::e5m2), 1u);
+  EXPECT_EQ(dtype_bytes(DType::bf16), 2u);
+  EXPECT_EQ(parse_dtype("e4m3"), DType::e4m3);
+  EXPECT_EQ(parse_dtype("fp8_e5m2"), DType::e5m2);
+  EXPECT_STREQ(dtype_name(DType::e5m2), "e5m2");
+  EXPECT_FALSE(is_16bit(DType::e4m3));
+  EXPECT_FALSE(parse_dtype("fp8"));
+}
+
+// Every code decodes by the definition and encodes back to itself (the two zeros and NaN aside).
+TEST(DType, Fp8DecodeIsExactAndEncodeRoundTripsEveryCode) {
+  for (DType d : {DType::e4m3, DType::e5m2}) {
+    const bool e4 = d == DType::e4m3;
+    for (int c = 0; c < 256; ++c) {
+      const float got = fp8_to_float(static_cast<uint8_t>(c), d);
+      const double want = fp8_by_definition(static_cast<uint8_t>(c), e4);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got)) << c;
+        EXPECT_TRUE(std::isnan(fp8_to_float(float_to_fp8(got, d), d))) << c;
+        continue;
+      }
+      ASSERT_EQ(static_cast<double>(got), want) << dtype_name(d) << " code " << c;
+      EXPECT_EQ(float_to_fp8(got, d), c) << dtype_name(d) << " code " << c;
+    }
+  }
+}
+
+// Round to nearest even between neighbours, saturation (e4m3) or overflow to inf (e5m2), subnormals.
+TEST(DType, Fp8EncodeRoundsToNearestEvenAndSaturates) {
+  EXPECT_EQ(fp8_to_float(float_to_fp8(1.0625f, DType::e4m3), DType::e4m3), 1.0f);     // tie 1 | 1.125: even
+  EXPECT_EQ(fp8_to_float(float_to_fp8(1.1875f, DType::e4m3), DType::e4m3), 1.25f);    // tie 1.125 | 1.25: even
+  EXPECT_EQ(fp8_to_float(float_to_fp8(1.07f, DType::e4m3), DType::e4m3), 1.125f);
+  EXPECT_EQ(fp8_to_float(float_to_fp8(1e6f, DType::e4m3), DType::e4m3), 448.f);
+  EXPECT_EQ(fp8_to_float(float_to_fp8(-1e6f, DType::e4m3), DType::e4m3), -448.f);
+  EXPECT_EQ(fp8_to_float(float_to_fp8(464.f, DType::e4m3), DType::e4m3), 448.f);
+  EXPECT_TRUE(std::isinf(fp8_to_float(float_to_fp8(1e6f, DType::e5m2), DType::e5m2)));
+  EXPECT_EQ(fp8_to_float(float_to_fp8(57344.f, DType::e5m2), DType::e5m2), 57344.f);
+  EXPECT_EQ(fp8_to_float(float_to_fp8(std::ldexp(1.f, -9), DType::e4m3), DType::e4m3), std::ldexp(1.f, -9));
+  EXPECT_EQ(float_to_fp8(std::ldexp(1.f, -11), DType::e4m3), 0);  // half the smallest subnormal: ties to 0
+  EXPECT_EQ(float_to_fp8(-0.f, DType::e5m2), 0x80);
+  EXPECT_EQ(float_to_fp8(NAN, DType::e4m3) & 0x7f, 0x7f);
+}

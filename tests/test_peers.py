@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""The torch peer's pure-python parts: the shape parser (same schema and rules as attnbench), the FLOP/byte
-model, the bottom-right mask, the statistics and the row schema, against hand-computed values. The torch parts
-run only where torch is importable. Usage: test_peers.py [ATTNBENCH_BINARY] (cross-checks the shape names)."""
+"""The torch peer's pure-python parts (the bottom-right mask, the statistics, the row schema) against hand-computed
+values, and its cases: taken from `attnbench list --cases --json`, so bad input is the harness's exit-2 error and
+the dims and declared work are the harness's. The torch parts run only where torch is importable.
+Usage: test_peers.py ATTNBENCH_BINARY (default: $ATTNBENCH_BIN or build/src/attnbench)."""
 import json
 import math
 import os
@@ -15,6 +16,7 @@ os.environ["ATTNBENCH_SHAPES_DIR"] = os.path.join(ROOT, "shapes")
 import peer_common as pc  # noqa: E402
 import torch_sdpa  # noqa: E402  (importable without torch)
 
+SCRIPT = os.path.join(ROOT, "scripts", "peers", "torch_sdpa.py")
 failures = []
 
 
@@ -24,86 +26,16 @@ def check(cond, what):
         print("FAIL:", what)
 
 
-def expect_error(text, fragments, tmp):
-    path = os.path.join(tmp, "bad.json")
+def write(tmp, name, doc):
+    path = os.path.join(tmp, name)
     with open(path, "w") as f:
-        f.write(text)
-    try:
-        pc.load_shape_file(path)
-    except pc.ShapeError as e:
-        msg = str(e)
-        for frag in [path] + fragments:
-            check(frag in msg, f"error for {text!r} lacks {frag!r}: {msg}")
-        return
-    check(False, f"no error for {text!r}")
+        f.write(doc if isinstance(doc, str) else json.dumps(doc))
+    return path
 
 
-def test_parser(tmp):
-    decode = pc.load_group("decode")
-    check(len(decode) == 20, f"decode: 10 shapes x 2 dtypes, got {len(decode)}")
-    c = decode[0]
-    check((c.name, c.dtype, c.q_lens, c.kv_lens, c.heads, c.kv_heads, c.head_size, c.block_size, c.causal) ==
-          ("d128_h32kv8_b1_kv4096", "bf16", [1], [4096], 32, 8, 128, 64, True), f"decode[0]: {vars(c)}")
-    ragged = [c for c in decode if c.name == "d128_h32kv8_ragged"][0]
-    check(ragged.q_lens == [1, 1, 1, 1] and ragged.kv_lens == [523, 37, 2011, 1328], f"ragged: {vars(ragged)}")
-    chunked = [c for c in pc.load_group("gqa") if c.name == "d128_h32kv8_chunked_q512_kv4096"][0]
-    check(chunked.q_lens == [512] * 8 and chunked.kv_lens == [4096] * 8, f"chunked: {vars(chunked)}")
-    gated = pc.load_group("gated_397b")
-    check(len(gated) == 7 and all(g.op == "gated_block" and g.dtype == "bf16" for g in gated), "gated_397b: 7 bf16 cases")
-    check((gated[0].d_model, gated[0].h_q, gated[0].h_kv, gated[0].d_head, gated[0].rope_dim, gated[0].seqlen) ==
-          (5120, 32, 2, 256, 64, 2048), f"gated[0]: {vars(gated[0])}")
-    check(not [g for g in gated if g.name == "s2048_full"][0].causal, "s2048_full is not causal")
-    sel = pc.select_cases(["decode"], [], ["fp16"], "b8_")
-    check([c.id for c in sel] == ["decode/d128_h32kv8_b8_kv4096/fp16", "decode/d128_h32kv8_b8_kv32768/fp16"],
-          f"select: {[c.id for c in sel]}")
-
-    # Defaults merge like attnbench's: a shape's seqlens replaces the default batch/seqlen_k, and vice versa.
-    path = os.path.join(tmp, "merge.json")
-    with open(path, "w") as f:
-        json.dump({"defaults": {"heads": 4, "kv_heads": 2, "head_size": 64, "batch": 3, "seqlen_k": 10, "dtypes": ["half"]},
-                   "shapes": [{"seqlens": [[2, 5], [1, 7]]}, {"seqlen_q": 4}]}, f)
-    a, b = pc.load_shape_file(path)
-    check(a.q_lens == [2, 1] and a.kv_lens == [5, 7] and a.dtype == "fp16", f"merge a: {vars(a)}")
-    check(b.q_lens == [4] * 3 and b.kv_lens == [10] * 3, f"merge b: {vars(b)}")
-    check(a.group == "merge" and a.name == "d64_h4kv2_b2_q2_kv7" and b.name == "d64_h4kv2_b3_q4_kv10",
-          f"auto names: {a.name}, {b.name}")
-
-    base = '"heads": 8, "kv_heads": 2, "head_size": 64'
-    expect_error('{"shapes": [{"name": "s1", "heads": 8, "kv_heads": 3, "head_size": 64, "seqlen_k": 10}]}',
-                 ["shape #0 's1'", "field 'kv_heads'", "not a multiple"], tmp)
-    expect_error('{"shapes": [{%s, "seqlen_k": 10, "colour": 1}]}' % base, ["field 'colour'", "unknown field"], tmp)
-    expect_error('{"shapes": [{%s, "seqlen_k": 10, "seqlen_q": 11}]}' % base, ["field 'seqlen_q'", "11 > seqlen_k 10"], tmp)
-    expect_error('{"shapes": [{%s, "seqlen_k": 10.0}]}' % base, ["field 'seqlen_k'", "expected an integer"], tmp)
-    expect_error('{"shapes": [{%s, "seqlen_k": true}]}' % base, ["field 'seqlen_k'", "expected an integer"], tmp)
-    expect_error('{"shapes": [{%s, "seqlen_k": 0}]}' % base, ["must be >= 1"], tmp)
-    expect_error('{"shapes": [{%s, "seqlen_k": 8, "dtypes": ["fp8"]}]}' % base, ["field 'dtypes'", "fp8"], tmp)
-    expect_error('{"shapes": [{%s, "seqlens": [[3, 2]]}]}' % base, ["field 'seqlens'", "seqlen_q > seqlen_k"], tmp)
-    expect_error('{"shapes": [{"name": "x", %s, "seqlen_k": 8}, {"name": "x", %s, "seqlen_k": 9}]}' % (base, base),
-                 ["shape #1 'x'", "duplicate shape name"], tmp)
-    expect_error('{"defaults": {"name": "x"}, "shapes": [{%s, "seqlen_k": 8}]}' % base, ["field 'defaults'"], tmp)
-    expect_error('{"shapes": []}', ["field 'shapes'"], tmp)
-    expect_error('{"op": "gated_block", "shapes": [{"seqlen": 8, "d_model": 64, "h_q": 4, "h_kv": 2, "d_head": 16, '
-                 '"rope_dim": 5}]}', ["field 'rope_dim'", "must be even"], tmp)
-    expect_error('{"shapes": [', ["malformed JSON"], tmp)
-
-
-def test_work_model():
-    # Decode, B1 kv4096, d128 H32/KV8: one query sees 4096 keys.
-    flops, nbytes = pc.attention_work([1], [4096], 32, 8, 128, True)
-    check(flops == 4 * 4096 * 32 * 128 == 67_108_864, f"decode flops {flops}")
-    check(nbytes == 2 * (2 * 1 * 32 * 128 + 2 * 4096 * 8 * 128) == 16_793_600, f"decode bytes {nbytes}")
-    # Causal q=3, kv=5 (bottom-right): rows see 3, 4, 5 keys = 12 pairs; non-causal 15; square q=kv=4: 10.
-    check(pc.visible_pairs(3, 5, True) == 12 and pc.visible_pairs(3, 5, False) == 15, "pairs 3x5")
-    check(pc.visible_pairs(4, 4, True) == 10 and pc.visible_pairs(1, 9, True) == 9, "pairs square / decode")
-    flops, nbytes = pc.attention_work([3, 4], [5, 4], 2, 1, 4, True)
-    check(flops == 4 * (12 + 10) * 2 * 4 == 704, f"ragged flops {flops}")
-    check(nbytes == 2 * (2 * 7 * 2 * 4 + 2 * 9 * 1 * 4) == 368, f"ragged bytes {nbytes}")
-    # Gated block B1 S4 d_model 8, h 2/1, d 4, rope 2, qk_norm, causal: t=4, N=(4+2)*4=24, attn width 8.
-    g = pc.Case(op="gated_block", batch=1, seqlen=4, d_model=8, h_q=2, h_kv=1, d_head=4, rope_dim=2, qk_norm=True,
-                causal=True)
-    flops, nbytes = pc.gated_work(g)
-    check(flops == 2 * 4 * 8 * (24 + 8) + 4 * 10 * 2 * 4 == 2368, f"gated flops {flops}")
-    check(nbytes == 2 * (32 + 24 * 8 + 8 * 8 + 2 * 4 * 2 + 2 * 4 + 32) == 688, f"gated bytes {nbytes}")
+def peer(args, env=None):
+    return subprocess.run([sys.executable, SCRIPT] + args, capture_output=True, text=True,
+                          env=dict(os.environ, **(env or {})))
 
 
 def test_mask_stats_rows():
@@ -111,12 +43,16 @@ def test_mask_stats_rows():
     check(pc.causal_mask(3, 5) == [[T, T, T, F, F], [T, T, T, T, F], [T, T, T, T, T]], "mask 3x5")
     check(pc.causal_mask(1, 4) == [[T, T, T, T]], "decode mask sees every key")
     check(pc.causal_mask(2, 2) == [[T, F], [T, T]], "square mask is the lower triangle")
-    check(sum(map(sum, pc.causal_mask(7, 19))) == pc.visible_pairs(7, 19, True), "mask agrees with the pair count")
     s = pc.summarize([5, 1, 3, 2, 4])
     check((s["median"], s["min"], s["q1"], s["q3"], s["mean"], s["n"]) == (3, 1, 2, 4, 3, 5), f"stats {s}")
     check(abs(s["stdev"] - math.sqrt(2.5)) < 1e-12, "sample stdev")
     check(pc.summarize([2, 4])["q1"] == 2.5, "interpolated quartile")
-    c = pc.load_group("decode")[0]
+    c = pc.Case({"group": "g", "shape": "s", "file": "f.json", "op": "attention", "dtype": "bf16",
+                 "types": {"q": "bf16", "kv": "bf16", "o": "bf16", "acc": "fp32"}, "features": {},
+                 "dims": {"heads": 32, "seqlens": [[1, 4096]], "max_seqlen_q": 1, "scale": 0.25},
+                 "work": {"flops": 67_108_864.0, "bytes": 16_793_600.0}})
+    check(c.id == "g/s/bf16" and c.q_lens == [1] and c.kv_lens == [4096] and c.heads == 32 and c.softmax_scale() == 0.25,
+          f"case from a listing entry: {vars(c)}")
     row = pc.make_row(c, "torch.sdpa.flash", "graph", "ok", time_us=pc.summarize([10.0, 10.0]), peaks=(1000.0, None))
     check(abs(row["tflops"] - 67_108_864 / 10e-6 * 1e-12) < 1e-9 and abs(row["pct_peak_flops"] - row["tflops"] / 10) < 1e-9,
           f"rates {row['tflops']} {row['pct_peak_flops']}")
@@ -126,20 +62,90 @@ def test_mask_stats_rows():
     check(row["dims"]["max_seqlen_q"] == 1 and row["dims"]["heads"] == 32, f"dims {row['dims']}")
 
 
-def test_cli(tmp):
-    script = os.path.join(ROOT, "scripts", "peers", "torch_sdpa.py")
-    r = subprocess.run([sys.executable, script, "--shapes", "/nonexistent/s.json"], capture_output=True, text=True)
-    check(r.returncode == 2 and "/nonexistent/s.json" in r.stderr, f"bad shapes: {r.returncode} {r.stderr}")
-    r = subprocess.run([sys.executable, script, "--group", "decode", "--mode", "fast"], capture_output=True, text=True)
+def test_cases_from_binary(binary, tmp):
+    decode = pc.list_cases(["decode"], binary=binary)
+    check(len(decode) == 20, f"decode: 10 shapes x 2 dtypes, got {len(decode)}")
+    c = decode[0]
+    check((c.name, c.dtype, c.q_lens, c.kv_lens, c.heads, c.kv_heads, c.head_size, c.block_size, c.causal) ==
+          ("d128_h32kv8_b1_kv4096", "bf16", [1], [4096], 32, 8, 128, 64, True), f"decode[0]: {vars(c)}")
+    check(abs(c.softmax_scale() - 1 / math.sqrt(128)) < 1e-7, f"resolved scale {c.softmax_scale()}")
+    ragged = [c for c in decode if c.name == "d128_h32kv8_ragged"][0]
+    check(ragged.q_lens == [1, 1, 1, 1] and ragged.kv_lens == [523, 37, 2011, 1328], f"ragged: {vars(ragged)}")
+    gated = pc.list_cases(["gated_397b"], binary=binary)
+    check(len(gated) == 7 and all(g.op == "gated_block" and g.dtype == "bf16" for g in gated), "gated_397b: 7 bf16 cases")
+    check((gated[0].d_model, gated[0].h_q, gated[0].h_kv, gated[0].d_head, gated[0].rope_dim, gated[0].seqlen) ==
+          (5120, 32, 2, 256, 64, 2048), f"gated[0]: {vars(gated[0])}")
+    sel = pc.list_cases(["decode"], [], ["fp16"], "b8_", binary=binary)
+    check([c.id for c in sel] == ["decode/d128_h32kv8_b8_kv4096/fp16", "decode/d128_h32kv8_b8_kv32768/fp16"],
+          f"select: {[c.id for c in sel]}")
+
+    # The harness's work model, against hand-computed values: decode B1 kv4096 d128 H32/KV8 (one query, 4096
+    # keys); causal q3 kv5 and q4 kv4 (12 + 10 visible pairs); the gated block S64 d_model 64 h 2/1 d64 rope 16.
+    path = write(tmp, "work.json", {"group": "w", "defaults": {"dtypes": ["bf16"]}, "shapes": [
+        {"name": "dec", "heads": 32, "kv_heads": 8, "head_size": 128, "seqlen_q": 1, "seqlen_k": 4096},
+        {"name": "rag", "heads": 2, "kv_heads": 1, "head_size": 4, "seqlens": [[3, 5], [4, 4]]}]})
+    gpath = write(tmp, "work_gated.json", {"op": "gated_block", "shapes": [
+        {"name": "g", "batch": 1, "seqlen": 64, "d_model": 64, "h_q": 2, "h_kv": 1, "d_head": 64, "rope_dim": 16,
+         "dtypes": ["bf16"]}]})
+    dec, rag, g = pc.list_cases([], [path, gpath], binary=binary)
+    check((dec.flops, dec.bytes) == (4 * 4096 * 32 * 128, 2 * (2 * 32 * 128 + 2 * 4096 * 8 * 128)), f"dec {dec.flops}")
+    check((rag.flops, rag.bytes) == (4 * 22 * 2 * 4, 2 * (2 * 7 * 2 * 4 + 2 * 9 * 1 * 4)), f"rag {rag.flops}")
+    check(sum(map(sum, pc.causal_mask(3, 5))) + sum(map(sum, pc.causal_mask(4, 4))) == rag.flops / (4 * 2 * 4),
+          "the mask agrees with the harness's pair count")
+    check((g.flops, g.bytes) == (2 * 64 * 64 * (384 + 128) + 4 * 2080 * 2 * 64,
+                                 2 * (64 * 64 + 384 * 64 + 64 * 128 + 2 * 64 * 16 + 2 * 64 + 64 * 64)), f"gated {g.flops}")
+    check(g.dims["n_qkvg"] == 384 and g.file == gpath, f"gated dims {g.dims}")
+    test_rows_match_harness(binary, tmp, [path, gpath])
+
+
+def test_rows_match_harness(binary, tmp, files):
+    """Peer rows carry the work and dims of attnbench's own rows (a quick run: only the gated kernel, so attention
+    cases are declined rows and the gated ones tiny)."""
+    out = os.path.join(tmp, "harness.json")
+    args = [binary, "run", "--backend", "cpu", "--kernel", "cpu.gated_block", "--gate-only", "--mode", "eager",
+            "--no-progress", "-o", out]
+    r = subprocess.run(args + [a for f in files for a in ("--shapes", f)], capture_output=True, text=True)
+    check(r.returncode == 0, f"harness run: {r.returncode} {r.stderr}")
+    if r.returncode != 0:
+        return
+    with open(out) as f:
+        harness = {(row["shape"], row["dtype"]): row for row in json.load(f)["rows"]}
+    for c in pc.list_cases([], files, binary=binary):
+        ours, theirs = pc.make_row(c, "torch.sdpa.flash", "eager", "declined"), harness[(c.name, c.dtype)]
+        check((ours["flops"], ours["bytes"]) == (theirs["flops"], theirs["bytes"]), f"{c.id}: work {ours['flops']}")
+        check(all(ours["dims"].get(k) == v for k, v in theirs["dims"].items()), f"{c.id}: dims {ours['dims']}")
+
+
+def test_cli(binary, tmp):
+    use = ["--attnbench", binary]
+    bad = write(tmp, "bad.json", '{"shapes": [{"name": "s1", "heads": 8, "kv_heads": 3, "head_size": 64, "seqlen_k": 10}]}')
+    harness = subprocess.run([binary, "list", "--cases", "--json", "--shapes", bad], capture_output=True, text=True)
+    message = harness.stderr.strip().replace("attnbench: error: ", "")
+    check(harness.returncode == 2 and "field 'kv_heads'" in message, f"harness: {harness.returncode} {harness.stderr}")
+    r = peer(use + ["--shapes", bad])
+    check(r.returncode == 2 and message in r.stderr, f"bad shape file: {r.returncode} {r.stderr!r} lacks {message!r}")
+    twice = write(tmp, "twice.json", '{"shapes": [{"heads": 8, "kv_heads": 2, "head_size": 64, "seqlen_k": 10, '
+                                     '"dtypes": ["bf16", "bf16"]}]}')
+    r = peer(use + ["--shapes", twice])  # a rule the old Python parser lacked
+    check(r.returncode == 2 and "listed twice" in r.stderr, f"duplicate dtype: {r.returncode} {r.stderr}")
+    r = peer(use + ["--shapes", "/nonexistent/s.json"])
+    check(r.returncode == 2 and "/nonexistent/s.json" in r.stderr, f"missing file: {r.returncode} {r.stderr}")
+    r = peer(use + ["--group", "decode", "--dtype", "fp8"])
+    check(r.returncode == 2 and "fp8" in r.stderr, f"bad dtype: {r.returncode} {r.stderr}")
+    r = peer(use + ["--group", "decode", "--mode", "fast"])
     check(r.returncode == 2 and "--mode" in r.stderr, f"bad mode: {r.returncode} {r.stderr}")
+    r = peer(["--attnbench", os.path.join(tmp, "no-such-attnbench"), "--group", "decode"])
+    check(r.returncode == 2 and "cannot run attnbench" in r.stderr, f"no binary: {r.returncode} {r.stderr}")
+    r = peer(["--shapes", bad], env={"ATTNBENCH_BIN": binary})  # the binary from the environment
+    check(r.returncode == 2 and message in r.stderr, f"ATTNBENCH_BIN: {r.returncode} {r.stderr}")
     try:
         import torch
         can_run = torch.cuda.is_available()
     except ImportError:
         can_run = False
-    if not can_run:  # parses the shapes, then says it cannot run here
+    if not can_run:  # checks the shapes, then says it cannot run here
         out = os.path.join(tmp, "peer.json")
-        r = subprocess.run([sys.executable, script, "--group", "decode", "-o", out], capture_output=True, text=True)
+        r = peer(use + ["--group", "decode", "-o", out])
         check(r.returncode == torch_sdpa.EXIT_CANNOT_RUN and "cannot run here" in r.stderr, f"no torch: {r.stderr}")
         check(not os.path.exists(out), "nothing written without torch")
 
@@ -151,12 +157,12 @@ def test_reference_with_torch():
     except ImportError:
         print("torch not importable: reference check skipped")
         return
-    peer = torch_sdpa.TorchPeer.__new__(torch_sdpa.TorchPeer)
-    peer.torch = torch
+    peer_obj = torch_sdpa.TorchPeer.__new__(torch_sdpa.TorchPeer)
+    peer_obj.torch = torch
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 4, 3, 8, generator=g), torch.randn(1, 2, 5, 8, generator=g),
                torch.randn(1, 2, 5, 8, generator=g))
-    out = peer.reference_sdpa(q, k, v, 0.3, True)
+    out = peer_obj.reference_sdpa(q, k, v, 0.3, True)
     mask = pc.causal_mask(3, 5)
     for h in range(4):
         for i in range(3):
@@ -166,25 +172,16 @@ def test_reference_with_torch():
             check(torch.allclose(out[0, h, i], expect, atol=1e-5), f"reference h{h} i{i}")
 
 
-def test_against_binary(binary):
-    """The peer's parser and attnbench's agree on every shipped group's shape names."""
-    for group in sorted(os.path.splitext(f)[0] for f in os.listdir(pc.shapes_dir()) if f.endswith(".json")):
-        r = subprocess.run([binary, "list", "--shapes", "--group", group], capture_output=True, text=True,
-                           env=dict(os.environ))
-        names = [line.split()[0] for line in r.stdout.splitlines()[1:] if line.startswith("  ")]
-        ours = list(dict.fromkeys(c.name for c in pc.load_group(group)))
-        check(r.returncode == 0 and names == ours, f"{group}: attnbench {names} vs peer {ours}")
-
-
 def main():
-    with tempfile.TemporaryDirectory() as tmp:
-        test_parser(tmp)
-        test_work_model()
-        test_mask_stats_rows()
-        test_cli(tmp)
+    binary = sys.argv[1] if len(sys.argv) > 1 else pc.attnbench_binary()
+    test_mask_stats_rows()
     test_reference_with_torch()
-    if len(sys.argv) > 1 and os.path.exists(sys.argv[1]):
-        test_against_binary(sys.argv[1])
+    if os.access(binary, os.X_OK):
+        with tempfile.TemporaryDirectory() as tmp:
+            test_cases_from_binary(binary, tmp)
+            test_cli(binary, tmp)
+    else:
+        check(False, f"no attnbench binary at {binary}: the peers' cases come from it")
     print(f"{len(failures)} failure(s)" if failures else "ok")
     return 1 if failures else 0
 

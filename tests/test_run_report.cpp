@@ -77,16 +77,17 @@ void expect_aligned(const std::vector<std::string>& lines, size_t columns, size_
 TEST(RunReport, UnsettledTimingIsMarkedInJsonCsvAndTable) {
   const std::string shapes = write_text("settle_shapes.json", kOneShape);
   const std::string out = tmp_path("unsettled.json"), csv = tmp_path("unsettled.csv");
-  // A max-noise no sample set can exceed (relative stdev <= sqrt(n)): the timeout alone is why.
+  // A max-noise no sample set can exceed (relative stdev <= sqrt(n)), and a timeout far under the 2000-sample cap
+  // (a sample takes >= 20 us): the timeout alone is why.
   const Result r = run_cli("run --shapes " + shapes + " --filter tiny/p/bf16 --backend cpu --mode eager "
-                           "--min-samples 1000000 --max-noise 1000 --timeout 0.2 --no-progress -o " + out + " --csv " + csv);
+                           "--min-samples 1000000 --max-noise 1000 --timeout 0.01 --no-progress -o " + out + " --csv " + csv);
   ASSERT_EQ(r.code, 0) << r.output;
   const json j = read_json(out);
   ASSERT_EQ(j["rows"].size(), 1u);
   const json& row = j["rows"][0];
   EXPECT_EQ(row["status"], "ok");
   EXPECT_EQ(row["settled"], false);
-  const std::string why = "timeout 0.2 s reached with n=" + std::to_string(row["time_us"]["n"].get<int>()) +
+  const std::string why = "timeout 0.01 s reached with n=" + std::to_string(row["time_us"]["n"].get<int>()) +
                           " of min 1000000";
   EXPECT_EQ(row["unsettled"], why);
   EXPECT_TRUE(contains(r.output, "~ " + why)) << r.output;

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "device/visibility.hpp"
+
 namespace attnbench {
 
 int64_t AttentionProblem::total_q() const {
@@ -55,18 +57,15 @@ void AttentionProblem::validate() const {
   if (q_rope_dim < 0 || q_rope_dim > head_size || q_rope_dim % 2 != 0)
     bad("q_rope_dim", "must be even and in [0, head_size = " + std::to_string(head_size) + "], got " +
                           std::to_string(q_rope_dim));
+  features.validate(heads, max_seqlen_q());
 }
 
 WorkModel attention_work(const AttentionProblem& p) {
   WorkModel w;
   double pairs = 0;  // visible (query, key) pairs, per head
   for (int s = 0; s < p.num_seqs(); ++s) {
-    const int q = p.q_lens[s], kv = p.kv_lens[s];
-    if (!p.causal || q == 1) {
-      pairs += static_cast<double>(q) * kv;
-    } else {
-      for (int i = 0; i < q; ++i) pairs += std::min(kv, std::max(0, causal_visible_end(i, q, kv)));
-    }
+    const device::Visibility vis(p.q_lens[s], p.kv_lens[s], p.causal);
+    for (int i = 0; i < p.q_lens[s]; ++i) pairs += vis.visible_count(i);
   }
   w.flops = 4.0 * pairs * p.heads * p.head_size;  // QK^T and PV, 2 FLOPs per multiply-add
   const double eb = static_cast<double>(dtype_bytes(p.dtype));
@@ -100,6 +99,12 @@ AttentionParams make_attention_params(const AttentionProblem& p) {
   a.scale = p.softmax_scale();
   a.causal = p.causal;
   a.dtype = p.dtype;
+  a.features.window_left = p.features.window_left;
+  a.features.window_right = p.features.window_right;
+  a.features.softcap = p.features.softcap;
+  a.features.qq_bias_len = p.features.qq_bias_len;
+  a.features.k_scale = p.features.k_scale;
+  a.features.v_scale = p.features.v_scale;
   a.q_stride_head = p.head_size;
   a.q_stride_token = static_cast<int64_t>(p.heads) * p.head_size;
   a.o_stride_head = a.q_stride_head;
@@ -110,6 +115,11 @@ AttentionParams make_attention_params(const AttentionProblem& p) {
   a.block_table_stride = p.max_blocks_per_seq();
   a.q_rope_dim = p.q_rope_dim;
   return a;
+}
+
+std::string sixteen_bit_storage_conflict(const AttentionProblem& p) {
+  if (is_16bit(p.dtype)) return "";
+  return std::string("dtype ") + dtype_name(p.dtype) + ": this kernel stores Q, K/V and O in fp16 or bf16 only";
 }
 
 }  // namespace attnbench

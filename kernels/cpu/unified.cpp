@@ -19,6 +19,7 @@
 #include "cpu/norm_rope.hpp"
 #include "cpu/work_limit.hpp"
 #include "attnbench/backends.hpp"
+#include "common/device/visibility.hpp"
 
 namespace attnbench {
 namespace {
@@ -205,7 +206,7 @@ void attend(const AttentionParams& p, const CpuPlan& pl, const Scratch& sc, int 
   const uint16_t* kc = static_cast<const uint16_t*>(p.k_cache);
   const uint16_t* vc = static_cast<const uint16_t*>(p.v_cache);
   const int64_t q_token0 = p.cu_seqlens_q[seq] + row0;
-  const int shift = kv_len - q_len;  // bottom-right causal: row i sees keys [0, i + shift]
+  const device::Visibility visibility(q_len, kv_len, p.causal);
 
   const bool prologue = p.q_norm_weight != nullptr || p.q_rope_dim > 0;
   float wq[512];  // the Q prologue's norm weight, decoded once per call of attend
@@ -222,7 +223,7 @@ void attend(const AttentionParams& p, const CpuPlan& pl, const Scratch& sc, int 
       } else {
         for (int c = 0; c < d; ++c) sc.qt[static_cast<std::size_t>(c) * mp + mi] = half_to_float(src[c], DT) * p.scale;
       }
-      sc.vis[mi] = static_cast<float>(p.causal ? row0 + mi / g + shift + 1 : kv_len);
+      sc.vis[mi] = static_cast<float>(visibility.visible_end(row0 + mi / g));
     } else {
       for (int c = 0; c < d; ++c) sc.qt[static_cast<std::size_t>(c) * mp + mi] = 0.f;
       sc.vis[mi] = -1.f;  // sees nothing
@@ -237,7 +238,7 @@ void attend(const AttentionParams& p, const CpuPlan& pl, const Scratch& sc, int 
   float* __restrict run_max = sc.m;
   const float* __restrict vis = sc.vis;
 
-  if (p.causal) k1 = std::min(k1, row0 + rows + shift);  // tiles past the last row's visible end: skipped
+  k1 = std::min(k1, visibility.rows_end(row0 + rows));  // tiles past the last row's visible end: skipped
   const int32_t* table = p.block_table + static_cast<int64_t>(seq) * p.block_table_stride;
 
   int ahead = std::min(k1, k0 + kPrefetchTokens);  // the next token to prefetch, and where it lives
@@ -465,9 +466,9 @@ class CpuUnified final : public AttentionKernel {
 
     for (int s = 0; s < p.num_seqs(); ++s)
       for (int t = 0; t * pl->q_tile < p.q_lens[s]; ++t) pl->tiles.push_back({s, t});
-    auto cost = [&](const WorkTile& w) {  // visible keys of the tile's last row
+    auto cost = [&](const WorkTile& w) -> int64_t {  // visible keys of the tile's last row
       const int last = std::min(p.q_lens[w.seq], (w.q_tile + 1) * pl->q_tile) - 1;
-      return p.causal ? static_cast<int64_t>(last + p.kv_lens[w.seq] - p.q_lens[w.seq] + 1) : p.kv_lens[w.seq];
+      return device::Visibility(p.q_lens[w.seq], p.kv_lens[w.seq], p.causal).visible_end(last);
     };
     std::stable_sort(pl->tiles.begin(), pl->tiles.end(),
                      [&](const WorkTile& a, const WorkTile& b) { return cost(a) > cost(b); });
@@ -541,6 +542,8 @@ Support cpu_unified_support(const AttentionProblem& p, const KnobValues& knobs) 
   } catch (const std::invalid_argument& e) {
     return Support::no(e.what());
   }
+  if (const std::string types = sixteen_bit_storage_conflict(p); !types.empty()) return Support::no(types);
+  if (const std::string f = feature_conflict(p.features, "cpu.unified"); !f.empty()) return Support::no(f);
   if (p.head_size % 8 != 0 || p.head_size > 512)
     return Support::no("head_size " + std::to_string(p.head_size) + " is not a multiple of 8 in [8, 512]");
   const std::string over = cpu::over_work_limit(attention_work(p).flops, knobs);

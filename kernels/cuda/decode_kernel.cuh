@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include "attnbench/attention.hpp"
+#include "common/device/visibility.hpp"
 #include "cuda/heuristics.hpp"
 #include "cuda/launch.hpp"
 #include "cuda/paged_tile.cuh"
@@ -55,13 +56,15 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
   const int rows_valid = q_len * group;
   const int r0 = mt * BM;
   if (r0 >= rows_valid) return;
-  const int diag = kv_len - q_len;
+  // Keys each row sees, built where used: p.causal is then read at each use (held in a register, it changes the
+  // kernel's schedule).
+  auto vis = [&] { return device::Visibility(q_len, kv_len, p.causal); };
   const int32_t* table_row = p.block_table + static_cast<int64_t>(seq) * p.block_table_stride;
 
   // Keys the tile's rows can see; this split's share of the tiles.
   const int last_q = (min(r0 + BM, rows_valid) - 1) / group;
-  const int n_end = p.causal ? min(kv_len, last_q + 1 + diag) : kv_len;
-  const int mask_from = p.causal ? min(kv_len, r0 / group + 1 + diag) : kv_len;
+  const int n_end = vis().visible_end(last_q);
+  const int mask_from = vis().visible_end_packed(r0, group);
   const int n_tiles = (n_end + BN - 1) / BN;
   const int per_split = (n_tiles + splits - 1) / splits;
   const int t_begin = split * per_split;
@@ -114,8 +117,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
         for (int e = 0; e < 4; ++e) {
           const int col = n0 + n * 8 + 2 * (lane % 4) + (e & 1);
           const int qi = (r0 + lane / 4 + 8 * (e >> 1)) / group;
-          const int limit = p.causal ? min(kv_len, qi + 1 + diag) : kv_len;
-          if (col >= limit) s[n][e] = -INFINITY;
+          if (col >= vis().visible_end(qi)) s[n][e] = -INFINITY;
         }
       }
     }

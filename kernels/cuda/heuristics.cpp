@@ -6,11 +6,15 @@
 #include <stdexcept>
 #include <vector>
 
+#include "common/device/visibility.hpp"
+
 namespace attnbench::cuda {
 
 const char* path_name(UnifiedPath p) { return p == UnifiedPath::prefill_2d ? "2d" : "3d"; }
 
 Support unified_supports(const AttentionProblem& p) {
+  if (const std::string types = sixteen_bit_storage_conflict(p); !types.empty()) return Support::no(types);
+  if (const std::string f = feature_conflict(p.features, "cuda.unified"); !f.empty()) return Support::no(f);
   if (p.head_size != 64 && p.head_size != 128 && p.head_size != 256)
     return Support::no("head_size " + std::to_string(p.head_size) + " not in {64, 128, 256}");
   if (p.block_size <= 0 || p.block_size % 16 != 0)
@@ -58,9 +62,10 @@ int64_t wide_pack_cost(const AttentionProblem& p, int block_m, int pack) {
   const int tq = block_m / pack, bn = wide_block_n(p.head_size);
   int64_t per_head_tile = 0;
   for (int s = 0; s < p.num_seqs(); ++s) {
-    const int q = p.q_lens[s], kv = p.kv_lens[s], diag = kv - q;
+    const int q = p.q_lens[s];
+    const device::Visibility vis(q, p.kv_lens[s], p.causal);
     for (int m0 = 0; m0 < q; m0 += tq) {
-      const int n_end = std::max(0, p.causal ? std::min(kv, std::min(m0 + tq, q) + diag) : kv);
+      const int n_end = std::max(0, vis.rows_end(m0 + tq));
       per_head_tile += (n_end + bn - 1) / bn + 1;
     }
   }
@@ -179,6 +184,38 @@ std::size_t decode_workspace_bytes(const AttentionProblem& p, int splits) {
   const std::size_t floats = static_cast<std::size_t>(decode_lse_floats(splits, static_cast<int64_t>(rows))) +
                              static_cast<std::size_t>(splits) * rows * static_cast<std::size_t>(p.head_size);
   return floats * sizeof(float) + static_cast<std::size_t>(decode_counter_count(p)) * sizeof(int32_t);
+}
+
+InstanceKey instance_key(const AttentionProblem& p, const UnifiedLaunchPlan& lp) {
+  InstanceKey k;
+  k.dtype = p.dtype;
+  k.head_size = p.head_size;
+  if (lp.path == UnifiedPath::decode_3d) {
+    k.variant = InstanceVariant::decode;
+  } else if (lp.wide_wgs > 0) {
+    k.variant = InstanceVariant::wide;
+    k.wgs = lp.wide_wgs;
+  } else {
+    k.variant = InstanceVariant::narrow;
+    k.warps = lp.warps;
+    k.rows_per_warp = lp.rows_per_warp;
+  }
+  return k;
+}
+
+std::string instance_name(const InstanceKey& k) {
+  const std::string head = std::string(dtype_name(k.dtype)) + "/d" + std::to_string(k.head_size);
+  switch (k.variant) {
+    case InstanceVariant::narrow:
+      return "narrow/" + head + "/w" + std::to_string(k.warps) + "r" + std::to_string(k.rows_per_warp);
+    case InstanceVariant::wide: return "wide/" + head + "/wgs" + std::to_string(k.wgs);
+    case InstanceVariant::decode: return "decode/" + head;
+  }
+  return "?/" + head;
+}
+
+Support no_instance(const InstanceKey& k) {
+  return Support::no_instance("no instance for " + instance_name(k) + " in this build");
 }
 
 UnifiedLaunchPlan make_unified_launch_plan(const AttentionProblem& p, const KnobValues& knobs, int num_sms) {

@@ -156,6 +156,38 @@ struct UnifiedLaunchPlan {
 // Throws std::invalid_argument when the problem is unsupported (unified_supports says why).
 UnifiedLaunchPlan make_unified_launch_plan(const AttentionProblem& p, const KnobValues& knobs, int num_sms);
 
+// A kernel instance (one explicit instantiation, listed in instances.cmake): the template arguments a plan needs.
+// narrow: launch_prefill<dtype, head_size, warps, rows_per_warp>; wide: launch_prefill_wide<dtype, head_size, wgs>;
+// decode: launch_decode<dtype, head_size>. Fields a variant does not use stay 0.
+enum class InstanceVariant { narrow, wide, decode };
+struct InstanceKey {
+  InstanceVariant variant = InstanceVariant::narrow;
+  DType dtype = DType::bf16;
+  int head_size = 0;
+  int warps = 0;          // narrow
+  int rows_per_warp = 0;  // narrow
+  int wgs = 0;            // wide: consumer warpgroups
+  bool operator==(const InstanceKey& o) const {
+    return variant == o.variant && dtype == o.dtype && head_size == o.head_size && warps == o.warps &&
+           rows_per_warp == o.rows_per_warp && wgs == o.wgs;
+  }
+  bool operator!=(const InstanceKey& o) const { return !(*this == o); }
+};
+// The instance a launch plan runs.
+InstanceKey instance_key(const AttentionProblem& p, const UnifiedLaunchPlan& lp);
+// The key as instances.cmake spells it: narrow/bf16/d64/w4r16, wide/fp16/d128/wgs2, decode/bf16/d256.
+std::string instance_name(const InstanceKey& k);
+// The decline of a key the build has no instance of (DeclineKind::no_instance, the key named in the reason).
+Support no_instance(const InstanceKey& k);
+// The entry of `key` in [begin, end) (entries with an InstanceKey `key` member); nullptr when there is none.
+// Looked up once per plan, so a scan of the few dozen entries is enough.
+template <class Entry>
+const Entry* find_instance(const Entry* begin, const Entry* end, const InstanceKey& key) {
+  for (const Entry* e = begin; e != end; ++e)
+    if (e->key == key) return e;
+  return nullptr;
+}
+
 // Workspace layout of the 3D path with splits > 1: lse[splits][total_q * heads] (padded to decode_lse_floats, so
 // the partials that follow stay 16-byte aligned for their float4 stores) then
 // o[splits][total_q * heads][head_size], fp32, then one int32 arrival counter per (sequence, kv head, row tile)

@@ -1,6 +1,5 @@
-// Host entry points of the cuda.unified kernels, one explicit instantiation per .cu file
-// (prefill_hdim{64,128,256}_{fp16,bf16}_w{4,8}_sm90.cu, prefill_hdim{64,128}_{fp16,bf16}_w4r32_sm90.cu,
-// decode_hdim{64,128,256}_{fp16,bf16}_sm90.cu).
+// Host entry points of the cuda.unified kernels: templates explicitly instantiated once per key of instances.cmake
+// (generated/instance_<key>.cu), reached through the generated key -> launcher table (built_instances).
 // Each launcher only enqueues kernels on `stream` (graph-capturable) and throws on a launch error.
 #pragma once
 #include <cuda_runtime_api.h>
@@ -16,10 +15,9 @@ namespace attnbench::cuda {
 template <DType DT, int D, int W, int RW>
 void launch_prefill(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaStream_t stream);
 
-// 2D prefill, wide regime (prefill_wide.cuh, prefill_wide_hdim{64,128,256}_{bf16,fp16}_sm90.cu): WG consumer
-// warpgroups of 64 query rows plus one producer warpgroup (TMA K/V through `maps`, encoded by the caller, when
-// lp.wide_kv_tma; else a cp.async gather and `maps` unused); head sizes 64 (WG 1-3), 128 and 256 (WG 1-2). Applies
-// the output gate when p.gate is non-null.
+// 2D prefill, wide regime (prefill_wide.cuh): WG consumer warpgroups of 64 query rows plus one producer warpgroup
+// (TMA K/V through `maps`, encoded by the caller, when lp.wide_kv_tma; else a cp.async gather and `maps` unused);
+// head sizes 64 (WG 1-3), 128 and 256 (WG 1-2). Applies the output gate when p.gate is non-null.
 template <DType DT, int D, int WG>
 void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, const KvTensorMaps* maps,
                          cudaStream_t stream);
@@ -28,5 +26,25 @@ void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, 
 // (sequence, kv head, row tile) merges the splits. Applies the output gate when p.gate is non-null.
 template <DType DT, int D>
 void launch_decode(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaStream_t stream);
+
+using PlainLauncher = void (*)(const AttentionParams&, const UnifiedLaunchPlan&, cudaStream_t);
+using WideLauncher = void (*)(const AttentionParams&, const UnifiedLaunchPlan&, const KvTensorMaps*, cudaStream_t);
+
+// One built instance: its instances.cmake key (name, and parsed), and its launcher: `wide` for the wide variant,
+// `plain` (launch_prefill or launch_decode) otherwise.
+struct InstanceLauncher {
+  const char* name;
+  InstanceKey key;
+  PlainLauncher plain;
+  WideLauncher wide;
+};
+struct InstanceTable {
+  const InstanceLauncher* begin;
+  const InstanceLauncher* end;
+};
+// This build's instances (ATTNBENCH_CUDA_INSTANCES), in instances.cmake's order (generated/instance_table.cpp).
+InstanceTable built_instances();
+// The ATTNBENCH_CUDA_INSTANCES value the table was generated from ("all", "ci", or the expressions).
+const char* built_instance_selection();
 
 }  // namespace attnbench::cuda

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "attnbench/attention.hpp"
+#include "common/device/visibility.hpp"
 #include "cuda/heuristics.hpp"
 #include "cuda/launch.hpp"
 #include "cuda/paged_tile.cuh"
@@ -53,7 +54,9 @@ __global__ void __launch_bounds__(32 * W) prefill_kernel(const __grid_constant__
   const int m0 = (n_m - 1 - m_idx) * BM;  // longest (last, for causal) q-tiles first
   const int kvh = head / (p.heads / p.kv_heads);
   const int32_t* table_row = p.block_table + static_cast<int64_t>(seq) * p.block_table_stride;
-  const int diag = kv_len - q_len;  // bottom-right alignment: row i sees keys [0, i + diag]
+  // Keys each row sees, built where used: p.causal is then read at each use (held in a register, it changes the
+  // kernel's schedule).
+  auto vis = [&] { return device::Visibility(q_len, kv_len, p.causal); };
 
   const uint32_t sq = dev::smem_u32(smem);
   auto stage_k = [&](int st) { return sq + Tile::kQBytes + st * 2 * Tile::kTileBytes; };
@@ -63,8 +66,8 @@ __global__ void __launch_bounds__(32 * W) prefill_kernel(const __grid_constant__
     return tok < q_len ? (q_start + tok) * p.q_stride_token + head * p.q_stride_head : -1;
   });
   // Keys this q-tile can see at all; from mask_from on, tiles need a per-element mask.
-  const int n_end = p.causal ? min(kv_len, min(m0 + BM, q_len) + diag) : kv_len;
-  const int mask_from = p.causal ? min(kv_len, m0 + 1 + diag) : kv_len;
+  const int n_end = vis().rows_end(m0 + BM);
+  const int mask_from = vis().visible_end(m0);
   const int n_tiles = (n_end + BN - 1) / BN;
   cp_async_commit();
 #pragma unroll
@@ -117,8 +120,7 @@ __global__ void __launch_bounds__(32 * W) prefill_kernel(const __grid_constant__
           for (int e = 0; e < 4; ++e) {
             const int col = n0 + n * 8 + 2 * (lane % 4) + (e & 1);
             const int row = row_a + 16 * mt + 8 * (e >> 1);
-            const int limit = p.causal ? min(kv_len, row + 1 + diag) : kv_len;
-            if (col >= limit) s[mt][n][e] = -INFINITY;
+            if (col >= vis().visible_end(row)) s[mt][n][e] = -INFINITY;
           }
         }
       }

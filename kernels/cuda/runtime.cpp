@@ -1,13 +1,32 @@
+// The GPU runtime shim on the CUDA runtime.
 #include "cuda/runtime.hpp"
+
+#include <dlfcn.h>
 
 #include <utility>
 
 namespace attnbench::cuda {
 
 void throw_cuda_error(cudaError_t err, const char* expr, const char* file, int line) {
-  throw std::runtime_error(std::string(file) + ":" + std::to_string(line) + ": " + expr + ": " +
-                           cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
+  throw gpu::Error(std::string(file) + ":" + std::to_string(line) + ": " + expr + ": " + cudaGetErrorName(err) +
+                   " (" + cudaGetErrorString(err) + ")");
 }
+
+void check_last_launch(const char* what) {
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) throw_cuda_error(e, what, __FILE__, __LINE__);
+}
+
+}  // namespace attnbench::cuda
+
+namespace attnbench::gpu {
+namespace {
+
+cudaStream_t as_stream(StreamHandle s) { return static_cast<cudaStream_t>(s); }
+
+}  // namespace
+
+const char* runtime_name() { return "CUDA"; }
 
 int device_count() {
   int n = 0;
@@ -17,6 +36,8 @@ int device_count() {
   }
   return n;
 }
+
+void set_device(int ordinal) { ATTNBENCH_CUDA_CHECK(cudaSetDevice(ordinal)); }
 
 DeviceProps device_props(int ordinal) {
   cudaDeviceProp p{};
@@ -35,6 +56,31 @@ DeviceProps device_props(int ordinal) {
   ATTNBENCH_CUDA_CHECK(cudaDriverGetVersion(&d.driver_version));
   ATTNBENCH_CUDA_CHECK(cudaRuntimeGetVersion(&d.runtime_version));
   return d;
+}
+
+std::optional<std::size_t> free_memory() {
+  std::size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+    (void)cudaGetLastError();  // not sticky: the next checked call must not see it
+    return std::nullopt;
+  }
+  return free;
+}
+
+void* device_malloc(std::size_t bytes) {
+  void* p = nullptr;
+  ATTNBENCH_CUDA_CHECK(cudaMalloc(&p, bytes));
+  return p;
+}
+void device_free(void* p) noexcept { cudaFree(p); }
+void copy_to_device(void* dst, const void* src, std::size_t n) {
+  ATTNBENCH_CUDA_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
+}
+void copy_to_host(void* dst, const void* src, std::size_t n) {
+  ATTNBENCH_CUDA_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost));
+}
+void memset_async(void* p, int value, std::size_t n, StreamHandle s) {
+  ATTNBENCH_CUDA_CHECK(cudaMemsetAsync(p, value, n, as_stream(s)));
 }
 
 DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
@@ -65,25 +111,37 @@ void DeviceBuffer::fill_byte(unsigned char v) {
   if (bytes_) ATTNBENCH_CUDA_CHECK(cudaMemset(ptr_, v, bytes_));
 }
 
-Stream::Stream() { ATTNBENCH_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+Stream::Stream() {
+  cudaStream_t s = nullptr;
+  ATTNBENCH_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  s_ = s;
+}
 Stream::~Stream() {
-  if (s_) cudaStreamDestroy(s_);
+  if (s_) cudaStreamDestroy(as_stream(s_));
 }
-void Stream::synchronize() const { ATTNBENCH_CUDA_CHECK(cudaStreamSynchronize(s_)); }
+void Stream::synchronize() const { ATTNBENCH_CUDA_CHECK(cudaStreamSynchronize(as_stream(s_))); }
 
-Event::Event() { ATTNBENCH_CUDA_CHECK(cudaEventCreate(&e_)); }
-Event::~Event() {
-  if (e_) cudaEventDestroy(e_);
+Event::Event() {
+  cudaEvent_t e = nullptr;
+  ATTNBENCH_CUDA_CHECK(cudaEventCreate(&e));
+  e_ = e;
 }
-void Event::record(cudaStream_t s) const { ATTNBENCH_CUDA_CHECK(cudaEventRecord(e_, s)); }
+Event::~Event() {
+  if (e_) cudaEventDestroy(static_cast<cudaEvent_t>(e_));
+}
+void Event::record(StreamHandle s) const {
+  ATTNBENCH_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(e_), as_stream(s)));
+}
 float Event::elapsed_ms(const Event& start, const Event& end) {
-  ATTNBENCH_CUDA_CHECK(cudaEventSynchronize(end.e_));
+  ATTNBENCH_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(end.e_)));
   float ms = 0.f;
-  ATTNBENCH_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e_, end.e_));
+  ATTNBENCH_CUDA_CHECK(
+      cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start.e_), static_cast<cudaEvent_t>(end.e_)));
   return ms;
 }
 
-Graph::Graph(cudaStream_t s, const std::function<void()>& launches) {
+Graph::Graph(StreamHandle stream, const std::function<void()>& launches) {
+  const cudaStream_t s = as_stream(stream);
   ATTNBENCH_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   try {
     launches();
@@ -93,28 +151,75 @@ Graph::Graph(cudaStream_t s, const std::function<void()>& launches) {
     if (g) cudaGraphDestroy(g);
     throw;
   }
-  ATTNBENCH_CUDA_CHECK(cudaStreamEndCapture(s, &graph_));
-  const cudaError_t err = cudaGraphInstantiate(&exec_, graph_, 0);
+  cudaGraph_t graph = nullptr;
+  ATTNBENCH_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+  graph_ = graph;
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
   if (err != cudaSuccess) {
-    cudaGraphDestroy(graph_);  // the destructor does not run for a constructor that throws
-    throw_cuda_error(err, "cudaGraphInstantiate(&exec_, graph_, 0)", __FILE__, __LINE__);
+    cudaGraphDestroy(graph);  // the destructor does not run for a constructor that throws
+    cuda::throw_cuda_error(err, "cudaGraphInstantiate(&exec, graph, 0)", __FILE__, __LINE__);
   }
+  exec_ = exec;
 }
 Graph::~Graph() {
-  if (exec_) cudaGraphExecDestroy(exec_);
-  if (graph_) cudaGraphDestroy(graph_);
+  if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+  if (graph_) cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));
 }
-void Graph::replay(cudaStream_t s) const { ATTNBENCH_CUDA_CHECK(cudaGraphLaunch(exec_, s)); }
+void Graph::replay(StreamHandle s) const {
+  ATTNBENCH_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), as_stream(s)));
+}
 
-bool stream_is_capturing(cudaStream_t s) {
+bool stream_is_capturing(StreamHandle s) {
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-  ATTNBENCH_CUDA_CHECK(cudaStreamIsCapturing(s, &st));
+  ATTNBENCH_CUDA_CHECK(cudaStreamIsCapturing(as_stream(s), &st));
   return st != cudaStreamCaptureStatusNone;
 }
 
-void check_last_launch(const char* what) {
-  cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) throw_cuda_error(e, what, __FILE__, __LINE__);
+MappedHostMemory::MappedHostMemory(std::size_t bytes) {
+  ATTNBENCH_CUDA_CHECK(cudaHostAlloc(&host_, bytes, cudaHostAllocMapped));
+  const cudaError_t err = cudaHostGetDevicePointer(&device_, host_, 0);
+  if (err != cudaSuccess) {
+    cudaFreeHost(host_);  // the destructor does not run for a constructor that throws
+    cuda::throw_cuda_error(err, "cudaHostGetDevicePointer(&device_, host_, 0)", __FILE__, __LINE__);
+  }
+}
+MappedHostMemory::~MappedHostMemory() {
+  if (host_) cudaFreeHost(host_);
 }
 
-}  // namespace attnbench::cuda
+// NVML through dlopen: clocks and temperature without a link-time dependency on the driver.
+struct Sensors::Impl {
+  void* lib = nullptr;
+  void* dev = nullptr;
+  int (*clock)(void*, int, unsigned*) = nullptr;
+  int (*temp)(void*, int, unsigned*) = nullptr;
+};
+
+Sensors::Sensors(int ordinal) : impl_(std::make_unique<Impl>()) {
+  char bus[32] = {0};
+  ATTNBENCH_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, ordinal));
+  Impl& m = *impl_;
+  m.lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!m.lib) return;
+  auto init = reinterpret_cast<int (*)()>(dlsym(m.lib, "nvmlInit_v2"));
+  auto by_pci = reinterpret_cast<int (*)(const char*, void**)>(dlsym(m.lib, "nvmlDeviceGetHandleByPciBusId_v2"));
+  m.clock = reinterpret_cast<int (*)(void*, int, unsigned*)>(dlsym(m.lib, "nvmlDeviceGetClockInfo"));
+  m.temp = reinterpret_cast<int (*)(void*, int, unsigned*)>(dlsym(m.lib, "nvmlDeviceGetTemperature"));
+  if (!init || !by_pci || !m.clock || !m.temp || init() != 0 || by_pci(bus, &m.dev) != 0) m.dev = nullptr;
+}
+Sensors::~Sensors() {
+  if (impl_->lib) dlclose(impl_->lib);
+}
+SensorReadings Sensors::read() const {
+  SensorReadings r;
+  const Impl& m = *impl_;
+  if (!m.dev) return r;
+  unsigned v = 0;
+  if (m.clock(m.dev, 1, &v) == 0) r.sm_clock_mhz = v;   // NVML_CLOCK_SM
+  if (m.clock(m.dev, 2, &v) == 0) r.mem_clock_mhz = v;  // NVML_CLOCK_MEM
+  if (m.temp(m.dev, 0, &v) == 0) r.temperature_c = v;   // NVML_TEMPERATURE_GPU
+  return r;
+}
+
+}  // namespace attnbench::gpu

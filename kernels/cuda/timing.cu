@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include "attnbench/gpu_runtime.hpp"
+
 namespace attnbench::cuda {
 namespace {
 
@@ -33,3 +35,15 @@ void launch_l2_flush(void* buf, std::size_t bytes, cudaStream_t s) {
 }
 
 }  // namespace attnbench::cuda
+
+namespace attnbench::gpu {
+
+void launch_hold_stream(const volatile int* flag, int timeout_ms, StreamHandle s) {
+  cuda::launch_hold_stream(flag, timeout_ms, static_cast<cudaStream_t>(s));
+}
+
+void launch_l2_flush(void* buf, std::size_t bytes, StreamHandle s) {
+  cuda::launch_l2_flush(buf, bytes, static_cast<cudaStream_t>(s));
+}
+
+}  // namespace attnbench::gpu

@@ -1,5 +1,6 @@
 // Device helpers for honest timing: a kernel that holds a stream until the host releases it (so events
-// bracket only the queued kernels, not host launch latency), and an L2 flush.
+// bracket only the queued kernels, not host launch latency), and an L2 flush. timing.cu also implements the
+// shim's launch_hold_stream and launch_l2_flush (attnbench/gpu_runtime.hpp) with them.
 #pragma once
 #include <cuda_runtime_api.h>
 

@@ -1,5 +1,6 @@
-// cuda.unified: the dispatcher. plan() derives path, grid, splits and workspace once (heuristics.cpp);
-// run() only enqueues the chosen kernels on the caller's stream, allocates nothing, and so captures into a graph.
+// cuda.unified: the dispatcher. plan() derives path, grid, splits and workspace (heuristics.cpp) and looks up the
+// kernel instance once; run() only enqueues the chosen kernels on the caller's stream, allocates nothing, and so
+// captures into a graph.
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -56,6 +57,8 @@ struct CudaUnifiedPlan : AttentionPlan {
   std::size_t counter_offset = 0, counter_bytes = 0;
   mutable std::atomic<const void*> counters_zeroed_for{nullptr};
   KvMapCache kv_maps;  // 2D wide with TMA K/V
+  cuda::InstanceKey instance;                        // the kernel instance `launch` runs
+  const cuda::InstanceLauncher* launcher = nullptr;  // its entry in built_instances(); nullptr: not built
 };
 
 int sm_count() {
@@ -63,51 +66,32 @@ int sm_count() {
   return n;
 }
 
-// The one dispatch point: runtime (dtype, head size, warps, rows per warp) -> template instantiation.
-template <DType DT, int D>
-void launch_2d_d(const AttentionParams& a, const UnifiedLaunchPlan& lp, cudaStream_t s) {
-  if constexpr (D <= 128) {
-    if (lp.rows_per_warp == 32) return cuda::launch_prefill<DT, D, 4, 32>(a, lp, s);
-  }
-  if (lp.rows_per_warp != 16 || (lp.warps != 4 && lp.warps != 8))
-    throw std::invalid_argument("cuda.unified: no 2D kernel for " + lp.summary);
-  return lp.warps == 8 ? cuda::launch_prefill<DT, D, 8, 16>(a, lp, s) : cuda::launch_prefill<DT, D, 4, 16>(a, lp, s);
+// The instance `key` in this build's table (instances.cmake); nullptr when the build leaves it out.
+const cuda::InstanceLauncher* find_launcher(const cuda::InstanceKey& key) {
+  const cuda::InstanceTable t = cuda::built_instances();
+  return cuda::find_instance(t.begin, t.end, key);
 }
 
-template <DType DT>
-void launch_2d(const AttentionParams& a, const CudaUnifiedPlan& plan, cudaStream_t s) {
+// supports()' last check: the build has the instance the plan would run. A problem the plan itself refuses is
+// left for plan() to report; the SM count does not change the key, so the device is not asked.
+Support instance_support(const AttentionProblem& p, const KnobValues& knobs) {
+  UnifiedLaunchPlan lp;
+  try {
+    lp = cuda::make_unified_launch_plan(p, knobs, cuda::kDefaultSmCount);
+  } catch (const std::exception&) {
+    return Support::yes();
+  }
+  const cuda::InstanceKey key = cuda::instance_key(p, lp);
+  return find_launcher(key) ? Support::yes() : cuda::no_instance(key);
+}
+
+// The one dispatch point: the plan's instance; the wide kernel also gets the K/V tensor maps.
+void launch(const CudaUnifiedPlan& plan, const AttentionParams& a, cudaStream_t s) {
   const UnifiedLaunchPlan& lp = plan.launch;
-  if (lp.wide_wgs > 0) {
-    cuda::KvTensorMaps maps;
-    if (lp.wide_kv_tma) maps = plan.kv_maps.get(a);
-    const cuda::KvTensorMaps* m = lp.wide_kv_tma ? &maps : nullptr;
-    switch (a.head_size * 10 + lp.wide_wgs) {
-      case 641: return cuda::launch_prefill_wide<DT, 64, 1>(a, lp, m, s);
-      case 642: return cuda::launch_prefill_wide<DT, 64, 2>(a, lp, m, s);
-      case 643: return cuda::launch_prefill_wide<DT, 64, 3>(a, lp, m, s);
-      case 1281: return cuda::launch_prefill_wide<DT, 128, 1>(a, lp, m, s);
-      case 1282: return cuda::launch_prefill_wide<DT, 128, 2>(a, lp, m, s);
-      case 2561: return cuda::launch_prefill_wide<DT, 256, 1>(a, lp, m, s);
-      case 2562: return cuda::launch_prefill_wide<DT, 256, 2>(a, lp, m, s);
-    }
-    throw std::invalid_argument("cuda.unified: no wide 2D kernel for " + lp.summary);
-  }
-  switch (a.head_size) {
-    case 64: return launch_2d_d<DT, 64>(a, lp, s);
-    case 128: return launch_2d_d<DT, 128>(a, lp, s);
-    case 256: return launch_2d_d<DT, 256>(a, lp, s);
-  }
-  throw std::invalid_argument("cuda.unified: no 2D kernel for head_size " + std::to_string(a.head_size));
-}
-
-template <DType DT>
-void launch_3d(const AttentionParams& a, const UnifiedLaunchPlan& lp, cudaStream_t s) {
-  switch (a.head_size) {
-    case 64: return cuda::launch_decode<DT, 64>(a, lp, s);
-    case 128: return cuda::launch_decode<DT, 128>(a, lp, s);
-    case 256: return cuda::launch_decode<DT, 256>(a, lp, s);
-  }
-  throw std::invalid_argument("cuda.unified: no 3D kernel for head_size " + std::to_string(a.head_size));
+  if (!plan.launcher->wide) return plan.launcher->plain(a, lp, s);
+  cuda::KvTensorMaps maps;
+  if (lp.wide_kv_tma) maps = plan.kv_maps.get(a);
+  plan.launcher->wide(a, lp, lp.wide_kv_tma ? &maps : nullptr, s);
 }
 
 // The Q prologue's params against the plan, 16-byte aligned (the kernel reads weight, cos and sin rows in 16-byte
@@ -133,7 +117,7 @@ class CudaUnified final : public AttentionKernel {
       const std::string conflict = cuda::wide_knob_conflict(p, knobs);
       if (!conflict.empty()) return Support::no(conflict);
     }
-    return s;
+    return instance_support(p, knobs);
   }
 
   std::unique_ptr<AttentionPlan> plan(const AttentionProblem& p, const KnobValues& knobs) const override {
@@ -142,6 +126,9 @@ class CudaUnified final : public AttentionKernel {
     if (!prologue.empty()) throw std::invalid_argument("cuda.unified: " + prologue);
     auto plan = std::make_unique<CudaUnifiedPlan>();
     plan->launch = cuda::make_unified_launch_plan(p, knobs, sm_count());
+    plan->instance = cuda::instance_key(p, plan->launch);
+    plan->launcher = find_launcher(plan->instance);
+    if (!plan->launcher) throw std::invalid_argument("cuda.unified: " + cuda::no_instance(plan->instance).reason);
     plan->head_size = p.head_size;
     plan->dtype = p.dtype;
     plan->output_gate = p.output_gate;
@@ -160,6 +147,7 @@ class CudaUnified final : public AttentionKernel {
   void run(const AttentionPlan& plan, const AttentionParams& a, void* stream) const override {
     const auto* cp = dynamic_cast<const CudaUnifiedPlan*>(&plan);
     if (!cp) throw std::invalid_argument("cuda.unified: plan was not made by cuda.unified");
+    if (!cp->launcher) throw std::invalid_argument("cuda.unified: " + cuda::no_instance(cp->instance).reason);
     if (a.head_size != cp->head_size || a.dtype != cp->dtype)
       throw std::invalid_argument("cuda.unified: params do not match the plan (head_size/dtype)");
     if (cp->workspace_bytes > 0 && a.workspace == nullptr)
@@ -176,7 +164,6 @@ class CudaUnified final : public AttentionKernel {
       throw std::invalid_argument("cuda.unified: gate strides must be even and the gate 4-byte aligned");
     check_q_prologue(*cp, a);
     const auto s = static_cast<cudaStream_t>(stream);
-    const UnifiedLaunchPlan& lp = cp->launch;
     if (cp->counter_bytes > 0 && cp->counters_zeroed_for.load() != a.workspace) {
       // Enqueued (and captured) like the kernels; after this call the kernel keeps the counters zero.
       // While capturing, the memset becomes part of the graph and the eager state stays unknown.
@@ -186,11 +173,7 @@ class CudaUnified final : public AttentionKernel {
       ATTNBENCH_CUDA_CHECK(cudaStreamIsCapturing(s, &cs));
       if (cs == cudaStreamCaptureStatusNone) cp->counters_zeroed_for.store(a.workspace);
     }
-    if (lp.path == UnifiedPath::prefill_2d) {
-      a.dtype == DType::bf16 ? launch_2d<DType::bf16>(a, *cp, s) : launch_2d<DType::f16>(a, *cp, s);
-    } else {
-      a.dtype == DType::bf16 ? launch_3d<DType::bf16>(a, lp, s) : launch_3d<DType::f16>(a, lp, s);
-    }
+    launch(*cp, a, s);
   }
 };
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "attnbench/attention.hpp"
+#include "common/device/visibility.hpp"
 
 namespace attnbench::cuda {
 
@@ -56,11 +57,16 @@ __device__ __forceinline__ bool wide_next_work(const WideLaunch& w, int k, WideW
   return true;
 }
 
-// The geometry of one unit: its tokens [m0, m0 + tq) of q_len, its first query head and KV head, the keys it
-// reads, its KV tiles.
+// The geometry of one unit: its tokens [m0, m0 + tq) of q_len, its first query head and KV head, its KV tiles, and
+// (vis) which keys each of its tokens sees.
 template <int BN>
 struct WideGeom {
   int q_start, q_len, kv_len, m0, diag, n_tiles, kvh, head0;
+  // The unit's visibility rule: its alignment carried from make(), the mask flags read from p where used (a flag
+  // carried through the unit loop instead costs the consumer a loop-carried register and changes its schedule).
+  __device__ __forceinline__ device::Visibility vis(const AttentionParams& p) const {
+    return device::Visibility::aligned(q_len, kv_len, diag, p.causal);
+  }
   __device__ __forceinline__ bool make(const AttentionParams& p, const WideLaunch& w, const WideWork& u) {
     q_start = p.cu_seqlens_q[u.seq];
     q_len = p.cu_seqlens_q[u.seq + 1] - q_start;
@@ -70,8 +76,9 @@ struct WideGeom {
     m0 = (n_m - 1 - u.rank) * w.tq;
     head0 = u.head * w.pack;
     kvh = head0 / (p.heads / p.kv_heads);
-    diag = kv_len - q_len;  // bottom-right alignment: token i sees keys [0, i + diag]
-    const int n_end = max(0, p.causal ? min(kv_len, min(m0 + w.tq, q_len) + diag) : kv_len);
+    const device::Visibility v(q_len, kv_len, p.causal);
+    diag = v.diag;
+    const int n_end = max(0, v.rows_end(m0 + w.tq));
     n_tiles = (n_end + BN - 1) / BN;
     return true;
   }

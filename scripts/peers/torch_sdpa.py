@@ -2,6 +2,9 @@
 """torch peers on attnbench shape files, written in attnbench's result schema so that one `attnbench compare`
 or `reports/plot.py` shows attnbench's kernels against them.
 
+- Cases: from `attnbench list --cases --json` (the binary of --attnbench, $ATTNBENCH_BIN or build/src/attnbench):
+  the harness's own shape parser and validation, dims and declared work model (FLOPs, bytes).
+
 Kernels: torch.sdpa.flash, torch.sdpa.cudnn, torch.sdpa.efficient (F.scaled_dot_product_attention restricted
 with torch.nn.attention.sdpa_kernel to one backend) for op "attention" shapes; torch.chain.gated_block (matmul,
 split, F.rms_norm, rotate-half RoPE, SDPA with GQA, sigmoid gate, matmul) for op "gated_block" shapes.
@@ -21,7 +24,8 @@ split, F.rms_norm, rotate-half RoPE, SDPA with GQA, sigmoid gate, matmul) for op
   captured with torch.cuda.CUDAGraph and replayed, the stream held by torch.cuda._sleep while the replay is
   queued so that the events bracket only the kernels.
 
-Exit codes: 0 every row ok or declined; 1 a row mismatched or errored; 2 bad input; 3 no PyTorch or no CUDA here.
+Exit codes: 0 every row ok or declined; 1 a row mismatched or errored; 2 bad input (attnbench's message) or no
+attnbench binary; 3 no PyTorch or no CUDA here (after the shapes were checked).
 """
 import argparse
 import math
@@ -397,6 +401,8 @@ def parse_args(argv):
     ap.add_argument("--peak-tflops", type=float)
     ap.add_argument("--peak-gbps", type=float)
     ap.add_argument("--out", "-o", help="results JSON (default results/torch_<groups>.json)")
+    ap.add_argument("--attnbench", metavar="BIN", help="the attnbench binary that expands the shapes "
+                    f"(default $ATTNBENCH_BIN, else {pc.DEFAULT_BINARY} of this repository)")
     args = ap.parse_args(argv)
     args.mode = [m for m in args.mode.split(",") if m]
     args.dtype = [d for d in args.dtype.split(",") if d]
@@ -411,10 +417,7 @@ def main(argv=None):
         bad = [m for m in args.mode if m not in ("eager", "graph")]
         if bad:
             raise pc.ShapeError(f"--mode: '{bad[0]}' is not eager|graph")
-        bad = [d for d in args.dtype if d not in pc.DTYPES]
-        if bad:
-            raise pc.ShapeError(f"--dtype: unsupported dtype '{bad[0]}' (supported: bf16, fp16)")
-        cases = pc.select_cases(args.group, args.shapes, args.dtype, args.filter)
+        cases = pc.list_cases(args.group, args.shapes, args.dtype, args.filter, args.attnbench)
         if not cases:
             raise pc.ShapeError("no shapes selected (check --group/--shapes/--dtype/--filter)")
         stem = "+".join(args.group) or os.path.splitext(os.path.basename(args.shapes[0]))[0]
@@ -428,7 +431,7 @@ def main(argv=None):
     try:
         import torch
     except ImportError:
-        print("torch_sdpa.py: cannot run here: PyTorch is not installed (the shapes parsed fine)", file=sys.stderr)
+        print("torch_sdpa.py: cannot run here: PyTorch is not installed (the shapes are fine)", file=sys.stderr)
         return EXIT_CANNOT_RUN
     if not torch.cuda.is_available():
         print("torch_sdpa.py: cannot run here: torch sees no CUDA device", file=sys.stderr)

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "attnbench/dtype.hpp"
+#include "attnbench/features.hpp"
 
 namespace attnbench {
 
@@ -27,6 +28,7 @@ struct AttentionProblem {
   bool q_norm = false;
   int q_rope_dim = 0;
   bool has_q_prologue() const { return q_norm || q_rope_dim > 0; }
+  AttentionFeatures features;  // sliding window, softcap, ALiBi, sinks, qq-bias, K/V scales (features.hpp)
 
   int num_seqs() const { return static_cast<int>(q_lens.size()); }
   int64_t total_q() const;
@@ -43,7 +45,9 @@ struct AttentionProblem {
 };
 
 // Causal visibility, bottom-right aligned: the last key query row i of a sequence may see.
-// Keys [0, visible_end) are visible to row i; decode rows see every key.
+// Keys [0, visible_end) are visible to row i; decode rows see every key. The reference's (and its tests') own
+// statement of the rule, kept apart from the kernels' shared one (kernels/common/device/visibility.hpp) so that
+// each checks the other.
 inline int causal_visible_end(int i, int q_len, int kv_len) { return i + (kv_len - q_len) + 1; }
 
 // Declared work of one call: matmul FLOPs over visible (query, key) pairs and the fewest bytes moved
@@ -81,6 +85,8 @@ struct AttentionParams {
   const void* rope_sin = nullptr;
   int q_rope_dim = 0;
 
+  AttentionFeatureParams features;  // the problem's features; pointers in the backend's memory
+
   int64_t q_stride_token = 0, q_stride_head = 0;
   int64_t o_stride_token = 0, o_stride_head = 0;
   int64_t kv_stride_block = 0, kv_stride_token = 0, kv_stride_head = 0;
@@ -97,6 +103,10 @@ struct AttentionParams {
 // A call's Q-prologue params against its problem's (q_norm, q_rope_dim): the pointers where the problem has the
 // step, none where it has not. Throws std::invalid_argument prefixed with `kernel`.
 void check_q_prologue_params(const std::string& kernel, bool q_norm, int q_rope_dim, const AttentionParams& a);
+
+// Why a kernel that stores Q, K/V and O in fp16 or bf16 only cannot take this problem ("" when it can): the
+// decline today's kernels give 8-bit storage.
+std::string sixteen_bit_storage_conflict(const AttentionProblem& p);
 
 // Fills dims, scale and the dense-packed strides of the paged layout from a problem (pointers left null).
 AttentionParams make_attention_params(const AttentionProblem& p);

@@ -3,22 +3,43 @@
 #pragma once
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "attnbench/attention.hpp"
 #include "attnbench/knobs.hpp"
 
 namespace attnbench {
 
-enum class Backend { cpu, cuda };
-inline const char* backend_name(Backend b) { return b == Backend::cpu ? "cpu" : "cuda"; }
+enum class Backend { cpu, cuda, hip };
+inline const char* backend_name(Backend b) {
+  switch (b) {
+    case Backend::cpu: return "cpu";
+    case Backend::cuda: return "cuda";
+    case Backend::hip: return "hip";
+  }
+  return "?";
+}
+// The backend a name as backend_name() writes it stands for; nullopt for any other name.
+inline std::optional<Backend> parse_backend(std::string_view name) {
+  for (Backend b : {Backend::cpu, Backend::cuda, Backend::hip})
+    if (name == backend_name(b)) return b;
+  return std::nullopt;
+}
+
+// Why a kernel declines: the problem is outside what it implements, or it would be served by a kernel instance
+// this build leaves out (a trimmed ATTNBENCH_CUDA_INSTANCES set).
+enum class DeclineKind { unsupported, no_instance };
 
 // ok, or a typed decline with a human reason. "No kernel for this" is not "wrong answer".
 struct Support {
   bool ok = true;
   std::string reason;
+  DeclineKind kind = DeclineKind::unsupported;  // when !ok
   static Support yes() { return {}; }
   static Support no(std::string why) { return {false, std::move(why)}; }
+  static Support no_instance(std::string why) { return {false, std::move(why), DeclineKind::no_instance}; }
 };
 
 // Everything a call needs that can be computed once. Backends derive from it.

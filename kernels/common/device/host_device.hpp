@@ -1,0 +1,30 @@
+// Qualifiers and integer helpers for rules shared by the host (g++) and the CUDA kernels (nvcc).
+#pragma once
+
+#if defined(__CUDACC__)
+#define ATTNBENCH_HD __host__ __device__
+#define ATTNBENCH_HD_INLINE ATTNBENCH_HD __forceinline__
+#else
+#define ATTNBENCH_HD
+#define ATTNBENCH_HD_INLINE inline
+#endif
+
+namespace attnbench::device {
+
+// On the device the CUDA integer min / max, so that a kernel compiles as it did with them written inline.
+ATTNBENCH_HD_INLINE int imin(int a, int b) {
+#if defined(__CUDA_ARCH__)
+  return ::min(a, b);
+#else
+  return a < b ? a : b;
+#endif
+}
+ATTNBENCH_HD_INLINE int imax(int a, int b) {
+#if defined(__CUDA_ARCH__)
+  return ::max(a, b);
+#else
+  return a < b ? b : a;
+#endif
+}
+
+}  // namespace attnbench::device

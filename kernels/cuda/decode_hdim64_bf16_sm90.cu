@@ -1,5 +1,0 @@
-#include "cuda/decode_kernel.cuh"
-
-namespace attnbench::cuda {
-ATTNBENCH_INSTANTIATE_DECODE(DType::bf16, 64)
-}  // namespace attnbench::cuda

@@ -1,0 +1,147 @@
+# The cuda.unified kernel instances: one key per explicit instantiation, the only list of them. CMake generates one
+# .cu per built key (generated/instance_<key>.cu) and the key -> launcher table (generated/instance_table.cpp) that
+# unified.cpp dispatches through; a plan whose key is not built is declined as "no instance for <key>".
+#   narrow/<dtype>/d<D>/w<W>r<RW>  2D mma.sync prefill, W warps x RW query rows (prefill_kernel.cuh)
+#   wide/<dtype>/d<D>/wgs<WG>      2D wgmma prefill, WG consumer warpgroups (prefill_wide.cuh)
+#   decode/<dtype>/d<D>            3D split-KV decode (decode_kernel.cuh)
+# Which keys a plan can ask for is decided by heuristics.cpp (instance_key); the host tests check the two agree.
+set(ATTNBENCH_CUDA_INSTANCE_TABLE
+  narrow/bf16/d64/w4r16   narrow/bf16/d64/w8r16   narrow/bf16/d64/w4r32
+  narrow/bf16/d128/w4r16  narrow/bf16/d128/w8r16  narrow/bf16/d128/w4r32
+  narrow/bf16/d256/w4r16  narrow/bf16/d256/w8r16
+  narrow/fp16/d64/w4r16   narrow/fp16/d64/w8r16   narrow/fp16/d64/w4r32
+  narrow/fp16/d128/w4r16  narrow/fp16/d128/w8r16  narrow/fp16/d128/w4r32
+  narrow/fp16/d256/w4r16  narrow/fp16/d256/w8r16
+  wide/bf16/d64/wgs1  wide/bf16/d64/wgs2  wide/bf16/d64/wgs3
+  wide/bf16/d128/wgs1 wide/bf16/d128/wgs2
+  wide/bf16/d256/wgs1 wide/bf16/d256/wgs2
+  wide/fp16/d64/wgs1  wide/fp16/d64/wgs2  wide/fp16/d64/wgs3
+  wide/fp16/d128/wgs1 wide/fp16/d128/wgs2
+  wide/fp16/d256/wgs1 wide/fp16/d256/wgs2
+  decode/bf16/d64 decode/bf16/d128 decode/bf16/d256
+  decode/fp16/d64 decode/fp16/d128 decode/fp16/d256)
+
+# "ci": a build without a GPU only needs the code to compile and the host tests to plan: every bf16 instance (the
+# CPU suite plans bf16 problems) and, so each variant's fp16 path still compiles, one fp16 instance of each.
+set(ATTNBENCH_CUDA_INSTANCES_CI
+  narrow/bf16/.* wide/bf16/.* decode/bf16/.*
+  narrow/fp16/d128/w4r32 wide/fp16/d64/wgs3 decode/fp16/d128)
+
+set(ATTNBENCH_CUDA_INSTANCES "all" CACHE STRING
+    "cuda.unified instances to build: all, ci, or a list (; or ,) of regular expressions matched against whole keys")
+
+# The keys of `selection` (all | ci | regexes), in table order; an expression that matches no key is an error.
+function(attnbench_select_instances selection out)
+  if(selection STREQUAL "all")
+    set(${out} ${ATTNBENCH_CUDA_INSTANCE_TABLE} PARENT_SCOPE)
+    return()
+  endif()
+  if(selection STREQUAL "ci")
+    set(selection "${ATTNBENCH_CUDA_INSTANCES_CI}")
+  endif()
+  string(REPLACE "," ";" patterns "${selection}")
+  set(picked "")
+  foreach(pattern IN LISTS patterns)
+    string(STRIP "${pattern}" pattern)
+    set(matched FALSE)
+    foreach(key IN LISTS ATTNBENCH_CUDA_INSTANCE_TABLE)
+      if(key MATCHES "^(${pattern})$")
+        list(APPEND picked ${key})
+        set(matched TRUE)
+      endif()
+    endforeach()
+    if(NOT matched)
+      message(FATAL_ERROR "ATTNBENCH_CUDA_INSTANCES: '${pattern}' matches no key of instances.cmake")
+    endif()
+  endforeach()
+  set(ordered "")
+  foreach(key IN LISTS ATTNBENCH_CUDA_INSTANCE_TABLE)
+    if(key IN_LIST picked)
+      list(APPEND ordered ${key})
+    endif()
+  endforeach()
+  if(NOT ordered)
+    message(FATAL_ERROR "ATTNBENCH_CUDA_INSTANCES='${selection}' selects no instance")
+  endif()
+  set(${out} ${ordered} PARENT_SCOPE)
+endfunction()
+
+# One key's generated parts: the umbrella header, the instantiation macro call and the table entry.
+function(attnbench_instance_parts key header_out inst_out entry_out)
+  if(NOT key MATCHES "^(narrow|wide|decode)/(bf16|fp16)/d([0-9]+)(/w([0-9]+)r([0-9]+)|/wgs([0-9]+))?$")
+    message(FATAL_ERROR "instances.cmake: malformed key '${key}'")
+  endif()
+  set(variant ${CMAKE_MATCH_1})
+  set(d ${CMAKE_MATCH_3})
+  set(w "${CMAKE_MATCH_5}")
+  set(rw "${CMAKE_MATCH_6}")
+  set(wg "${CMAKE_MATCH_7}")
+  set(dt DType::bf16)
+  if(CMAKE_MATCH_2 STREQUAL "fp16")
+    set(dt DType::f16)
+  endif()
+  set(key_init "InstanceVariant::${variant}, ${dt}, ${d}")
+  if(variant STREQUAL "narrow" AND NOT w STREQUAL "")
+    set(header prefill_kernel.cuh)
+    set(inst "ATTNBENCH_INSTANTIATE_PREFILL_RW(${dt}, ${d}, ${w}, ${rw})")
+    set(entry "{\"${key}\", {${key_init}, ${w}, ${rw}, 0}, &launch_prefill<${dt}, ${d}, ${w}, ${rw}>, nullptr}")
+  elseif(variant STREQUAL "wide" AND NOT wg STREQUAL "")
+    set(header prefill_wide.cuh)
+    set(inst "ATTNBENCH_INSTANTIATE_PREFILL_WIDE_WG(${dt}, ${d}, ${wg})")
+    set(entry "{\"${key}\", {${key_init}, 0, 0, ${wg}}, nullptr, &launch_prefill_wide<${dt}, ${d}, ${wg}>}")
+  elseif(variant STREQUAL "decode" AND w STREQUAL "" AND wg STREQUAL "")
+    set(header decode_kernel.cuh)
+    set(inst "ATTNBENCH_INSTANTIATE_DECODE(${dt}, ${d})")
+    set(entry "{\"${key}\", {${key_init}, 0, 0, 0}, &launch_decode<${dt}, ${d}>, nullptr}")
+  else()
+    message(FATAL_ERROR "instances.cmake: key '${key}' does not fit its variant")
+  endif()
+  set(${header_out} ${header} PARENT_SCOPE)
+  set(${inst_out} "${inst}" PARENT_SCOPE)
+  set(${entry_out} "${entry}" PARENT_SCOPE)
+endfunction()
+
+# Writes the .cu of every key in `keys` and the table (built from `selection`) into `dir`, rewritten only when
+# their text changes so a reconfigure recompiles nothing; `out` gets the sources. The .cu of a key left out later
+# stays in `dir`, unbuilt, so switching the selection back recompiles nothing either.
+function(attnbench_generate_instances selection keys dir out)
+  file(MAKE_DIRECTORY ${dir})
+  set(sources "")
+  set(entries "")
+  foreach(key IN LISTS keys)
+    attnbench_instance_parts(${key} header inst entry)
+    string(REPLACE "/" "_" stem "${key}")
+    set(cu ${dir}/instance_${stem}.cu)
+    file(CONFIGURE OUTPUT ${cu} @ONLY CONTENT
+"// Generated by kernels/cuda/instances.cmake: the instance ${key}.
+#include \"cuda/${header}\"
+
+namespace attnbench::cuda {
+${inst}
+}  // namespace attnbench::cuda
+")
+    list(APPEND sources ${cu})
+    string(APPEND entries "    ${entry},\n")
+  endforeach()
+  list(LENGTH keys count)
+  string(REPLACE "\\" "\\\\" selection_literal "${selection}")
+  string(REPLACE "\"" "\\\"" selection_literal "${selection_literal}")
+  set(table ${dir}/instance_table.cpp)
+  file(CONFIGURE OUTPUT ${table} @ONLY CONTENT
+"// Generated by kernels/cuda/instances.cmake: this build's ${count} instances, key -> launcher.
+#include \"cuda/launch.hpp\"
+
+namespace attnbench::cuda {
+
+InstanceTable built_instances() {
+  static const InstanceLauncher table[] = {
+${entries}  };
+  return {table, table + sizeof(table) / sizeof(table[0])};
+}
+
+const char* built_instance_selection() { return \"${selection_literal}\"; }
+
+}  // namespace attnbench::cuda
+")
+  set(${out} ${sources} ${table} PARENT_SCOPE)
+endfunction()

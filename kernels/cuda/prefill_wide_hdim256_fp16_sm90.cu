@@ -1,6 +1,0 @@
-#include "cuda/prefill_wide.cuh"
-
-namespace attnbench::cuda {
-ATTNBENCH_INSTANTIATE_PREFILL_WIDE_WG(DType::f16, 256, 1)
-ATTNBENCH_INSTANTIATE_PREFILL_WIDE_WG(DType::f16, 256, 2)
-}  // namespace attnbench::cuda

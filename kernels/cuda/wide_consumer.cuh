@@ -1,0 +1,132 @@
+// The wide prefill kernel's consumer warpgroups (prefill_wide.cuh): each walks the CTA's units and, per unit, gets
+// its 64 Q rows ready (loaded, or loaded during the unit before; the optional Q prologue), runs the main loop over
+// the unit's KV tiles (wide_mainloop.cuh) and writes its rows (wide_epilogue.cuh).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <type_traits>
+
+#include "attnbench/attention.hpp"
+#include "cuda/heuristics.hpp"
+#include "cuda/mbarrier.cuh"
+#include "cuda/mma_sm80.cuh"
+#include "cuda/q_prologue.cuh"
+#include "cuda/wgmma.cuh"
+#include "cuda/wide_epilogue.cuh"
+#include "cuda/wide_layout.cuh"
+#include "cuda/wide_mainloop.cuh"
+#include "cuda/wide_work.cuh"
+
+namespace attnbench::cuda::dev {
+
+// The unit's Q (its cp.async group issued) in the tile at sq made visible to the async proxy, then the Q prologue in
+// place before any wgmma reads it. The prologue is
+// not compiled beside 3 consumer warpgroups (it would make that kernel's tile loop spill); the plan keeps
+// Q-prologue problems at <= kWideMaxWgsQPrologue.
+template <DType DT, int D, int WG, bool TMA>
+__device__ __forceinline__ void wide_q_ready(const WideCtx<DT, D, WG, TMA>& cx,
+                                             const WideGeom<WideTile<D, WG, TMA>::kBN>& g, uint32_t sq) {
+  constexpr int RW = kWideRowsPerWg;
+  cp_async_wait<0>();
+  fence_proxy_async_smem();
+  named_bar_sync(1 + cx.wg, 128);
+  if constexpr (WG <= kWideMaxWgsQPrologue) {
+    if (cx.p.q_norm_weight != nullptr || cx.p.q_rope_dim > 0) {
+      q_prologue<DT, D, RW>(cx.p, cx.w, g, sq, cx.wg * RW, cx.tid, [](int row, int ch) { return wide_swz<RW>(row, ch); });
+      fence_proxy_async_smem();
+      named_bar_sync(1 + cx.wg, 128);
+    }
+  }
+}
+
+// The next unit's Q into the other tile while this unit computes (its last reader, the epilogue of the unit before,
+// finished with the named barrier at its end). The next unit is found again by the loop rather than kept: held
+// across the unit, its geometry makes the d64 and d256 consumers spill.
+template <DType DT, int D, int WG, bool TMA>
+__device__ __forceinline__ void wide_load_next_q(const WideCtx<DT, D, WG, TMA>& cx, int k, int qb) {
+  int k_next = k + 1;
+  WideWork u_next;
+  WideGeom<WideTile<D, WG, TMA>::kBN> g_next;
+  if (wide_next_unit(cx.p, cx.w, k_next, u_next, g_next)) wide_load_q(cx, cx.sm.q_tile(qb ^ 1, cx.wg), g_next);
+}
+
+// Unit k (n_done-th of this CTA): with two Q tiles, unit n uses tile n % 2.
+template <DType DT, int D, int WG, bool TMA>
+__device__ __forceinline__ void wide_consume_unit(const WideCtx<DT, D, WG, TMA>& cx,
+                                                  const WideGeom<WideTile<D, WG, TMA>::kBN>& g, int k, int n_done,
+                                                  RingPos& cur) {
+  constexpr int BN = WideTile<D, WG, TMA>::kBN, RW = kWideRowsPerWg;
+  const WideLaunch& w = cx.w;
+  const int qb = w.q_bufs == 2 ? n_done & 1 : 0;
+  const uint32_t sq = cx.sm.q_tile(qb, cx.wg);
+  // Q: own 64 rows (every earlier wgmma reading this tile has been waited for, and its epilogue reads are done)
+  if (w.q_bufs == 1 || n_done == 0) wide_load_q(cx, sq, g);
+  wide_q_ready(cx, g, sq);
+  // This warpgroup's rows hold tokens [t_lo, t_hi] of the unit: a slice of one head's tokens, or (rows of two heads
+  // or more, GQA packing) all of them. It computes the tiles its rows can see; the CTA's later tiles it waits for
+  // and releases without math. Only `any_rows` stays live through the tiles (the epilogue finds the rows again).
+  const device::Visibility vis = g.vis(cx.p);
+  bool any_rows;
+  int wg_tiles, mask_from;
+  {
+    const WgRows rows(w, g, cx.wg * RW, RW);
+    const int wg_end = max(0, vis.visible_end(rows.t_hi));
+    any_rows = rows.any;
+    wg_tiles = rows.any ? (wg_end + BN - 1) / BN : 0;
+    mask_from = vis.visible_end(rows.t_lo);
+  }
+
+  WideAcc<D, BN> a;
+#pragma unroll
+  for (int d = 0; d < D / 8; ++d) a.o[d][0] = a.o[d][1] = a.o[d][2] = a.o[d][3] = 0.f;
+  a.m[0] = a.m[1] = -INFINITY;
+  a.l[0] = a.l[1] = 0.f;
+  int limit[2];  // this thread's two rows (tile rows wg RW + warp 16 + lane / 4 + {0, 8}) see keys [0, limit)
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const WideRow rr = wide_row(w, g, cx.wg * RW + cx.warp * 16 + cx.lane / 4 + 8 * r);
+    limit[r] = vis.visible_end(rr.tok);
+  }
+#pragma unroll
+  for (int j = 0; j < BN / 16; ++j) a.pa[j][0] = a.pa[j][1] = a.pa[j][2] = a.pa[j][3] = 0u;
+  const Sw128Desc<> dq(sq, 16);  // Q, K-major: SBO 1024 (8 rows)
+
+  if (wg_tiles > 0) wide_step<true>(cx, a, cur, dq, 0, mask_from, limit);
+  if (w.q_bufs == 2) wide_load_next_q(cx, k, qb);
+  for (int t = 1; t < wg_tiles; ++t) wide_step<false>(cx, a, cur, dq, t, mask_from, limit);
+  if (wg_tiles > 0) wide_last_pv(cx, a, cur);
+  wide_skip_tiles(cx, cur, wg_tiles, g.n_tiles);
+  if (any_rows) wide_epilogue(cx, g, sq, a);
+}
+
+// A consumer warpgroup: its register budget, its warpgroup index, then every unit of the CTA's walk.
+template <DType DT, int D, int WG, bool TMA>
+__device__ __forceinline__ void wide_consumer(const AttentionParams& p, const WideLaunch& w,
+                                              const WideSmem<D, WG, TMA>& sm, int S) {
+  using Tile = WideTile<D, WG, TMA>;
+  using T = typename StorageOf<DT>::type;
+  using Ctx = WideCtx<DT, D, WG, TMA>;
+  if constexpr (WG >= 2) setmaxnreg_inc<Tile::kConsumerRegs>();
+  // The warpgroup index through a lane-0 shuffle: ptxas then knows it is warp-uniform, so the shared-memory
+  // descriptors of every wgmma are built in uniform registers (no per-wgmma R2UR moves in the issue loop).
+  const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128) - 1, 0);
+  const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
+  if constexpr (WG >= 2) {
+    if (wg == WG - 1) named_bar_arrive(Ctx::kSchedBar + 0, 256);
+  }
+  const Ctx cx{p,    w,    sm,   S,
+               wg,   tid,  warp, lane,
+               p.scale * 1.4426950408889634f, static_cast<T*>(p.out), static_cast<const T*>(p.gate),
+               static_cast<const T*>(p.q)};
+  RingPos cur;  // ring position of the next K tile (V of a tile sits at the same position)
+  int k = 0, n_done = 0;
+  WideWork u;
+  WideGeom<Tile::kBN> g;
+  for (bool have = wide_next_unit(p, w, k, u, g); have; have = wide_next_unit(p, w, ++k, u, g), ++n_done)
+    wide_consume_unit(cx, g, k, n_done, cur);
+  if constexpr (WG >= 2) {
+    if (wg == 0) named_bar_sync(Ctx::kSchedBar + 0, 256);
+  }
+}
+
+}  // namespace attnbench::cuda::dev

@@ -1,0 +1,83 @@
+// The wide prefill kernel's shapes and shared memory (prefill_wide.cuh): threads and register budgets per role, the
+// 128B-swizzled tile layout, and where Q, the K and V rings, their barriers and the scratch slots sit.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "cuda/heuristics.hpp"
+#include "cuda/mbarrier.cuh"
+#include "cuda/mma_sm80.cuh"
+#include "cuda/wide_work.cuh"
+
+namespace attnbench::cuda {
+
+template <int D, int WG, bool TMA>
+struct WideTile {
+  static_assert(wide_block_n(D) > 0, "the wide kernel exists for head sizes 64, 128, 256");
+  static_assert(WG >= 1 && WG <= wide_max_wgs(D), "consumer warpgroups: 1..wide_max_wgs(D)");
+  static constexpr int kThreads = 128 * (WG + 1);
+  static constexpr int kBM = kWideRowsPerWg * WG;
+  static constexpr int kBN = wide_block_n(D);
+  // Every tile is [D/64][rows][64] 16-bit elements (128-byte rows, 16-byte chunks XOR-swizzled with row % 8) on a
+  // 1024-byte boundary: what a 128B-swizzle descriptor with base offset 0 reads, and what a SWIZZLE_128B TMA box
+  // of 64 x 64 writes. Shared memory: Q | K ring | V ring | barriers | scratch (heuristics.hpp, wide_smem_bytes).
+  static constexpr int kQBytesPerWg = kWideRowsPerWg * D * 2;
+  static constexpr int kTileBytes = kBN * D * 2;
+  static constexpr int kQBytes = kQBytesPerWg * WG;
+  // Register budgets per role (setmaxnreg, WG >= 2): the producer keeps 56 (the cp.async gather's address math),
+  // 32 beside 3 consumer warpgroups; the consumers share the rest of the 64K-register file.
+  static constexpr int kProducerRegs = WG == 3 ? 32 : 56;
+  static constexpr int kConsumerRegs = std::min(240, (65536 - 128 * kProducerRegs) / (128 * WG) / 8 * 8);
+};
+
+namespace dev {
+
+// Byte offset of 16-byte chunk `ch` (of D/8) in row `row` of a [D/64][rows][64] swizzled tile.
+template <int ROWS>
+__device__ __forceinline__ uint32_t wide_swz(int row, int ch) {
+  return static_cast<uint32_t>((ch >> 3) * (ROWS * 128) + row * 128 + (((ch & 7) ^ (row & 7)) << 4));
+}
+
+// One CTA's shared memory from the first 1024-byte boundary of the dynamic allocation: q_bufs Q tiles of WG
+// warpgroups, the K and V rings of `stages` slots, FULL / EMPTY barriers per slot and ring, 8 scratch bytes per warp
+// (the kernel lays it out: computed in a function of its own, the addresses come out of nvcc in another order and
+// ptxas allocates some kernels differently).
+template <int D, int WG, bool TMA>
+struct WideSmem {
+  using Tile = WideTile<D, WG, TMA>;
+  uint32_t base;        // shared-memory address of Q tile 0
+  unsigned char* smem;  // the same byte, generic (TMA destinations)
+  uint32_t k_ring, v_ring;
+  uint64_t* full_k;
+  uint64_t* full_v;
+  uint64_t* empty_k;
+  uint64_t* empty_v;
+  uint32_t scratch;  // kWideScratchBytes
+
+  __device__ __forceinline__ uint32_t k_slot(int slot) const { return k_ring + slot * Tile::kTileBytes; }
+  __device__ __forceinline__ uint32_t v_slot(int slot) const { return v_ring + slot * Tile::kTileBytes; }
+  // Consumer warpgroup wg's 64 rows of Q tile qb.
+  __device__ __forceinline__ uint32_t q_tile(int qb, int wg) const {
+    return base + qb * Tile::kQBytes + wg * Tile::kQBytesPerWg;
+  }
+
+  // Thread 0 initialises the ring barriers; every thread waits for it.
+  __device__ __forceinline__ void init_barriers(int stages) const {
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < stages; ++s) {
+        // TMA: one arrive.expect_tx (or the tail tile's one arrival); cp.async: every producer thread once its data landed
+        mbar_init(&full_k[s], TMA ? 1 : 128);
+        mbar_init(&full_v[s], TMA ? 1 : 128);
+        mbar_init(&empty_k[s], WG);  // one thread per consumer warpgroup, after its wgmmas finished reading
+        mbar_init(&empty_v[s], WG);
+      }
+      mbar_fence_init();
+    }
+    __syncthreads();
+  }
+};
+
+}  // namespace dev
+}  // namespace attnbench::cuda

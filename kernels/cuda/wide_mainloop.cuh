@@ -1,0 +1,222 @@
+// The wide prefill kernel's consumer main loop (prefill_wide.cuh): per KV tile of a unit, S = Q K^T by SS wgmma
+// into registers, the base-2 online softmax in registers and O += P V by RS wgmma, P as its 16-bit A operand.
+// Iteration t issues S(t) with P(t-1) V(t-1) (FA3's intra-warpgroup overlap); with WG >= 2 the warpgroups take
+// turns issuing, so one's softmax runs under another's wgmmas.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "attnbench/attention.hpp"
+#include "cuda/mbarrier.cuh"
+#include "cuda/mma_sm80.cuh"
+#include "cuda/q_prologue.cuh"
+#include "cuda/warp_tile.cuh"
+#include "cuda/wgmma.cuh"
+#include "cuda/wide_layout.cuh"
+#include "cuda/wide_work.cuh"
+
+namespace attnbench::cuda::dev {
+
+// A consumer thread's fixed context: the kernel's inputs, the ring depth, its warpgroup (warp-uniform), its thread,
+// warp and lane in the warpgroup, the softmax scale in base 2 and the Q / O / gate pointers. Values read from the
+// parameters once, before the unit loop: read inside it, the asm statements' memory clobbers make nvcc reload them.
+template <DType DT, int D, int WG, bool TMA>
+struct WideCtx {
+  using Tile = WideTile<D, WG, TMA>;
+  static constexpr int BN = Tile::kBN, RW = kWideRowsPerWg;
+  // Turn-taking (WG >= 2, FA3's warp scheduler barriers): a warpgroup issues its GEMMs of a round only after the
+  // previous one (wg - 1, cyclically) issued its own: bar.sync on its id, then bar.arrive on the next's. Every
+  // warpgroup runs exactly n_tiles rounds per unit (no-math rounds for tiles its rows cannot see); the last
+  // warpgroup opens with one arrive on warpgroup 0's barrier and warpgroup 0 closes with one sync at the very end,
+  // so the counts balance over the CTA's whole walk.
+  static constexpr int kSchedBar = 1 + WG;  // ids 1..WG: the Q loads; then WG scheduler barriers (<= 7 of 16)
+
+  using T = typename StorageOf<DT>::type;
+  const AttentionParams& p;
+  const WideLaunch& w;
+  const WideSmem<D, WG, TMA>& sm;
+  int S;
+  int wg, tid, warp, lane;
+  float c;
+  T* out;
+  const T* gate;
+  const T* q;
+
+  __device__ __forceinline__ void sched_sync() const {
+    if constexpr (WG >= 2) named_bar_sync(kSchedBar + wg, 256);
+  }
+  __device__ __forceinline__ void sched_arrive() const {
+    if constexpr (WG >= 2) named_bar_arrive(kSchedBar + (wg + 1) % WG, 256);
+  }
+  __device__ __forceinline__ void release(uint64_t* bars, int slot) const {
+    if (tid == 0) mbar_arrive(&bars[slot]);
+  }
+};
+
+// A consumer thread's running state of one unit: O, the row maxima and sums of its two rows, and P(t-1) in the RS
+// A layout (k-block j = S values 8j..8j+7: n8 tiles 2j, 2j+1).
+template <int D, int BN>
+struct WideAcc {
+  float o[D / 8][4];
+  float m[2], l[2];
+  uint32_t pa[BN / 16][4];
+};
+
+// This warpgroup's 64 Q rows of a unit into the swizzled tile at dst (zero past q_len), one cp.async group.
+template <DType DT, int D, int WG, bool TMA>
+__device__ __forceinline__ void wide_load_q(const WideCtx<DT, D, WG, TMA>& cx, uint32_t dst,
+                                            const WideGeom<WideTile<D, WG, TMA>::kBN>& gg) {
+  constexpr int kCpr = D / 8, RW = kWideRowsPerWg;
+#pragma unroll
+  for (int i = 0; i < RW * kCpr / 128; ++i) {
+    const int cidx = cx.tid + i * 128;
+    const int row = cidx / kCpr, ch = cidx % kCpr;
+    const WideRow rr = wide_row(cx.w, gg, cx.wg * RW + row);
+    const int64_t off =
+        rr.valid ? (gg.q_start + rr.tok) * cx.p.q_stride_token + rr.head * cx.p.q_stride_head + ch * 8 : 0;
+    cp_async_16(dst + wide_swz<RW>(row, ch), cx.q + off, rr.valid);
+  }
+  cp_async_commit();
+}
+
+// O += P V: V MN-major (trans-b); LBO = next 64-wide d slab (BN rows x 128 B), SBO = 8 tokens (1024 B), each k16
+// step over tokens +2048 B.
+template <DType DT, int D, int BN>
+__device__ __forceinline__ void wide_issue_pv(WideAcc<D, BN>& a, uint32_t sv) {
+  const Sw128Desc<> dv(sv, BN * 128);
+#pragma unroll
+  for (int j = 0; j < BN / 16; ++j) wgmma_rs<DT, D>(a.o, a.pa[j], dv.at(j * 2048), 1);
+  wgmma_commit();
+}
+
+// Keys of tile [n0, n0 + BN) at or past a row's limit are masked; only tiles reaching past mask_from have any.
+template <int BN>
+__device__ __forceinline__ void wide_mask(float (&s)[BN / 8][4], int n0, int mask_from, const int (&limit)[2],
+                                          int lane) {
+  if (n0 + BN > mask_from) {
+#pragma unroll
+    for (int n = 0; n < BN / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = n0 + n * 8 + 2 * (lane % 4) + (e & 1);
+        if (col >= limit[e >> 1]) s[n][e] = -INFINITY;
+      }
+    }
+  }
+}
+
+// O rescaled by the tile's alpha, then P(t) = S(t) converted to the RS A layout.
+template <DType DT, int D, int BN>
+__device__ __forceinline__ void wide_rescale_pack(WideAcc<D, BN>& a, const float (&s)[BN / 8][4],
+                                                  const float (&alpha)[2]) {
+  // Skipped by a warp whose rows' maxima all stayed (alpha exactly 1: most tiles past the first few).
+  if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+    for (int d = 0; d < D / 8; ++d) {
+      a.o[d][0] *= alpha[0];
+      a.o[d][1] *= alpha[0];
+      a.o[d][2] *= alpha[1];
+      a.o[d][3] *= alpha[1];
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < BN / 16; ++j) {
+    a.pa[j][0] = pack2<DT>(s[2 * j][0], s[2 * j][1]);
+    a.pa[j][1] = pack2<DT>(s[2 * j][2], s[2 * j][3]);
+    a.pa[j][2] = pack2<DT>(s[2 * j + 1][0], s[2 * j + 1][1]);
+    a.pa[j][3] = pack2<DT>(s[2 * j + 1][2], s[2 * j + 1][3]);
+  }
+}
+
+// Iteration t: issues S(t) = Q K^T and O += P(t-1) V(t-1), waits for S only (then K(t) is released), runs the
+// softmax of S(t) while the P V wgmmas still run, waits for them (V(t-1) released), rescales O and converts P(t).
+// kFirst (no P V to overlap) is a compile-time branch: a run-time one around the wgmma issue makes ptxas serialise
+// every wgmma (C7520).
+template <bool kFirst, DType DT, int D, int WG, bool TMA>
+__device__ __forceinline__ void wide_step(const WideCtx<DT, D, WG, TMA>& cx, WideAcc<D, WideTile<D, WG, TMA>::kBN>& a,
+                                          RingPos& cur, const Sw128Desc<>& dq, int t, int mask_from,
+                                          const int (&limit)[2]) {
+  constexpr int BN = WideTile<D, WG, TMA>::kBN, RW = kWideRowsPerWg;
+  const int S = cx.S;
+  const RingPos rk = cur, rv = cur.before(S);  // tiles t and t-1
+  cur.advance(S);
+  mbar_wait(&cx.sm.full_k[rk.slot()], rk.phase());
+  if constexpr (!kFirst) mbar_wait(&cx.sm.full_v[rv.slot()], rv.phase());
+  const uint32_t sk = cx.sm.k_slot(rk.slot());
+  cx.sched_sync();
+  const int n0 = t * BN;
+  float s[BN / 8][4];
+  fence_regs(s);
+  fence_regs(a.o);
+  fence_regs(a.pa);
+  wgmma_fence();
+  // S = Q K^T: both K-major; k-step kk over d: +(kk/4) 64-wide d slabs, +(kk%4) 32 bytes; SBO 1024 (8 rows).
+  const Sw128Desc<> dk(sk, 16);
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const uint32_t koff = (kk % 4) * 32;
+    wgmma_ss<DT, BN>(s, dq.at((kk / 4) * (RW * 128) + koff), dk.at((kk / 4) * (BN * 128) + koff), kk > 0);
+  }
+  wgmma_commit();
+  if constexpr (!kFirst) {
+    wide_issue_pv<DT, D, BN>(a, cx.sm.v_slot(rv.slot()));
+    cx.sched_arrive();
+    wgmma_wait<1>();  // S(t) done; P(t-1) V(t-1) may still run
+  } else {
+    cx.sched_arrive();
+    wgmma_wait<0>();
+  }
+  fence_regs(s);
+  cx.release(cx.sm.empty_k, rk.slot());
+  wide_mask<BN>(s, n0, mask_from, limit, cx.lane);
+  float alpha[2];
+  softmax_tile<BN / 8, 4>(s, a.m, a.l, cx.c, [&](int r, float al) { alpha[r] = al; });
+  if constexpr (!kFirst) {
+    // ptxas hoists a wgmma wait above independent ALU work (here: the whole softmax, which then no longer
+    // overlaps P V) but keeps it after a shared-memory store: lane 0 of each warp stores its row sums, which
+    // depend on every exponential, to the warp's scratch slot just before the wait.
+    if (cx.lane == 0) st_shared_v2(cx.sm.scratch + 8 * (threadIdx.x / 32), a.l[0], a.l[1]);
+    wgmma_wait<0>();
+    fence_regs(a.o);
+    fence_regs(a.pa);
+    cx.release(cx.sm.empty_v, rv.slot());
+  }
+  wide_rescale_pack<DT, D, BN>(a, s, alpha);
+}
+
+// The last tile's P V, after the loop.
+template <DType DT, int D, int WG, bool TMA>
+__device__ __forceinline__ void wide_last_pv(const WideCtx<DT, D, WG, TMA>& cx,
+                                             WideAcc<D, WideTile<D, WG, TMA>::kBN>& a, const RingPos& cur) {
+  const RingPos rv = cur.before(cx.S);
+  fence_regs(a.o);
+  fence_regs(a.pa);
+  mbar_wait(&cx.sm.full_v[rv.slot()], rv.phase());
+  wgmma_fence();
+  wide_issue_pv<DT, D, WideTile<D, WG, TMA>::kBN>(a, cx.sm.v_slot(rv.slot()));
+  wgmma_wait<0>();
+  fence_regs(a.o);
+  cx.release(cx.sm.empty_v, rv.slot());
+}
+
+// Tiles [from, n_tiles) of the CTA are all masked for this warpgroup's rows: wait for each (the producer has
+// claimed the slot, so the arrival lands on the tile's own EMPTY phase), take the round, release, in tile order.
+template <DType DT, int D, int WG, bool TMA>
+__device__ __forceinline__ void wide_skip_tiles(const WideCtx<DT, D, WG, TMA>& cx, RingPos& cur, int from,
+                                                int n_tiles) {
+  const int S = cx.S;
+  for (int t = from; t < n_tiles; ++t) {
+    const RingPos r = cur;
+    cur.advance(S);
+    mbar_wait(&cx.sm.full_k[r.slot()], r.phase());
+    cx.sched_sync();
+    cx.sched_arrive();
+    cx.release(cx.sm.empty_k, r.slot());
+    mbar_wait(&cx.sm.full_v[r.slot()], r.phase());
+    cx.release(cx.sm.empty_v, r.slot());
+  }
+}
+
+}  // namespace attnbench::cuda::dev

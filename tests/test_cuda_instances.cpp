@@ -1,0 +1,159 @@
+// cuda.unified kernel instances: the key each plan runs, the lookup, and the "no instance" decline. Host code: the
+// key logic runs in every build; with the CUDA backend, the generated table (instances.cmake) is checked too.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "../kernels/cuda/heuristics.hpp"
+
+#ifdef ATTNBENCH_WITH_CUDA
+#include "../kernels/cuda/launch.hpp"
+#include "attnbench/backends.hpp"
+#endif
+
+namespace attnbench::cuda {
+namespace {
+
+KnobValues knobs(std::map<std::string, std::string> o = {}) { return KnobValues::resolve(o, /*read_env=*/false); }
+
+AttentionProblem problem(DType dt, int d, int q, int kv) {
+  AttentionProblem p;
+  p.q_lens = {q};
+  p.kv_lens = {kv};
+  p.heads = p.kv_heads = 8;
+  p.head_size = d;
+  p.dtype = dt;
+  return p;
+}
+
+struct InstanceCase {
+  AttentionProblem p;
+  KnobValues k;
+  std::string key;
+};
+
+// Every instance a plan can ask for, each reached through the knobs: per dtype and head size the narrow kernel's
+// warp shapes, the wide kernel's warpgroup counts, and decode.
+std::vector<InstanceCase> instance_family() {
+  std::vector<InstanceCase> cases;
+  for (DType dt : {DType::bf16, DType::f16}) {
+    for (int d : {64, 128, 256}) {
+      const std::string head = std::string(dtype_name(dt)) + "/d" + std::to_string(d);
+      for (const std::string w : {"4", "8", "4x32"}) {
+        // 4x32 at d256 is the same 128-row tile as 8 x 16 (no 32-row kernel there).
+        const std::string shape = w != "4x32" ? "w" + w + "r16" : d <= 128 ? "w4r32" : "w8r16";
+        cases.push_back({problem(dt, d, 2048, 2048),
+                         knobs({{"ATTNBENCH_SM90_PATH", "narrow"}, {"ATTNBENCH_SM90_NARROW_WARPS", w}}),
+                         "narrow/" + head + "/" + shape});
+      }
+      for (int wgs = 1; wgs <= (d == 64 ? 3 : 2); ++wgs)
+        cases.push_back({problem(dt, d, 2048, 2048),
+                         knobs({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", std::to_string(wgs)}}),
+                         "wide/" + head + "/wgs" + std::to_string(wgs)});
+      cases.push_back({problem(dt, d, 1, 4096), knobs(), "decode/" + head});
+    }
+  }
+  return cases;
+}
+
+std::string key_of(const AttentionProblem& p, const KnobValues& k) {
+  return instance_name(instance_key(p, make_unified_launch_plan(p, k, kDefaultSmCount)));
+}
+
+TEST(CudaInstances, KeyOfEachPlan) {
+  std::set<std::string> keys;
+  for (const InstanceCase& c : instance_family()) {
+    EXPECT_EQ(key_of(c.p, c.k), c.key);
+    keys.insert(c.key);
+  }
+  EXPECT_EQ(keys.size(), 36u);  // per dtype: narrow 3 + 3 + 2, wide 3 + 2 + 2, decode 3
+  // The default knobs: short d64 prompts on the narrow 4 x 32 kernel, long ones wide with 3 warpgroups (2 with a
+  // Q prologue), d128 wide with 2, the short-q / long-KV shape on the decode kernel.
+  EXPECT_EQ(key_of(problem(DType::bf16, 64, 100, 100), knobs()), "narrow/bf16/d64/w4r32");
+  EXPECT_EQ(key_of(problem(DType::f16, 256, 100, 100), knobs()), "narrow/fp16/d256/w8r16");
+  EXPECT_EQ(key_of(problem(DType::bf16, 64, 4096, 4096), knobs()), "wide/bf16/d64/wgs3");
+  AttentionProblem prologue = problem(DType::bf16, 64, 4096, 4096);
+  prologue.q_norm = true;
+  EXPECT_EQ(key_of(prologue, knobs()), "wide/bf16/d64/wgs2");
+  EXPECT_EQ(key_of(problem(DType::f16, 128, 2048, 2048), knobs()), "wide/fp16/d128/wgs2");
+  EXPECT_EQ(key_of(problem(DType::bf16, 128, 4, 4096), knobs()), "decode/bf16/d128");
+}
+
+TEST(CudaInstances, LookupAndTheNoInstanceDecline) {
+  struct Entry {
+    InstanceKey key;
+    int id;
+  };
+  const InstanceKey wide2{InstanceVariant::wide, DType::bf16, 128, 0, 0, 2};
+  const InstanceKey wide3{InstanceVariant::wide, DType::bf16, 128, 0, 0, 3};
+  const InstanceKey narrow{InstanceVariant::narrow, DType::f16, 64, 4, 32, 0};
+  const Entry table[] = {{narrow, 1}, {wide2, 2}, {{InstanceVariant::decode, DType::bf16, 128, 0, 0, 0}, 3}};
+  ASSERT_NE(find_instance(std::begin(table), std::end(table), wide2), nullptr);
+  EXPECT_EQ(find_instance(std::begin(table), std::end(table), wide2)->id, 2);
+  EXPECT_EQ(find_instance(std::begin(table), std::end(table), narrow)->id, 1);
+  EXPECT_EQ(find_instance(std::begin(table), std::end(table), wide3), nullptr);
+  const InstanceKey other_dtype{InstanceVariant::narrow, DType::bf16, 64, 4, 32, 0};
+  EXPECT_EQ(find_instance(std::begin(table), std::end(table), other_dtype), nullptr);
+  EXPECT_EQ(instance_name(narrow), "narrow/fp16/d64/w4r32");
+  const Support s = no_instance(wide3);
+  EXPECT_FALSE(s.ok);
+  EXPECT_EQ(s.kind, DeclineKind::no_instance);
+  EXPECT_EQ(s.reason, "no instance for wide/bf16/d128/wgs3 in this build");
+  EXPECT_EQ(Support::no("head_size 96").kind, DeclineKind::unsupported);
+}
+
+#ifdef ATTNBENCH_WITH_CUDA
+// The generated table against the keys: CMake's parse of each key is the key the C++ side names, each entry has
+// the launcher of its variant, no key twice, none that no plan can ask for, and all of them in an "all" build.
+TEST(CudaInstances, GeneratedTableMatchesTheKeys) {
+  const InstanceTable t = built_instances();
+  std::set<std::string> family, built;
+  for (const InstanceCase& c : instance_family()) family.insert(c.key);
+  for (const InstanceLauncher* e = t.begin; e != t.end; ++e) {
+    EXPECT_EQ(instance_name(e->key), e->name);
+    EXPECT_EQ(e->wide != nullptr, e->key.variant == InstanceVariant::wide) << e->name;
+    EXPECT_EQ(e->plain != nullptr, e->key.variant != InstanceVariant::wide) << e->name;
+    EXPECT_TRUE(built.insert(e->name).second) << e->name << " twice";
+    EXPECT_EQ(family.count(e->name), 1u) << e->name << " is not a key any plan asks for";
+    EXPECT_EQ(find_instance(t.begin, t.end, e->key), e);
+  }
+  EXPECT_FALSE(built.empty());
+  if (std::string(built_instance_selection()) == "all") {
+    EXPECT_EQ(built, family);
+  }
+}
+
+// Each key: a built one plans; one left out of the build is declined as no_instance naming it, and plan() throws
+// the same reason.
+TEST(CudaInstances, UnifiedDeclinesKeysTheBuildLacks) {
+  const InstanceTable t = built_instances();
+  const auto k = make_cuda_unified();
+  for (const InstanceCase& c : instance_family()) {
+    const bool has = find_instance(t.begin, t.end, instance_key(c.p, make_unified_launch_plan(c.p, c.k, 132)));
+    const Support s = k->supports(c.p, c.k);
+    EXPECT_EQ(s.ok, has) << c.key << ": " << s.reason;
+    if (has) {
+      EXPECT_NO_THROW(k->plan(c.p, c.k)) << c.key;
+      continue;
+    }
+    EXPECT_EQ(s.kind, DeclineKind::no_instance) << c.key;
+    EXPECT_EQ(s.reason, "no instance for " + c.key + " in this build");
+    try {
+      k->plan(c.p, c.k);
+      ADD_FAILURE() << c.key << ": plan() without an instance";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()), "cuda.unified: " + s.reason);
+    }
+  }
+  // Other declines keep their kind.
+  const Support d96 = k->supports(problem(DType::bf16, 96, 8, 8), knobs());
+  EXPECT_FALSE(d96.ok);
+  EXPECT_EQ(d96.kind, DeclineKind::unsupported);
+}
+#endif
+
+}  // namespace
+}  // namespace attnbench::cuda

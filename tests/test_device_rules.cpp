@@ -1,0 +1,190 @@
+// The rules shared by the CPU and CUDA kernels (kernels/common/device/): visibility against a naive loop over
+// (row, key), the tile predicates against the same loop, paged addressing, and the work model built on the rule.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "../kernels/common/device/paged.hpp"
+#include "../kernels/common/device/visibility.hpp"
+#include "attnbench/attention.hpp"
+
+namespace attnbench::device {
+namespace {
+
+// The rule as stated, one pair at a time.
+bool naive_visible(int i, int j, int q_len, int kv_len, bool causal, int left, int right) {
+  const int ip = i + kv_len - q_len;
+  if (j < 0 || j >= kv_len) return false;
+  if (causal && j > ip) return false;
+  if (left >= 0 && j < ip - left) return false;
+  if (right >= 0 && j > ip + right) return false;
+  return true;
+}
+
+struct Case {
+  int q_len, kv_len;
+  bool causal;
+  int left, right;
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  const int windows[] = {-1, 0, 1, 2, 5, 17, 100};
+  for (int q = 1; q <= 13; ++q)
+    for (int kv = 0; kv <= 23; ++kv)
+      for (int causal = 0; causal < 2; ++causal)
+        for (int left : windows)
+          for (int right : windows) out.push_back({q, kv, causal == 1, left, right});
+  for (int q : {1, 64, 100, 129})  // longer sequences, prefill and chunked
+    for (int kv : {q, q + 1, q + 63, 3 * q + 7})
+      for (int causal = 0; causal < 2; ++causal) out.push_back({q, kv, causal == 1, -1, -1});
+  return out;
+}
+
+Visibility make(const Case& c) { return Visibility(c.q_len, c.kv_len, c.causal, c.left, c.right); }
+
+TEST(DeviceVisibility, MatchesNaiveLoopPerPair) {
+  int64_t checked = 0;
+  for (const Case& c : cases()) {
+    const Visibility v = make(c);
+    for (int i = 0; i < c.q_len; ++i) {
+      int count = 0, first = -1, last = -1;
+      for (int j = -3; j < c.kv_len + 3; ++j) {
+        const bool want = naive_visible(i, j, c.q_len, c.kv_len, c.causal, c.left, c.right);
+        ASSERT_EQ(v.visible(i, j), want) << "q " << c.q_len << " kv " << c.kv_len << " causal " << c.causal
+                                         << " window " << c.left << "," << c.right << " row " << i << " key " << j;
+        if (want) {
+          if (first < 0) first = j;
+          last = j;
+          ++count;
+        }
+        ++checked;
+      }
+      const std::string at = "q " + std::to_string(c.q_len) + " kv " + std::to_string(c.kv_len) + " causal " +
+                             std::to_string(c.causal) + " window " + std::to_string(c.left) + "," +
+                             std::to_string(c.right) + " row " + std::to_string(i);
+      EXPECT_EQ(v.visible_count(i), count) << at;
+      EXPECT_LE(v.visible_end(i), c.kv_len) << at;
+      if (count > 0) {
+        EXPECT_EQ(last - first + 1, count) << at << ": the visible keys are one range";
+        EXPECT_EQ(v.first_visible(i), first) << at;
+        EXPECT_EQ(v.visible_end(i), last + 1) << at;
+      } else {
+        EXPECT_LE(v.visible_end(i), v.first_visible(i)) << at;
+      }
+      if (i > 0) {  // kernels bound a block of rows by its first and last row
+        EXPECT_LE(v.first_visible(i - 1), v.first_visible(i)) << at;
+        EXPECT_LE(v.visible_end(i - 1), v.visible_end(i)) << at;
+      }
+    }
+  }
+  EXPECT_GT(checked, 1000000);
+}
+
+// The block and packed forms kernels use for tile counts and GQA-packed rows, and the carried-alignment factory.
+TEST(DeviceVisibility, BlockPackedAndAlignedFormsAgree) {
+  for (const Case& c : cases()) {
+    const Visibility v = make(c);
+    const Visibility a = Visibility::aligned(c.q_len, c.kv_len, c.kv_len - c.q_len, c.causal, c.left, c.right);
+    for (int i = 0; i < c.q_len; ++i) {
+      ASSERT_EQ(a.visible_end(i), v.visible_end(i));
+      ASSERT_EQ(a.first_visible(i), v.first_visible(i));
+    }
+    for (int row_end = 1; row_end <= c.q_len + 5; ++row_end) {
+      int naive_end = 0;  // one past the last key any row < row_end sees
+      for (int i = 0; i < std::min(row_end, c.q_len); ++i)
+        for (int j = 0; j < c.kv_len; ++j)
+          if (naive_visible(i, j, c.q_len, c.kv_len, c.causal, c.left, c.right)) naive_end = std::max(naive_end, j + 1);
+      ASSERT_EQ(v.rows_end(row_end), v.visible_end(std::min(row_end, c.q_len) - 1)) << "row_end " << row_end;
+      if (naive_end > 0) ASSERT_EQ(v.rows_end(row_end), naive_end) << "row_end " << row_end;
+      else ASSERT_LE(v.rows_end(row_end), 0 + std::max(0, v.first_visible(std::min(row_end, c.q_len) - 1)));
+    }
+    for (int group : {1, 2, 3, 8})
+      for (int r = 0; r < c.q_len * group; ++r) ASSERT_EQ(v.visible_end_packed(r, group), v.visible_end(r / group));
+  }
+}
+
+TEST(DeviceVisibility, TilePredicatesMatchNaiveLoop) {
+  for (const Case& c : cases()) {  // the smaller cases: the naive check is quartic
+    if (c.q_len > 7 || c.kv_len > 12 || c.left == 1 || c.left > 5 || c.right == 1 || c.right > 5) continue;
+    const Visibility v = make(c);
+    for (int r0 = 0; r0 < c.q_len; ++r0)
+      for (int r1 = r0; r1 < c.q_len; ++r1)
+        for (int n0 = 0; n0 < c.kv_len + 2; ++n0)
+          for (int n1 = n0 + 1; n1 <= c.kv_len + 3; ++n1) {
+            bool any = false, all = true;
+            for (int i = r0; i <= r1; ++i)
+              for (int j = n0; j < n1; ++j) {
+                const bool vis = naive_visible(i, j, c.q_len, c.kv_len, c.causal, c.left, c.right);
+                any = any || vis;
+                all = all && vis;
+              }
+            ASSERT_EQ(v.tile_fully_masked(n0, n1, r0, r1), !any)
+                << "q " << c.q_len << " kv " << c.kv_len << " causal " << c.causal << " window " << c.left << ","
+                << c.right << " rows " << r0 << ".." << r1 << " keys " << n0 << ".." << n1;
+            ASSERT_EQ(v.tile_fully_visible(n0, n1, r0, r1), all)
+                << "q " << c.q_len << " kv " << c.kv_len << " causal " << c.causal << " window " << c.left << ","
+                << c.right << " rows " << r0 << ".." << r1 << " keys " << n0 << ".." << n1;
+          }
+  }
+}
+
+TEST(DeviceVisibility, BottomRightCausalExamples) {
+  const Visibility prefill(8, 8, true);  // square: row i sees keys [0, i]
+  EXPECT_EQ(prefill.visible_end(0), 1);
+  EXPECT_EQ(prefill.visible_end(7), 8);
+  const Visibility chunk(4, 10, true);  // the last 4 of 10 tokens: row 0 sees keys [0, 6]
+  EXPECT_EQ(chunk.visible_end(0), 7);
+  EXPECT_EQ(chunk.visible_end(3), 10);
+  const Visibility decode(1, 4096, true);  // a decode row sees every key
+  EXPECT_EQ(decode.visible_end(0), 4096);
+  EXPECT_EQ(decode.first_visible(0), 0);
+  const Visibility short_kv(6, 2, true);  // more queries than keys: rows 0-3 see nothing
+  EXPECT_EQ(short_kv.visible_count(3), 0);
+  EXPECT_EQ(short_kv.visible_count(4), 1);
+  const Visibility full(5, 9, false);
+  EXPECT_EQ(full.visible_end(0), 9);
+  const Visibility local(16, 16, true, 3);  // sliding window: row 10 sees keys [7, 10]
+  EXPECT_EQ(local.first_visible(10), 7);
+  EXPECT_EQ(local.visible_end(10), 11);
+  EXPECT_EQ(local.visible_count(1), 2);
+}
+
+TEST(DevicePaged, PositionAndOffsetMatchDivision) {
+  for (int bs : {16, 48, 64, 128, 256})
+    for (int tok = 0; tok < 5 * bs + 3; ++tok) {
+      const PagedPos pp = paged_pos(tok, bs);
+      ASSERT_EQ(pp.page, tok / bs);
+      ASSERT_EQ(pp.offset, tok % bs);
+      ASSERT_EQ(pp.page * bs + pp.offset, tok);
+    }
+  // Strides of [num_blocks, block_size, kv_heads, head_size] with a physical block past 2^31 elements.
+  const int64_t stride_token = 8 * 128, stride_block = 64 * stride_token;
+  EXPECT_EQ(paged_offset(40000, 5, stride_block, stride_token), int64_t{40000} * stride_block + 5 * stride_token);
+  EXPECT_GT(paged_offset(40000, 5, stride_block, stride_token), int64_t{1} << 31);
+}
+
+// The work model counts visible pairs with the rule; the same count from the naive loop.
+TEST(DeviceVisibility, WorkModelCountsVisiblePairs) {
+  for (bool causal : {false, true}) {
+    AttentionProblem p;
+    p.q_lens = {1, 7, 64, 5, 130};
+    p.kv_lens = {33, 7, 200, 3, 130};
+    p.heads = 4;
+    p.kv_heads = 2;
+    p.head_size = 64;
+    p.causal = causal;
+    double pairs = 0;
+    for (int s = 0; s < p.num_seqs(); ++s)
+      for (int i = 0; i < p.q_lens[s]; ++i)
+        for (int j = 0; j < p.kv_lens[s]; ++j)
+          pairs += naive_visible(i, j, p.q_lens[s], p.kv_lens[s], causal, -1, -1) ? 1 : 0;
+    EXPECT_EQ(attention_work(p).flops, 4.0 * pairs * p.heads * p.head_size) << "causal " << causal;
+  }
+}
+
+}  // namespace
+}  // namespace attnbench::device
