@@ -2,7 +2,7 @@
 // rows times the GQA group of query heads form M query vectors that stream over the item's KV range in tiles with
 // the online-softmax recurrence. Each K/V tile is converted once to fp32 and serves all M vectors through two small
 // GEMMs (S^T = K Q^T, O += P V); query vectors are the columns of S^T so the softmax vectorises across them. splits == 1 writes the output directly (prefill); splits > 1 writes (max, sum-exp,
-// partial output) into the workspace and a combine step merges them (decode). The math lives in DESIGN.md.
+// partial output) into the workspace and a combine step merges them (decode). The math is in the README.
 #include "cpu/unified.hpp"
 
 #include <omp.h>

@@ -1,5 +1,5 @@
 // Small wrappers over the Hopper warpgroup MMA PTX (sm_90a) the wide regime uses; each names the PTX it emits.
-// Register and shared-memory layouts: /work/shared/HOPPER-ATTENTION.md sections 1-3.
+// Register and shared-memory layouts: the PTX ISA's wgmma sections (operand fragments, matrix descriptors).
 #pragma once
 #include <cstdint>
 

@@ -1,6 +1,6 @@
 // Tiny kernels that exercise the sm_90a PTX wrappers (kernels/cuda/wgmma.cuh, mbarrier.cuh) in the layouts the wide
-// attention kernel uses (prefill_wide.cuh), and their host launchers. Layout facts: HOPPER-ATTENTION.md sections
-// 1-5. Every kernel runs one CTA; every output buffer starts poisoned (NaN / 0xFF bytes), so each element must be
+// attention kernel uses (prefill_wide.cuh), and their host launchers. Layout facts: the PTX ISA's wgmma,
+// TMA and mbarrier sections. Every kernel runs one CTA; every output buffer starts poisoned (NaN / 0xFF bytes), so each element must be
 // written by the kernel.
 #include "ptx_wrapper_kernels.hpp"
 

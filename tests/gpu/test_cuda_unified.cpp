@@ -1,4 +1,4 @@
-// cuda.unified against the fp32 reference on the GPU: shapes from every group of DESIGN.md (scaled down where
+// cuda.unified against the fp32 reference on the GPU: shapes from every shipped group (scaled down where
 // huge), every knob value, poisoned output (every element must be written), sampled rows compared.
 #include <gtest/gtest.h>
 
@@ -135,7 +135,7 @@ Outcome run_and_check(const Shape& sh, DType dt, const std::map<std::string, std
   return check_output(c, seed);
 }
 
-// Scaled-down members of every DESIGN.md group (block sizes 64, 16, 48 and 128 among them).
+// Scaled-down members of every shipped group (block sizes 64, 16, 48 and 128 among them).
 std::vector<Shape> prefill_shapes() {
   return {
       // short_prefill

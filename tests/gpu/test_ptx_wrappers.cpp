@@ -109,7 +109,7 @@ TEST(PtxWrappers, WgmmaCommitWaitGroups) {
   expect_same(hi, matmul(a, b, 64, 64, kWgmmaK, 64, 64, true), 64, "group 2 (after wait<0>)");
 }
 
-// The descriptor bits, from the PTX field table (HOPPER-ATTENTION.md section 2): start >> 4 at 0-13, LBO >> 4 at
+// The descriptor bits, from the PTX field table (the PTX ISA's matrix descriptor): start >> 4 at 0-13, LBO >> 4 at
 // 16-29, SBO >> 4 at 32-45, 128B swizzle = 1 at 62-63. Literal expectations, not the formula again.
 TEST(PtxWrappers, SmemDescSw128Fields) {
   ATTNBENCH_SKIP_WITHOUT_SM90();

@@ -1,7 +1,7 @@
 // The gated attention block (op gated_block): h -> QKVG projection -> per-head RMSNorm + partial RoPE of Q and K
 // -> SDPA (GQA) -> O * sigmoid(GATE) -> output projection. The geometry (validated when constructed), the
 // options, the params struct (pointers + explicit dims), the block interface (built once, then execute() only
-// launches), the fused-weight builder, the workspace layout and the declared work model. DESIGN.md has the math.
+// launches), the fused-weight builder, the workspace layout and the declared work model. The README has the math.
 #pragma once
 #include <cstddef>
 #include <cstdint>
