@@ -76,7 +76,8 @@ void check_params(const AttentionParams& p) {
     bad("non-positive dimension");
   if (p.heads % p.kv_heads != 0) bad("heads is not a multiple of kv_heads");
   if (!(p.scale > 0.f) || !std::isfinite(p.scale)) bad("scale must be finite and > 0");
-  if (!is_16bit(p.dtype)) bad(std::string("dtype ") + dtype_name(p.dtype) + ": 16-bit storage only");
+  if (!p.types.uniform() || !is_16bit(p.types.q))
+    bad("types " + p.types.name() + ": one 16-bit storage dtype for Q, K/V and O only");
   // A feature the reference does not compute must stop the gate, never pass a plain-attention answer.
   const AttentionFeatureParams& f = p.features;
   if (f.window_left != -1 || f.window_right != -1 || f.softcap != 0.f || f.alibi_slopes || f.sinks || f.qq_bias ||
@@ -146,7 +147,7 @@ void paged_attention(const AttentionParams& p, const std::vector<RowId>& request
   if (request.empty()) return;
   check_params(p);
   const int group_size = p.heads / p.kv_heads;
-  const Converter cvt{p.dtype == DType::f16 ? f16_table() : nullptr};
+  const Converter cvt{p.types.q == DType::f16 ? f16_table() : nullptr};
   const int32_t* cu = p.cu_seqlens_q;
   const int64_t total_q = cu[p.num_seqs];
 

@@ -14,8 +14,8 @@ class AttentionBound final : public BoundKernel {
   AttentionBound(const AttentionKernel& k, Device& dev, const HostInputs& in, const std::vector<int64_t>* rows,
                  const std::vector<float>* ref, const KnobValues& knobs)
       : kern_(k), dev_(dev), in_(in), rows_(rows), ref_(ref), plan_(k.plan(in.problem, knobs)),
-        q_(dev, in.q.size() * 2), k_(dev, in.k_cache.size() * 2), v_(dev, in.v_cache.size() * 2),
-        out_(dev, in.q.size() * 2), cu_(dev, in.cu_seqlens_q.size() * 4), su_(dev, in.seqused_k.size() * 4),
+        q_(dev, in.q.bytes()), k_(dev, in.k_cache.bytes()), v_(dev, in.v_cache.bytes()),
+        out_(dev, in.q.size() * dtype_bytes(in.problem.types.o)), cu_(dev, in.cu_seqlens_q.size() * 4), su_(dev, in.seqused_k.size() * 4),
         bt_(dev, in.block_table.size() * 4), ws_(dev, plan_->workspace_bytes) {
     dev.upload(q_.data(), in.q.data(), q_.bytes());
     dev.upload(k_.data(), in.k_cache.data(), k_.bytes());
@@ -34,16 +34,16 @@ class AttentionBound final : public BoundKernel {
     prm_.block_table = static_cast<const int32_t*>(bt_.data());
     prm_.workspace = ws_.data();
     plan_summary = plan_->summary;
-    if (k.backend() == Backend::cuda) graph_recommended = plan_->graph_replay;
+    if (is_gpu(k.backend())) graph_recommended = plan_->graph_replay;
   }
 
   void call() override { kern_.run(*plan_, prm_, dev_.stream()); }
 
   GateResult gate(const Tolerance& tol) override {
     dev_.synchronize();
-    std::vector<uint16_t> host(in_.q.size());
+    HostTensor host(in_.problem.types.o, in_.q.size());
     dev_.download(host.data(), out_.data(), out_.bytes());
-    return gate_rows(host.data(), static_cast<int64_t>(host.size()), in_.problem.dtype, in_.problem.head_size, *rows_,
+    return gate_rows(host.halves(), static_cast<int64_t>(host.size()), host.dtype(), in_.problem.head_size, *rows_,
                      ref_->data(), tol);
   }
 
@@ -86,10 +86,11 @@ class AttentionCase final : public OpCase {
   }
 
   MemoryNeed memory_need(const KernelEntry& /*k*/, const CaseSettings& s) const override {
-    const double hs = p_.head_size, eb = static_cast<double>(dtype_bytes(p_.dtype));
-    const double q = static_cast<double>(p_.total_q()) * p_.heads * hs * eb;  // Q, and O the same size
+    const double hs = p_.head_size, rows_x_hs = static_cast<double>(p_.total_q()) * p_.heads * hs;
+    const double q = rows_x_hs * dtype_bytes(p_.types.q), o = rows_x_hs * dtype_bytes(p_.types.o);
     // One spare block: the inputs may hold a block that unused table slots point to.
-    const double cache = static_cast<double>(p_.num_blocks() + 1) * p_.block_size * p_.kv_heads * hs * eb;
+    const double cache =
+        static_cast<double>(p_.num_blocks() + 1) * p_.block_size * p_.kv_heads * hs * dtype_bytes(p_.types.kv);
     const double seqs = p_.num_seqs();
     const double tables = sizeof(int32_t) * (2 * seqs + 1 + seqs * (p_.max_blocks_per_seq() + 1));
     const double inputs = q + 2 * cache + tables;
@@ -98,8 +99,8 @@ class AttentionCase final : public OpCase {
     MemoryNeed n;
     if (!inputs_) n.host_bytes += inputs;
     if (s.gate && ref_.empty()) n.host_bytes += rows * (hs * sizeof(float) + sizeof(int64_t) + sizeof(reference::RowId));
-    n.host_bytes += q;  // the output downloaded for the gate
-    n.device_bytes = inputs + q + attention_workspace_bound(p_);
+    n.host_bytes += o;  // the output downloaded for the gate
+    n.device_bytes = inputs + o + attention_workspace_bound(p_);
     return n;
   }
 

@@ -8,6 +8,7 @@
 
 #include "attnbench/gated_block.hpp"
 #include "op_case.hpp"
+#include "shape_features.hpp"
 
 namespace attnbench {
 
@@ -41,15 +42,18 @@ nlohmann::json listed_dims(const ShapeCase& c, const OpCase& op) {
 nlohmann::json case_to_json(const ShapeCase& c) {
   const auto op = make_op_case(c);
   const WorkModel w = op->work();
-  const std::string dt = dtype_name(c.dtype);
+  const std::string dt = c.dtype_label();
+  const bool att = c.op == Op::attention;
+  const AttentionTypes t = att ? c.attention.types : AttentionTypes::all(c.dtype);
   return {{"group", c.group},
           {"shape", c.name},
           {"file", c.file},
           {"op", op_name(c.op)},
           {"dtype", dt},
-          {"types", {{"q", dt}, {"kv", dt}, {"o", dt}, {"acc", "fp32"}}},
+          {"types", {{"q", dtype_name(t.q)}, {"kv", dtype_name(t.kv)}, {"o", dtype_name(t.o)},
+                     {"acc", AttentionTypes::accumulator}}},
           {"dims", listed_dims(c, *op)},
-          {"features", nlohmann::json::object()},
+          {"features", att && c.attention.features.any() ? features_json(c.attention.features) : nlohmann::json::object()},
           {"work", {{"flops", w.flops}, {"bytes", w.bytes}}}};
 }
 
@@ -70,7 +74,7 @@ void print_case_table(const std::vector<ShapeCase>& cases, std::ostream& out) {
     std::ostringstream gflop, mb;
     gflop << std::fixed << std::setprecision(3) << w.flops * 1e-9;
     mb << std::fixed << std::setprecision(3) << w.bytes * 1e-6;
-    lines.push_back({c.group + "/" + c.name + "/" + dtype_name(c.dtype), op_name(c.op), c.describe(), gflop.str(),
+    lines.push_back({c.group + "/" + c.name + "/" + c.dtype_label(), op_name(c.op), c.describe(), gflop.str(),
                      mb.str()});
     id_w = std::max(id_w, lines.back().id.size());
     op_w = std::max(op_w, lines.back().op.size());

@@ -171,7 +171,7 @@ class GatedBound final : public BoundKernel {
     prm_.out = out_.data();
     prm_.workspace = ws_.data();
     plan_summary = block_->summary();
-    if (dev.backend() == Backend::cuda) graph_recommended = true;  // a fixed launch sequence, nothing on the host
+    if (is_gpu(dev.backend())) graph_recommended = true;  // a fixed launch sequence, nothing on the host
   }
 
   void call() override { block_->execute(prm_, dev_.stream()); }
@@ -260,7 +260,7 @@ class GatedCase final : public OpCase {
     sdpa.kv_heads = g.h_kv();
     sdpa.head_size = g.d_head();
     // The smallest block size the block may pick (the largest block table) and cuBLASLt's GEMM workspace.
-    const double gemm = k.backend == Backend::cuda ? 32.0 * (1 << 20) : 0.0;
+    const double gemm = is_gpu(k.backend) ? 32.0 * (1 << 20) : 0.0;
     const double ws = static_cast<double>(
         gated_workspace_layout(g, 16, static_cast<std::size_t>(attention_workspace_bound(sdpa)), 0).total);
     need.device_bytes = h + w_qkvg + w_o + norms + rope + out + ws + gemm;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <stdexcept>
@@ -28,12 +29,13 @@ uint64_t splitmix64(uint64_t x) {
 void poison_unowned_slots(HostInputs& in) {
   const AttentionProblem& p = in.problem;
   const std::size_t token = static_cast<std::size_t>(p.kv_heads) * p.head_size;
-  const uint16_t pk = float_to_half(kPoisonK, p.dtype), pv = float_to_half(kPoisonV, p.dtype);
   auto fill = [&](int64_t block, int from_token) {
     const std::size_t begin = (static_cast<std::size_t>(block) * p.block_size + from_token) * token;
     const std::size_t end = static_cast<std::size_t>(block + 1) * p.block_size * token;
-    std::fill(in.k_cache.begin() + begin, in.k_cache.begin() + end, pk);
-    std::fill(in.v_cache.begin() + begin, in.v_cache.begin() + end, pv);
+    for (std::size_t i = begin; i < end; ++i) {
+      in.k_cache.set(i, kPoisonK);
+      in.v_cache.set(i, kPoisonV);
+    }
   };
   fill(in.sentinel_block, 0);
   for (int s = 0; s < p.num_seqs(); ++s) {
@@ -43,12 +45,11 @@ void poison_unowned_slots(HostInputs& in) {
   }
 }
 
-}  // namespace
 
-std::vector<uint16_t> random_normal(std::size_t n, DType dt, uint64_t seed, uint64_t stream, float mean, float std) {
-  std::vector<uint16_t> v(n);
+// n seeded normal values, handed to store(index, value) in parallel.
+template <class Store>
+void normal_values(std::size_t n, uint64_t seed, uint64_t stream, float mean, float std, Store store) {
   const uint64_t key = splitmix64(seed ^ splitmix64(stream));
-  const uint16_t nonzero = float_to_half(1e-3f, dt);
   const int64_t pairs = static_cast<int64_t>((n + 1) / 2);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < pairs; ++i) {
@@ -61,11 +62,53 @@ std::vector<uint16_t> random_normal(std::size_t n, DType dt, uint64_t seed, uint
     for (int k = 0; k < 2; ++k) {
       const std::size_t idx = static_cast<std::size_t>(2 * i + k);
       if (idx >= n) break;
-      const uint16_t x = float_to_half(mean + std * z[k], dt);
-      v[idx] = (x & 0x7fff) == 0 ? nonzero : x;
+      store(idx, mean + std * z[k]);
     }
   }
+}
+
+}  // namespace
+
+std::vector<uint16_t> random_normal(std::size_t n, DType dt, uint64_t seed, uint64_t stream, float mean, float std) {
+  if (!is_16bit(dt)) throw std::logic_error("random_normal: 16-bit dtypes only (random_tensor takes any)");
+  std::vector<uint16_t> v(n);
+  const uint16_t nonzero = float_to_half(1e-3f, dt);
+  normal_values(n, seed, stream, mean, std, [&](std::size_t i, float f) {
+    const uint16_t x = float_to_half(f, dt);
+    v[i] = (x & 0x7fff) == 0 ? nonzero : x;
+  });
   return v;
+}
+
+HostTensor random_tensor(std::size_t n, DType dt, uint64_t seed, uint64_t stream, float mean, float std) {
+  HostTensor t(dt, n);
+  if (is_16bit(dt)) {
+    const std::vector<uint16_t> v = random_normal(n, dt, seed, stream, mean, std);
+    std::memcpy(t.data(), v.data(), t.bytes());
+    return t;
+  }
+  auto* codes = static_cast<uint8_t*>(t.data());
+  const uint8_t nonzero = float_to_fp8(1e-2f, dt);
+  normal_values(n, seed, stream, mean, std, [&](std::size_t i, float f) {
+    const uint8_t c = float_to_fp8(f, dt);
+    codes[i] = (c & 0x7f) == 0 ? nonzero : c;
+  });
+  return t;
+}
+
+const uint16_t* HostTensor::halves() const {
+  if (!is_16bit(dt_)) throw std::logic_error(std::string("HostTensor: ") + dtype_name(dt_) + " has no 16-bit halves");
+  return reinterpret_cast<const uint16_t*>(bytes_.data());
+}
+uint16_t* HostTensor::halves() { return const_cast<uint16_t*>(static_cast<const HostTensor*>(this)->halves()); }
+
+float HostTensor::get(std::size_t i) const {
+  return is_16bit(dt_) ? half_to_float(halves()[i], dt_) : fp8_to_float(bytes_[i], dt_);
+}
+
+void HostTensor::set(std::size_t i, float v) {
+  if (is_16bit(dt_)) halves()[i] = float_to_half(v, dt_);
+  else bytes_[i] = float_to_fp8(v, dt_);
 }
 
 HostInputs build_inputs(const AttentionProblem& p, uint64_t seed, BlockOrder order) {
@@ -94,10 +137,10 @@ HostInputs build_inputs(const AttentionProblem& p, uint64_t seed, BlockOrder ord
     for (int b = 0; b < nb; ++b) in.block_table[static_cast<std::size_t>(s) * stride + b] = physical[next++];
   }
   const std::size_t hs = static_cast<std::size_t>(p.head_size);
-  in.q = random_normal(static_cast<std::size_t>(p.total_q()) * p.heads * hs, p.dtype, seed, 1);
+  in.q = random_tensor(static_cast<std::size_t>(p.total_q()) * p.heads * hs, p.types.q, seed, 1);
   const std::size_t cache = static_cast<std::size_t>(in.num_blocks) * p.block_size * p.kv_heads * hs;
-  in.k_cache = random_normal(cache, p.dtype, seed, 2);
-  in.v_cache = random_normal(cache, p.dtype, seed, 3);
+  in.k_cache = random_tensor(cache, p.types.kv, seed, 2);
+  in.v_cache = random_tensor(cache, p.types.kv, seed, 3);
   poison_unowned_slots(in);
   return in;
 }

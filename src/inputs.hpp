@@ -13,9 +13,30 @@ enum class BlockOrder { contiguous, shuffled };
 BlockOrder parse_block_order(const std::string& s);  // throws std::invalid_argument
 const char* block_order_name(BlockOrder o);
 
+// A host buffer of one storage dtype, sized in bytes: 16-bit halves or 8-bit codes.
+class HostTensor {
+ public:
+  HostTensor() = default;
+  HostTensor(DType dt, std::size_t elements) : dt_(dt), bytes_(elements * dtype_bytes(dt)) {}
+  DType dtype() const { return dt_; }
+  std::size_t size() const { return bytes_.size() / dtype_bytes(dt_); }  // elements
+  std::size_t bytes() const { return bytes_.size(); }
+  const void* data() const { return bytes_.data(); }
+  void* data() { return bytes_.data(); }
+  // The elements as 16-bit halves; throws std::logic_error for an 8-bit dtype.
+  const uint16_t* halves() const;
+  uint16_t* halves();
+  float get(std::size_t i) const;   // element i in fp32, exactly
+  void set(std::size_t i, float v);  // element i rounded to the dtype
+
+ private:
+  DType dt_ = DType::bf16;
+  std::vector<uint8_t> bytes_;
+};
+
 struct HostInputs {
   AttentionProblem problem;
-  std::vector<uint16_t> q, k_cache, v_cache;  // 16-bit halves of problem.dtype
+  HostTensor q, k_cache, v_cache;  // problem.types.q, .kv, .kv
   std::vector<int32_t> cu_seqlens_q, seqused_k, block_table;
   int64_t num_blocks = 0;         // the sequences' blocks plus the sentinel block
   int64_t sentinel_block = 0;     // a block of poison that every unused table slot names
@@ -34,6 +55,8 @@ inline constexpr float kPoisonK = 8.f, kPoisonV = 16.f;
 // of (seed, stream, index)), so the values do not depend on the thread count; streams give independent tensors.
 std::vector<uint16_t> random_normal(std::size_t n, DType dt, uint64_t seed, uint64_t stream, float mean = 0.f,
                                     float std = 1.f);
+// The same values in any storage dtype (8-bit codes saturate at the format's largest finite value).
+HostTensor random_tensor(std::size_t n, DType dt, uint64_t seed, uint64_t stream, float mean = 0.f, float std = 1.f);
 
 // Block table: each sequence owns ceil(kv_len / block_size) blocks; contiguous gives sequence s the run
 // after sequence s-1's, shuffled permutes the physical block ids (seeded). Each row has one slot more than the

@@ -37,7 +37,7 @@ std::string repro_command(const RunOptions& o, const ShapeCase& c, const std::st
   if (from_group) os << "--group " << shell_quote(c.group);
   else os << "--shapes " << shell_quote(c.file);
   os << " --filter "
-     << shell_quote("^" + regex_escape(c.group + "/" + c.name + "/" + dtype_name(c.dtype)) + "$") << " --kernel "
+     << shell_quote("^" + regex_escape(c.group + "/" + c.name + "/" + c.dtype_label()) + "$") << " --kernel "
      << shell_quote(kernel) << " --backend " << backend_name(backend) << " --mode " << mode_name(mode) << " --l2 "
      << l2_name(o.l2) << " --seed " << o.seed;
   if (o.block_order != BlockOrder::contiguous) os << " --block-order " << block_order_name(o.block_order);

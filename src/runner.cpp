@@ -61,7 +61,7 @@ std::vector<ShapeCase> select_cases(const RunOptions& o) {
   // The same case from two files (a group and a copy of its file, two files of one group) would share its rows' keys.
   std::map<std::string, std::string> case_file;
   for (const auto& c : all) {
-    const std::string id = c.group + "/" + c.name + "/" + dtype_name(c.dtype);
+    const std::string id = c.group + "/" + c.name + "/" + c.dtype_label();
     const auto [it, fresh] = case_file.emplace(id, c.file);
     if (!fresh)
       throw UsageError("case " + id + " is selected twice: from " + it->second + " and from " + c.file +
@@ -82,7 +82,7 @@ std::vector<ShapeCase> select_cases(const RunOptions& o) {
       for (const auto& d : o.dtypes) keep = keep || parse_dtype(d) == c.dtype;
       if (!keep) continue;
     }
-    const std::string id = c.group + "/" + c.name + "/" + dtype_name(c.dtype);
+    const std::string id = c.group + "/" + c.name + "/" + c.dtype_label();
     if (re && !std::regex_search(id, *re)) continue;
     out.push_back(std::move(c));
   }
@@ -286,7 +286,7 @@ TableContents Runner::table_contents() const {
   for (const auto& c : cases) {
     t.groups.push_back(c.group);
     t.shapes.push_back(c.name);
-    t.dtypes.push_back(dtype_name(c.dtype));
+    t.dtypes.push_back(c.dtype_label());
     for (const KernelEntry* e : kernels_for(c)) t.kernels.push_back(e->name);
   }
   for (Mode m : o.modes) t.modes.push_back(mode_name(m));
@@ -299,7 +299,7 @@ ResultRow Runner::base_row(const ShapeCase& c, const OpCase* op_case, const std:
   r.group = c.group;
   r.shape = c.name;
   r.op = op_name(c.op);
-  r.dtype = dtype_name(c.dtype);
+  r.dtype = c.dtype_label();
   r.kernel = kernel;
   r.backend = backend_name(b);
   r.mode = mode_name(m);
@@ -324,7 +324,7 @@ void Runner::emit(ResultRow r) {
 ResultsFile Runner::run() {
   table->header();
   for (size_t i = 0; i < cases.size(); ++i) {
-    progress.start(i + 1, cases[i].group, cases[i].name, dtype_name(cases[i].dtype));
+    progress.start(i + 1, cases[i].group, cases[i].name, cases[i].dtype_label());
     run_case(cases[i]);
   }
   table->legend();

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -41,7 +42,7 @@ namespace {
 const std::set<std::string> kTopKeys = {"group", "op", "description", "defaults", "shapes"};
 const std::set<std::string> kAttentionKeys = [] {
   std::set<std::string> k = {"name",     "batch",     "seqlen_q", "seqlen_k", "seqlens",    "heads",
-                             "kv_heads", "head_size", "dtypes",   "causal",   "block_size", "scale"};
+                             "kv_heads", "head_size", "dtypes",   "causal",   "block_size", "scale", "kv_dtype"};
   k.insert(feature_keys().begin(), feature_keys().end());
   return k;
 }();
@@ -244,6 +245,15 @@ FileHeader parse_header(const json& doc, const Where& top) {
   return h;
 }
 
+// "kv_dtype": the K/V cache's storage dtype for every case of the shape (Q and O keep the case's dtype).
+std::optional<DType> get_kv_dtype(const json& j, const Where& w) {
+  if (!j.contains("kv_dtype")) return std::nullopt;
+  const json& v = j.at("kv_dtype");
+  const std::optional<DType> d = v.is_string() ? parse_dtype(v.get<std::string>()) : std::nullopt;
+  if (!d) w.fail("kv_dtype", "unsupported dtype " + compact_value(v.dump()) + " (supported: " + dtype_names() + ")");
+  return d;
+}
+
 // One shape's cases (one per dtype) appended to `out`; w.name is set as soon as the shape's name is known.
 void add_shape(const json& raw, const FileHeader& h, Where& w, std::set<std::string>& names,
                std::vector<ShapeCase>& out) {
@@ -274,10 +284,11 @@ void add_shape(const json& raw, const FileHeader& h, Where& w, std::set<std::str
   else base.gated = parse_gated(s, w);
   base.name = w.name.empty() ? auto_name(base) : w.name;
   if (!names.insert(base.name).second) w.fail("name", "duplicate shape name '" + base.name + "'");
+  const std::optional<DType> kv = get_kv_dtype(s, w);
   for (DType d : get_dtypes(s, w)) {
     ShapeCase c = base;
     c.dtype = d;
-    c.attention.dtype = d;
+    c.attention.types = {d, kv.value_or(d), d};
     out.push_back(c);
   }
 }

@@ -42,7 +42,7 @@ inline AttentionProblem problem_of(const MatrixShape& m, DType dt) {
   p.kv_heads = m.kv_heads;
   p.head_size = m.head_size;
   p.causal = m.causal;
-  p.dtype = dt;
+  p.types = AttentionTypes::all(dt);
   return p;
 }
 

@@ -81,9 +81,9 @@ class PlantedKernel {
   }
 
  private:
-  std::vector<float> widen(const std::vector<uint16_t>& x) const {
+  static std::vector<float> widen(const HostTensor& x) {
     std::vector<float> f(x.size());
-    for (std::size_t i = 0; i < x.size(); ++i) f[i] = half_to_float(x[i], in_.problem.dtype);
+    for (std::size_t i = 0; i < x.size(); ++i) f[i] = x.get(i);
     return f;
   }
 
@@ -142,7 +142,7 @@ class PlantedKernel {
     for (int j = begin; j < end; ++j) {
       const float w = std::exp(sc[j - begin] - m);
       l += w;
-      const float pw = half_to_float(float_to_half(w, p.dtype), p.dtype);
+      const float pw = half_to_float(float_to_half(w, p.types.q), p.types.q);
       const float* v = v_.data() + kv_offset(table, s, data_key(j), kvh);
       for (int x = 0; x < hs; ++x) acc[x] += pw * v[x];
     }
@@ -153,7 +153,7 @@ class PlantedKernel {
       float val = l > 0 ? acc[x] / l : 0.f;
       if (bug == Bug::zeros) val = 0.f;
       if (bug == Bug::times_half) val *= 0.5f;
-      o[x] = float_to_half(val, p.dtype);
+      o[x] = float_to_half(val, p.types.q);
     }
   }
 

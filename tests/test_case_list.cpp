@@ -122,7 +122,7 @@ TEST(CaseList, BinaryListsTheCasesRunTakesInItsOrder) {
   o.shape_files = {gated};
   std::vector<std::string> expect;
   for (const auto& c : attnbench::select_cases(o))
-    expect.push_back(c.group + "/" + c.name + "/" + attnbench::dtype_name(c.dtype));
+    expect.push_back(c.group + "/" + c.name + "/" + c.dtype_label());
   EXPECT_EQ(ids_of(doc), expect);
 
   // A quick run (only the gated kernel: attention cases are declined rows, the gated ones tiny) gives its rows in

@@ -27,7 +27,7 @@ AttentionProblem make_problem(std::vector<int> q, std::vector<int> kv, int heads
   p.heads = heads;
   p.kv_heads = kv_heads;
   p.head_size = d;
-  p.dtype = dt;
+  p.types = AttentionTypes::all(dt);
   p.causal = causal;
   p.block_size = block_size;
   return p;
@@ -38,10 +38,10 @@ std::vector<double> naive_attention(const HostInputs& in) {
   const AttentionProblem& p = in.problem;
   const int d = p.head_size, g = p.heads / p.kv_heads, mbps = in.block_table_stride;
   const double scale = p.softmax_scale();
-  auto kv_at = [&](const std::vector<uint16_t>& cache, int s, int j, int kvh, int c) {
+  auto kv_at = [&](const HostTensor& cache, int s, int j, int kvh, int c) {
     const int64_t blk = in.block_table[static_cast<std::size_t>(s) * mbps + j / p.block_size];
     const int64_t idx = ((blk * p.block_size + j % p.block_size) * p.kv_heads + kvh) * d + c;
-    return static_cast<double>(half_to_float(cache[idx], p.dtype));
+    return static_cast<double>(cache.get(idx));
   };
   std::vector<double> out(static_cast<std::size_t>(p.total_q()) * p.heads * d, 0.0);
   for (int s = 0; s < p.num_seqs(); ++s) {
@@ -56,7 +56,7 @@ std::vector<double> naive_attention(const HostInputs& in) {
         for (int j = 0; j < visible; ++j) {
           double dot = 0;
           for (int c = 0; c < d; ++c)
-            dot += half_to_float(in.q[(t * p.heads + h) * d + c], p.dtype) * kv_at(in.k_cache, s, j, kvh, c);
+            dot += half_to_float(in.q.halves()[(t * p.heads + h) * d + c], p.types.q) * kv_at(in.k_cache, s, j, kvh, c);
           w[j] = dot * scale;
           mx = std::max(mx, w[j]);
         }
@@ -99,7 +99,7 @@ RunResult run_and_compare(const AttentionProblem& p, const CpuUnifiedOptions& op
   for (int64_t t = 0; t < p.total_q(); ++t) {
     for (int h = 0; h < p.heads; ++h)
       for (int c = 0; c < p.head_size; ++c) {
-        const float got = half_to_float(out[t * params.o_stride_token + h * p.head_size + c], p.dtype);
+        const float got = half_to_float(out[t * params.o_stride_token + h * p.head_size + c], p.types.q);
         const double want = ref[(t * p.heads + h) * p.head_size + c];
         if (!std::isfinite(got)) r.all_finite = false;
         // Absolute below 1, relative above: rounding to the 16-bit output dominates and scales with |want|.
@@ -119,7 +119,7 @@ void expect_matches(const AttentionProblem& p, const std::string& path, const Cp
   const RunResult r = run_and_compare(p, opts, order, out_pad);
   if (std::getenv("ATTNBENCH_TEST_VERBOSE")) std::printf("  %s: max_err %.2e\n", r.summary.c_str(), r.max_err);
   EXPECT_TRUE(r.all_finite) << r.summary << ": an output element was not written (or is not finite)";
-  EXPECT_LT(r.max_err, tolerance(p.dtype)) << r.summary;
+  EXPECT_LT(r.max_err, tolerance(p.types.q)) << r.summary;
   EXPECT_EQ(r.summary.rfind(path, 0), 0u) << "expected the " << path << " path, plan says: " << r.summary;
 }
 
@@ -287,7 +287,7 @@ TEST(CpuUnified, OutputGateOnPrefillAndDecodePaths) {
     const HostInputs in = build_inputs(p, 5, BlockOrder::shuffled);
     // The gate lives in a wider buffer: token stride 3 * heads * d, head stride 2 * d (as in a fused projection).
     const int64_t gst = 3LL * p.heads * p.head_size, ghs = 2LL * p.head_size;
-    const std::vector<uint16_t> gate = random_normal(static_cast<std::size_t>(p.total_q() * gst), p.dtype, 9, 4);
+    const std::vector<uint16_t> gate = random_normal(static_cast<std::size_t>(p.total_q() * gst), p.types.q, 9, 4);
     auto kernel = make_cpu_unified();
     const KnobValues knobs = KnobValues::resolve({}, false);
     ASSERT_TRUE(kernel->supports(p, knobs).ok);
@@ -309,9 +309,9 @@ TEST(CpuUnified, OutputGateOnPrefillAndDecodePaths) {
     for (int64_t t = 0; t < p.total_q(); ++t)
       for (int h = 0; h < p.heads; ++h)
         for (int c = 0; c < p.head_size; ++c) {
-          const double g = half_to_float(gate[t * gst + h * ghs + c], p.dtype);
+          const double g = half_to_float(gate[t * gst + h * ghs + c], p.types.q);
           const double want = ref[(t * p.heads + h) * p.head_size + c] / (1.0 + std::exp(-g));
-          const double got = half_to_float(out[(t * p.heads + h) * p.head_size + c], p.dtype);
+          const double got = half_to_float(out[(t * p.heads + h) * p.head_size + c], p.types.q);
           ASSERT_TRUE(std::isfinite(got));
           max_err = std::max(max_err, std::abs(got - want));
         }

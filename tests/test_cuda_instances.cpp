@@ -25,7 +25,7 @@ AttentionProblem problem(DType dt, int d, int q, int kv) {
   p.kv_lens = {kv};
   p.heads = p.kv_heads = 8;
   p.head_size = d;
-  p.dtype = dt;
+  p.types = AttentionTypes::all(dt);
   return p;
 }
 

@@ -35,8 +35,8 @@ Checked reference_rows(const HostInputs& in) {
 }
 
 GateResult gate(const HostInputs& in, const Checked& c, const std::vector<uint16_t>& out) {
-  return gate_rows(out.data(), static_cast<int64_t>(out.size()), in.problem.dtype, in.problem.head_size, c.rows,
-                   c.ref.data(), default_tolerance(in.problem.dtype));
+  return gate_rows(out.data(), static_cast<int64_t>(out.size()), in.problem.types.q, in.problem.head_size, c.rows,
+                   c.ref.data(), default_tolerance(in.problem.types.q));
 }
 
 std::vector<uint16_t> run_cpu_unified(const HostInputs& in) {
@@ -103,10 +103,10 @@ TEST(GateInputs, SlotsNoSequenceOwnsHoldPoisonAndTheTableHasASpareSlot) {
   EXPECT_EQ(in.block_table[5], in.sentinel_block);
   const std::size_t token = static_cast<std::size_t>(p.kv_heads) * p.head_size;
   const int64_t tail_block = in.block_table[1];
-  EXPECT_EQ(half_to_float(in.k_cache[(tail_block * 64 + 36) * token], p.dtype), kPoisonK);
-  EXPECT_EQ(half_to_float(in.v_cache[(tail_block * 64 + 63) * token + 5], p.dtype), kPoisonV);
-  EXPECT_NE(half_to_float(in.k_cache[(tail_block * 64 + 35) * token], p.dtype), kPoisonK);
-  EXPECT_EQ(half_to_float(in.v_cache[(in.sentinel_block * 64 + 7) * token], p.dtype), kPoisonV);
+  EXPECT_EQ(half_to_float(in.k_cache.halves()[(tail_block * 64 + 36) * token], p.types.q), kPoisonK);
+  EXPECT_EQ(half_to_float(in.v_cache.halves()[(tail_block * 64 + 63) * token + 5], p.types.q), kPoisonV);
+  EXPECT_NE(half_to_float(in.k_cache.halves()[(tail_block * 64 + 35) * token], p.types.q), kPoisonK);
+  EXPECT_EQ(half_to_float(in.v_cache.halves()[(in.sentinel_block * 64 + 7) * token], p.types.q), kPoisonV);
 }
 
 }  // namespace

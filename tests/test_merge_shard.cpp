@@ -13,7 +13,7 @@ using namespace testcli;
 using nlohmann::json;
 
 namespace {
-std::string case_id(const ShapeCase& c) { return c.group + "/" + c.name + "/" + dtype_name(c.dtype); }
+std::string case_id(const ShapeCase& c) { return c.group + "/" + c.name + "/" + c.dtype_label(); }
 }  // namespace
 
 TEST(Shard, SlicesPartitionTheCasesAndStayBalanced) {

@@ -97,6 +97,15 @@ def test_cases_from_binary(binary, tmp):
     check(g.dims["n_qkvg"] == 384 and g.file == gpath, f"gated dims {g.dims}")
     test_rows_match_harness(binary, tmp, [path, gpath])
 
+    # A peer computes plain 16-bit attention: a case with mixed types or a feature is declined, never timed.
+    fpath = write(tmp, "unplain.json", {"group": "u", "defaults": {"dtypes": ["bf16"], "heads": 2, "kv_heads": 1,
+                                                                   "head_size": 64, "seqlen_k": 64}, "shapes": [
+        {"name": "kv8", "kv_dtype": "e4m3"}, {"name": "cap", "softcap": 30.0}, {"name": "plain"}]})
+    kv8, cap, plain = pc.list_cases([], [fpath], binary=binary)
+    check("types bf16-e4m3-bf16" in kv8.plain_decline(), f"kv8: {kv8.plain_decline()!r}")
+    check("feature 'softcap'" in cap.plain_decline(), f"cap: {cap.plain_decline()!r}")
+    check(plain.plain_decline() == "", f"plain: {plain.plain_decline()!r}")
+
 
 def test_rows_match_harness(binary, tmp, files):
     """Peer rows carry the work and dims of attnbench's own rows (a quick run: only the gated kernel, so attention

@@ -44,8 +44,8 @@ std::vector<double> naive_attention(const AttentionParams& p) {
         for (int j = 0; j < end; ++j) {
           double acc = 0;
           for (int c = 0; c < d; ++c)
-            acc += static_cast<double>(half_to_float(q[t * p.q_stride_token + h * p.q_stride_head + c], p.dtype)) *
-                   half_to_float(kc[kv_off(s, j, kvh) + c], p.dtype);
+            acc += static_cast<double>(half_to_float(q[t * p.q_stride_token + h * p.q_stride_head + c], p.types.q)) *
+                   half_to_float(kc[kv_off(s, j, kvh) + c], p.types.q);
           sc[j] = acc * p.scale;
           m = std::max(m, sc[j]);
         }
@@ -53,7 +53,7 @@ std::vector<double> naive_attention(const AttentionParams& p) {
         for (int j = 0; j < end; ++j) sum += (sc[j] = std::exp(sc[j] - m));
         for (int c = 0; c < d; ++c) {
           double acc = 0;
-          for (int j = 0; j < end; ++j) acc += sc[j] * half_to_float(vc[kv_off(s, j, kvh) + c], p.dtype);
+          for (int j = 0; j < end; ++j) acc += sc[j] * half_to_float(vc[kv_off(s, j, kvh) + c], p.types.q);
           out[(t * p.heads + h) * d + c] = acc / sum;
         }
       }
@@ -80,7 +80,7 @@ AttentionProblem make_problem(const Shape& s, bool causal, DType dt) {
   p.head_size = s.head_size;
   p.block_size = s.block_size;
   p.causal = causal;
-  p.dtype = dt;
+  p.types = AttentionTypes::all(dt);
   return p;
 }
 
@@ -142,7 +142,7 @@ TEST(ReferenceRows, SubsetMatchesAll) {
     pr.head_size = 64;
     pr.block_size = 16;
     pr.causal = causal;
-    pr.dtype = DType::bf16;
+    pr.types = AttentionTypes::all(DType::bf16);
     const HostInputs in = build_inputs(pr, 99, BlockOrder::shuffled);
     const AttentionParams p = in.params();
     const int d = p.head_size;
@@ -193,7 +193,7 @@ TEST(ReferenceStrides, NonPackedLayoutsGiveSameResult) {
   pr.kv_heads = 2;
   pr.head_size = 16;
   pr.block_size = 8;
-  pr.dtype = DType::f16;
+  pr.types = AttentionTypes::all(DType::f16);
   const HostInputs in = build_inputs(pr, 7, BlockOrder::shuffled);
   const AttentionParams p = in.params();
   const int d = p.head_size, H = p.heads, KV = p.kv_heads, bs = p.block_size;
@@ -206,7 +206,7 @@ TEST(ReferenceStrides, NonPackedLayoutsGiveSameResult) {
   for (int64_t t = 0; t < p.total_q; ++t)
     for (int h = 0; h < H; ++h)
       for (int c = 0; c < d; ++c)
-        q[t * s.q_stride_token + h * s.q_stride_head + c] = in.q[t * p.q_stride_token + h * p.q_stride_head + c];
+        q[t * s.q_stride_token + h * s.q_stride_head + c] = in.q.halves()[t * p.q_stride_token + h * p.q_stride_head + c];
   // Cache: [block, kv_head, token, dim] with one spare token per head.
   s.kv_stride_token = d;
   s.kv_stride_head = static_cast<int64_t>(bs + 1) * d;
@@ -218,8 +218,8 @@ TEST(ReferenceStrides, NonPackedLayoutsGiveSameResult) {
         for (int c = 0; c < d; ++c) {
           const int64_t from = b * p.kv_stride_block + t * p.kv_stride_token + kh * p.kv_stride_head + c;
           const int64_t to = b * s.kv_stride_block + t * s.kv_stride_token + kh * s.kv_stride_head + c;
-          k[to] = in.k_cache[from];
-          v[to] = in.v_cache[from];
+          k[to] = in.k_cache.halves()[from];
+          v[to] = in.v_cache.halves()[from];
         }
   // Block table rows padded with -1 columns that must never be read.
   s.block_table_stride = p.block_table_stride + 3;
@@ -251,15 +251,15 @@ TEST(ReferenceMask, CausalIsBottomRightAligned) {
     pr.head_size = 8;
     pr.block_size = 2;  // 3 blocks, the last half full
     pr.causal = causal;
-    pr.dtype = DType::bf16;
+    pr.types = AttentionTypes::all(DType::bf16);
     HostInputs in = build_inputs(pr, 3, BlockOrder::shuffled);
     const AttentionParams p0 = in.params();
     for (int j = 0; j < 5; ++j) {
       const int64_t phys = in.block_table[j / pr.block_size];
       for (int c = 0; c < pr.head_size; ++c) {
         const int64_t off = phys * p0.kv_stride_block + (j % pr.block_size) * p0.kv_stride_token + c;
-        in.k_cache[off] = float_to_bf16(0.5f);
-        in.v_cache[off] = float_to_bf16(c == j ? 1.f : 0.f);
+        in.k_cache.halves()[off] = float_to_bf16(0.5f);
+        in.v_cache.halves()[off] = float_to_bf16(c == j ? 1.f : 0.f);
       }
     }
     const AttentionParams p = in.params();

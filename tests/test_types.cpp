@@ -21,14 +21,14 @@ TEST(Types, KernelsDeclineEightBitStorageByName) {
   p.head_size = 64;
   const KnobValues knobs = KnobValues::resolve({}, false);
   for (DType d : {DType::e4m3, DType::e5m2}) {
-    p.dtype = d;
+    p.types = AttentionTypes::all(d);
     const Support s = make_cpu_unified()->supports(p, knobs);
     EXPECT_FALSE(s.ok);
     EXPECT_NE(s.reason.find(std::string("dtype ") + dtype_name(d) + ": this kernel stores Q, K/V and O in fp16 or bf16"),
               std::string::npos)
         << s.reason;
   }
-  p.dtype = DType::bf16;
+  p.types = AttentionTypes::all(DType::bf16);
   EXPECT_TRUE(make_cpu_unified()->supports(p, knobs).ok);
 }
 
@@ -49,6 +49,96 @@ TEST(Types, Fp8ShapeRowsAreDeclinedRowsThroughTheBinary) {
   const auto bad = testcli::run_cli("run --shapes " + shapes + " --dtype fp8 -o " + out);
   EXPECT_EQ(bad.code, 2);
   EXPECT_TRUE(testcli::contains(bad.output, "bf16, fp16, e4m3, e5m2")) << bad.output;
+}
+
+// The type config: Q, K/V and O each have a storage dtype; buffers, the work model and the memory estimate are
+// sized from them, and today's kernels and the reference decline anything but one 16-bit dtype, by name.
+TEST(Types, ConfigNamesUniformAndMixedTypes) {
+  EXPECT_EQ(AttentionTypes::all(DType::f16).name(), "fp16");
+  const AttentionTypes mixed{DType::bf16, DType::e4m3, DType::bf16};
+  EXPECT_FALSE(mixed.uniform());
+  EXPECT_EQ(mixed.name(), "bf16-e4m3-bf16");
+  EXPECT_STREQ(AttentionTypes::accumulator, "fp32");
+  EXPECT_EQ(dtype_bytes(DType::e5m2), 1u);
+  EXPECT_EQ(dtype_bytes(DType::bf16), 2u);
+}
+
+AttentionProblem fp8_kv_problem() {
+  AttentionProblem p;
+  p.q_lens = {3};
+  p.kv_lens = {100};
+  p.heads = 2;
+  p.kv_heads = 1;
+  p.head_size = 64;
+  p.types = {DType::bf16, DType::e4m3, DType::bf16};
+  return p;
+}
+
+TEST(Types, BuffersAndWorkAreSizedInBytesPerTensor) {
+  const AttentionProblem p = fp8_kv_problem();
+  const HostInputs in = build_inputs(p, 7);
+  EXPECT_EQ(in.q.dtype(), DType::bf16);
+  EXPECT_EQ(in.q.bytes(), in.q.size() * 2);
+  EXPECT_EQ(in.k_cache.dtype(), DType::e4m3);
+  EXPECT_EQ(in.k_cache.bytes(), in.k_cache.size());  // one byte per code
+  EXPECT_THROW(in.k_cache.halves(), std::logic_error);
+  // The poison of unowned slots (the tail of the last block) is exact in e4m3 too.
+  const std::size_t token = static_cast<std::size_t>(p.kv_heads) * p.head_size;
+  EXPECT_EQ(in.k_cache.get(100 * token), kPoisonK);
+  EXPECT_EQ(in.v_cache.get(127 * token + 3), kPoisonV);
+  EXPECT_NE(in.k_cache.get(99 * token), kPoisonK);
+  // Q and O at 2 bytes, K and V at 1: 2 * (3 * 2 * 64) * 2 + 2 * 100 * 64 * 1.
+  AttentionProblem uniform = p;
+  uniform.types = AttentionTypes::all(DType::bf16);
+  EXPECT_DOUBLE_EQ(attention_work(p).bytes, 2.0 * 3 * 2 * 64 * 2 + 2.0 * 100 * 64);
+  EXPECT_DOUBLE_EQ(attention_work(uniform).bytes - attention_work(p).bytes, 2.0 * 100 * 64);
+}
+
+TEST(Types, MixedTypesAreDeclinedByKernelsAndRefusedByTheReference) {
+  const AttentionProblem p = fp8_kv_problem();
+  const Support s = make_cpu_unified()->supports(p, KnobValues::resolve({}, false));
+  EXPECT_FALSE(s.ok);
+  EXPECT_NE(s.reason.find("types bf16-e4m3-bf16 (q-kv-o)"), std::string::npos) << s.reason;
+  const HostInputs in = build_inputs(p, 7);
+  std::vector<float> out(64);
+  try {
+    reference::paged_attention(in.params(), {{0, 0}}, out.data());
+    ADD_FAILURE() << "the reference gated mixed types";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("types bf16-e4m3-bf16"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Types, KvDtypeShapeFieldLabelsRowsAndListsTypes) {
+  const std::string shapes = testcli::write_text(
+      "kv8_shapes.json",
+      R"({"group": "gk", "shapes": [{"name": "s", "heads": 2, "kv_heads": 1, "head_size": 64, "seqlen_k": 64,
+          "seqlen_q": 1, "dtypes": ["bf16"], "kv_dtype": "e5m2"}]})");
+  const auto list = testcli::run_cli("list --cases --json --shapes " + shapes);
+  ASSERT_EQ(list.code, 0) << list.output;
+  const auto doc = nlohmann::json::parse(list.output.substr(list.output.find('{')));
+  const auto& t = doc["cases"][0]["types"];
+  EXPECT_EQ(doc["cases"][0]["dtype"], "bf16-e5m2-bf16");
+  EXPECT_EQ(t["q"], "bf16");
+  EXPECT_EQ(t["kv"], "e5m2");
+  EXPECT_EQ(t["o"], "bf16");
+  EXPECT_EQ(t["acc"], "fp32");
+  const std::string out = testcli::tmp_path("kv8.json");
+  const auto r = testcli::run_cli("run --shapes " + shapes + " --backend cpu --gate-only -o " + out);
+  EXPECT_EQ(r.code, 0) << r.output;
+  const auto rows = testcli::read_json(out)["rows"];
+  ASSERT_FALSE(rows.empty());
+  for (const auto& row : rows) {
+    EXPECT_EQ(row["dtype"], "bf16-e5m2-bf16");
+    EXPECT_EQ(row["status"], "declined") << row.dump();
+  }
+  const std::string bad = testcli::write_text(
+      "kv8_bad.json", R"({"group": "gk", "shapes": [{"name": "s", "heads": 2, "kv_heads": 1, "head_size": 64,
+          "seqlen_k": 64, "kv_dtype": "int4"}]})");
+  const auto e = testcli::run_cli("list --cases --shapes " + bad);
+  EXPECT_EQ(e.code, 2);
+  EXPECT_TRUE(testcli::contains(e.output, "field 'kv_dtype'")) << e.output;
+  EXPECT_TRUE(testcli::contains(e.output, "\"int4\"")) << e.output;
 }
 
 // Feature fields are declared and validated now; every kernel declines a feature it does not implement by name,

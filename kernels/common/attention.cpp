@@ -68,10 +68,11 @@ WorkModel attention_work(const AttentionProblem& p) {
     for (int i = 0; i < p.q_lens[s]; ++i) pairs += vis.visible_count(i);
   }
   w.flops = 4.0 * pairs * p.heads * p.head_size;  // QK^T and PV, 2 FLOPs per multiply-add
-  const double eb = static_cast<double>(dtype_bytes(p.dtype));
+  const double qb = static_cast<double>(dtype_bytes(p.types.q)), ob = static_cast<double>(dtype_bytes(p.types.o));
+  const double kvb = static_cast<double>(dtype_bytes(p.types.kv));
   double kv_tokens = 0;
   for (int kv : p.kv_lens) kv_tokens += kv;
-  w.bytes = eb * (2.0 * p.total_q() * p.heads * p.head_size + 2.0 * kv_tokens * p.kv_heads * p.head_size);
+  w.bytes = (qb + ob) * p.total_q() * p.heads * p.head_size + kvb * 2.0 * kv_tokens * p.kv_heads * p.head_size;
   return w;
 }
 
@@ -98,7 +99,7 @@ AttentionParams make_attention_params(const AttentionProblem& p) {
   a.total_q = p.total_q();
   a.scale = p.softmax_scale();
   a.causal = p.causal;
-  a.dtype = p.dtype;
+  a.types = p.types;
   a.features.window_left = p.features.window_left;
   a.features.window_right = p.features.window_right;
   a.features.softcap = p.features.softcap;
@@ -118,8 +119,11 @@ AttentionParams make_attention_params(const AttentionProblem& p) {
 }
 
 std::string sixteen_bit_storage_conflict(const AttentionProblem& p) {
-  if (is_16bit(p.dtype)) return "";
-  return std::string("dtype ") + dtype_name(p.dtype) + ": this kernel stores Q, K/V and O in fp16 or bf16 only";
+  const AttentionTypes& t = p.types;
+  if (t.uniform() && is_16bit(t.q)) return "";
+  if (!t.uniform())
+    return "types " + t.name() + " (q-kv-o): this kernel stores Q, K/V and O in one dtype, fp16 or bf16";
+  return std::string("dtype ") + dtype_name(t.q) + ": this kernel stores Q, K/V and O in fp16 or bf16 only";
 }
 
 }  // namespace attnbench

@@ -101,7 +101,7 @@ AttentionProblem gated_sdpa_problem(const GatedGeometry& g, const GatedOptions& 
   p.block_size = block_size > 0 ? block_size : 64;
   p.causal = o.is_causal;  // square attention: bottom-right and top-left alignment coincide
   p.scale = o.softmax_scale(g.d_head());
-  p.dtype = g.dtype();
+  p.types = AttentionTypes::all(g.dtype());
   p.output_gate = o.fuse_gate;
   p.q_norm = gated_fuses_norm_rope(g, o) && o.qk_norm;
   p.q_rope_dim = gated_fuses_norm_rope(g, o) ? g.rope_dim() : 0;

@@ -130,7 +130,7 @@ struct WorkTile {
 struct CpuPlan : AttentionPlan {
   int num_seqs = 0, heads = 0, kv_heads = 0, head_size = 0, block_size = 0;
   int64_t total_q = 0;
-  DType dtype = DType::bf16;
+  DType dtype = DType::bf16;  // Q, K/V and O (resolve declines mixed types)
   bool causal = true;
   bool output_gate = false;
   bool q_norm = false;  // the Q prologue
@@ -448,7 +448,7 @@ class CpuUnified final : public AttentionKernel {
     pl->head_size = p.head_size;
     pl->block_size = p.block_size;
     pl->total_q = p.total_q();
-    pl->dtype = p.dtype;
+    pl->dtype = p.types.q;
     pl->causal = p.causal;
     pl->output_gate = p.output_gate;
     pl->q_norm = p.q_norm;
@@ -493,7 +493,7 @@ class CpuUnified final : public AttentionKernel {
     const auto* pl = dynamic_cast<const CpuPlan*>(&plan);
     if (!pl) throw std::invalid_argument("cpu.unified: plan was not made by cpu.unified");
     if (p.num_seqs != pl->num_seqs || p.heads != pl->heads || p.kv_heads != pl->kv_heads ||
-        p.head_size != pl->head_size || p.block_size != pl->block_size || p.dtype != pl->dtype ||
+        p.head_size != pl->head_size || p.block_size != pl->block_size || p.types != AttentionTypes::all(pl->dtype) ||
         p.causal != pl->causal || p.total_q != pl->total_q)
       throw std::invalid_argument("cpu.unified: params do not describe the planned problem (" + pl->summary + ")");
     if (!p.q || !p.k_cache || !p.v_cache || !p.out || !p.cu_seqlens_q || !p.seqused_k || !p.block_table)
@@ -506,7 +506,7 @@ class CpuUnified final : public AttentionKernel {
       throw std::invalid_argument("cpu.unified: plan needs " + std::to_string(pl->workspace_bytes) +
                                   " workspace bytes, params.workspace is null");
     // The one dispatch point: runtime dtype and column block become template parameters.
-    if (p.dtype == DType::f16)
+    if (pl->dtype == DType::f16)
       pl->vec_cols == 4 ? run_typed<DType::f16, 4>(*pl, p) : run_typed<DType::f16, 8>(*pl, p);
     else
       pl->vec_cols == 4 ? run_typed<DType::bf16, 4>(*pl, p) : run_typed<DType::bf16, 8>(*pl, p);

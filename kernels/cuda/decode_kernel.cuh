@@ -4,7 +4,7 @@
 // the end); tiles stream through a 3-stage cp.async pipeline. With one split the CTA writes the
 // output; otherwise it writes a base-2 LSE and a normalised fp32 partial, and the last split CTA of its
 // (sequence, kv head, row tile) to arrive (an atomic counter in the workspace) merges the splits and writes the
-// output: one launch (v4; up to v3 a separate combine kernel). The output gate (p.gate) is applied at the write.
+// output in the same launch (no separate combine kernel). The output gate (p.gate) is applied at the write.
 #pragma once
 #include <cuda_runtime.h>
 

@@ -188,7 +188,7 @@ std::size_t decode_workspace_bytes(const AttentionProblem& p, int splits) {
 
 InstanceKey instance_key(const AttentionProblem& p, const UnifiedLaunchPlan& lp) {
   InstanceKey k;
-  k.dtype = p.dtype;
+  k.dtype = p.types.q;  // instances store Q, K/V and O in one dtype (resolve declines the rest)
   k.head_size = p.head_size;
   if (lp.path == UnifiedPath::decode_3d) {
     k.variant = InstanceVariant::decode;

@@ -47,7 +47,7 @@ CUtensorMap encode_paged_kv_map(const void* base, DType dt, int head_size, int k
 
 KvTensorMaps encode_kv_maps(const AttentionParams& p) {
   auto one = [&](const void* base) {
-    return encode_paged_kv_map(base, p.dtype, p.head_size, p.kv_heads, p.block_size, p.kv_stride_head,
+    return encode_paged_kv_map(base, p.types.kv, p.head_size, p.kv_heads, p.block_size, p.kv_stride_head,
                                p.kv_stride_token, p.kv_stride_block);
   };
   return {one(p.k_cache), one(p.v_cache)};

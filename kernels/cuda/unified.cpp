@@ -130,7 +130,7 @@ class CudaUnified final : public AttentionKernel {
     plan->launcher = find_launcher(plan->instance);
     if (!plan->launcher) throw std::invalid_argument("cuda.unified: " + cuda::no_instance(plan->instance).reason);
     plan->head_size = p.head_size;
-    plan->dtype = p.dtype;
+    plan->dtype = p.types.q;
     plan->output_gate = p.output_gate;
     plan->q_norm = p.q_norm;
     plan->q_rope_dim = p.q_rope_dim;
@@ -148,8 +148,8 @@ class CudaUnified final : public AttentionKernel {
     const auto* cp = dynamic_cast<const CudaUnifiedPlan*>(&plan);
     if (!cp) throw std::invalid_argument("cuda.unified: plan was not made by cuda.unified");
     if (!cp->launcher) throw std::invalid_argument("cuda.unified: " + cuda::no_instance(cp->instance).reason);
-    if (a.head_size != cp->head_size || a.dtype != cp->dtype)
-      throw std::invalid_argument("cuda.unified: params do not match the plan (head_size/dtype)");
+    if (a.head_size != cp->head_size || a.types != AttentionTypes::all(cp->dtype))
+      throw std::invalid_argument("cuda.unified: params do not match the plan (head_size/types)");
     if (cp->workspace_bytes > 0 && a.workspace == nullptr)
       throw std::invalid_argument("cuda.unified: plan needs " + std::to_string(cp->workspace_bytes) +
                                   " workspace bytes, params.workspace is null");

@@ -42,6 +42,16 @@ class Case:
     def softmax_scale(self):
         return self.dims["scale"]
 
+    def plain_decline(self):
+        """Why a peer that computes plain 16-bit attention cannot take this case ("" when it can): mixed or 8-bit
+        types, or any attention feature (a peer must never time a case without its feature)."""
+        t = self.types
+        if not (t["q"] == t["kv"] == t["o"] and t["q"] in ("bf16", "fp16")):
+            return f"types {self.dtype} (q-kv-o): this peer stores Q, K/V and O in one dtype, fp16 or bf16"
+        if self.features:
+            return f"feature '{next(iter(self.features))}': not implemented by this peer"
+        return ""
+
 
 def attnbench_binary(given=None):
     """--attnbench BIN, else $ATTNBENCH_BIN, else build/src/attnbench of this repository."""

@@ -337,6 +337,8 @@ class TorchPeer:
         if not kernels:
             return rows
         version = f"torch {torch.__version__}"
+        if c.plain_decline():
+            return [pc.make_row(c, k, m, "declined", c.plain_decline()) for k in kernels for m in self.args.mode]
         try:
             if c.op == "attention":
                 calls = self.attention_inputs(c)

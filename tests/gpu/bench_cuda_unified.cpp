@@ -29,7 +29,7 @@ AttentionProblem prob(int b, int q, int kv, int h, int kvh, int d, bool causal =
   p.kv_heads = kvh;
   p.head_size = d;
   p.causal = causal;
-  p.dtype = dt;
+  p.types = AttentionTypes::all(dt);
   return p;
 }
 

@@ -27,6 +27,10 @@ struct CaseLayout {
   bool gate_pad = false;
 };
 
+template <class T>
+std::size_t byte_size(const std::vector<T>& v) { return v.size() * sizeof(T); }
+inline std::size_t byte_size(const HostTensor& t) { return t.bytes(); }
+
 struct DeviceCase {
   HostInputs host;
   CaseLayout layout;
@@ -44,7 +48,7 @@ struct DeviceCase {
     lay = layout;
     const AttentionProblem& p = host.problem;
     auto up = [](cuda::DeviceBuffer& b, const auto& vec) {
-      const std::size_t n = vec.size() * sizeof(vec[0]);
+      const std::size_t n = byte_size(vec);
       b = cuda::DeviceBuffer(n);
       b.upload(vec.data(), n);
     };
@@ -59,13 +63,13 @@ struct DeviceCase {
       std::vector<uint16_t> f(static_cast<std::size_t>(rows * n), 0xFFFF);  // NaN where nothing belongs
       for (int64_t t = 0; t < tq; ++t)
         for (int64_t i = 0; i < h * d; ++i) {
-          f[t * n + i] = host.q[t * h * d + i];
-          f[t * n + h * d + i] = float_to_half(ug(rng), p.dtype);
+          f[t * n + i] = host.q.halves()[t * h * d + i];
+          f[t * n + h * d + i] = float_to_half(ug(rng), p.types.q);
         }
       for (int64_t t = 0; t < cache_rows; ++t)
         for (int64_t i = 0; i < hk * d; ++i) {
-          f[t * n + 2 * h * d + i] = host.k_cache[t * hk * d + i];
-          f[t * n + (2 * h + hk) * d + i] = host.v_cache[t * hk * d + i];
+          f[t * n + 2 * h * d + i] = host.k_cache.halves()[t * hk * d + i];
+          f[t * n + (2 * h + hk) * d + i] = host.v_cache.halves()[t * hk * d + i];
         }
       up(fused, f);
       const uint16_t* base = static_cast<const uint16_t*>(fused.data());
@@ -97,7 +101,7 @@ struct DeviceCase {
         gate_st = h * d + (lay.gate_pad ? 2 : 0);
         gate_sh = d;
         gate_host.resize(static_cast<std::size_t>(tq * gate_st));
-        for (auto& g : gate_host) g = float_to_half(ug(rng), p.dtype);
+        for (auto& g : gate_host) g = float_to_half(ug(rng), p.types.q);
         up(gate, gate_host);
         params.gate = gate.data();
       }
@@ -129,7 +133,7 @@ struct DeviceCase {
   float gate_factor(int64_t token, int head, int d) const {
     if (!layout.gate) return 1.f;
     const float g = half_to_float(
-        gate_host[static_cast<std::size_t>(gate_off + token * gate_st + head * gate_sh + d)], host.problem.dtype);
+        gate_host[static_cast<std::size_t>(gate_off + token * gate_st + head * gate_sh + d)], host.problem.types.q);
     return static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(g))));
   }
   void poison() { out.fill_byte(0xFF); }  // 0xFFFF is NaN in fp16 and bf16

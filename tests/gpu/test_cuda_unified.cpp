@@ -36,7 +36,7 @@ AttentionProblem problem_of(const Shape& s, DType dt) {
   p.head_size = s.head_size;
   p.causal = s.causal;
   p.block_size = s.block_size;
-  p.dtype = dt;
+  p.types = AttentionTypes::all(dt);
   return p;
 }
 
@@ -79,7 +79,7 @@ struct Outcome {
 // ref_q: the reference reads these Q values instead of the inputs' (the Q prologue's, applied on the host).
 Outcome check_output(const DeviceCase& c, uint64_t seed, const std::vector<uint16_t>* ref_q = nullptr) {
   const AttentionProblem& p = c.host.problem;
-  const DType dt = p.dtype;
+  const DType dt = p.types.q;
   std::vector<uint16_t> out(c.out_elems());
   c.out.download(out.data(), out.size() * 2);
   Outcome o;
@@ -422,7 +422,7 @@ TEST(CudaUnifiedQPrologue, MatchesTheReferenceOnTransformedQ) {
       c.run(stream.get());
       stream.synchronize();
       // The host's transformed Q: per (token, head) row, fp32, rounded once.
-      std::vector<uint16_t> q = c.host.q;
+      std::vector<uint16_t> q(c.host.q.halves(), c.host.q.halves() + c.host.q.size());
       std::vector<float> wf(d), x(d), cf(rd), sf(rd);
       for (int i = 0; i < d; ++i) wf[i] = half_to_float(w[i], dt);
       for (int64_t t = 0; t < tq; ++t) {

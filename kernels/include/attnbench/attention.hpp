@@ -8,6 +8,7 @@
 
 #include "attnbench/dtype.hpp"
 #include "attnbench/features.hpp"
+#include "attnbench/types.hpp"
 
 namespace attnbench {
 
@@ -21,7 +22,7 @@ struct AttentionProblem {
   int block_size = 64;
   bool causal = true;
   float scale = 0.f;  // 0 means 1/sqrt(head_size)
-  DType dtype = DType::bf16;
+  AttentionTypes types;  // storage of Q, K/V and O (types.hpp)
   bool output_gate = false;  // the epilogue applies O * sigmoid(gate) (params.gate); kernels that can't decline
   // Q prologue (the gated block's fuse_norm_rope; kernels that can't decline): each Q row is RMS-normalised
   // (q_norm) and rotated over its first q_rope_dim dims (rotate-half RoPE) as it is loaded; see AttentionParams.
@@ -97,15 +98,15 @@ struct AttentionParams {
   int64_t total_q = 0;
   float scale = 0.f;  // already resolved (never 0)
   bool causal = true;
-  DType dtype = DType::bf16;
+  AttentionTypes types;
 };
 
 // A call's Q-prologue params against its problem's (q_norm, q_rope_dim): the pointers where the problem has the
 // step, none where it has not. Throws std::invalid_argument prefixed with `kernel`.
 void check_q_prologue_params(const std::string& kernel, bool q_norm, int q_rope_dim, const AttentionParams& a);
 
-// Why a kernel that stores Q, K/V and O in fp16 or bf16 only cannot take this problem ("" when it can): the
-// decline today's kernels give 8-bit storage.
+// Why a kernel that stores Q, K/V and O in one 16-bit dtype (fp16 or bf16) cannot take this problem ("" when it
+// can): the decline today's kernels give 8-bit storage and mixed types.
 std::string sixteen_bit_storage_conflict(const AttentionProblem& p);
 
 // Fills dims, scale and the dense-packed strides of the paged layout from a problem (pointers left null).

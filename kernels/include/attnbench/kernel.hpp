@@ -21,6 +21,8 @@ inline const char* backend_name(Backend b) {
   }
   return "?";
 }
+// A GPU backend: device memory, streams and graph replay (the runtime shim's backends).
+inline bool is_gpu(Backend b) { return b != Backend::cpu; }
 // The backend a name as backend_name() writes it stands for; nullopt for any other name.
 inline std::optional<Backend> parse_backend(std::string_view name) {
   for (Backend b : {Backend::cpu, Backend::cuda, Backend::hip})

@@ -14,7 +14,7 @@ struct RowId {
 };
 
 // Paged attention in fp32 for the requested rows. `p` holds HOST pointers (inputs stored as 16-bit halves of
-// p.dtype, index arrays as int32). Gathers K/V through the block table, maps query head h to kv head
+// p.types (one 16-bit dtype), index arrays as int32). Gathers K/V through the block table, maps query head h to kv head
 // h / (heads / kv_heads), applies the bottom-right causal mask, softmax in fp32, weights V.
 // out: rows.size() * head_size floats, row-major in the order of `rows`. Multi-threaded over rows.
 void paged_attention(const AttentionParams& p, const std::vector<RowId>& rows, float* out);
