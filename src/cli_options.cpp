@@ -83,6 +83,14 @@ void add_stop_options(CLI::App* cmd, StopRule& stop) {
       ->check(positive_finite());
 }
 
+void add_rounds_option(CLI::App* cmd, int& rounds) {
+  cmd->add_option("--rounds", rounds,
+                  "Interleaved rounds per mode: the kernels of a case alternate in each; a row's median is the "
+                  "median of its round medians")
+      ->capture_default_str()
+      ->check(integer_in(1, 1000));
+}
+
 std::vector<Mode> parse_modes(const std::vector<std::string>& modes) {
   std::vector<Mode> out;
   for (const auto& m : modes) {

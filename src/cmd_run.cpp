@@ -106,6 +106,10 @@ void add_run_command(CLI::App& app, Context& ctx) {
   cmd->add_flag("--gate-only", c->opt.gate_only, "Gate every row, time nothing");
   cmd->add_flag("--no-gate", c->opt.no_gate, "Time without gating (rows are not checked)");
   add_stop_options(cmd, c->opt.stop);
+  add_rounds_option(cmd, c->opt.rounds);
+  cmd->add_flag("--control", c->opt.control,
+                "Also time the first selected kernel as a second, independent entry (KERNEL#control): its ratio to "
+                "the first is the run's noise floor");
   cmd->add_option("--l2", c->l2, "hot: back-to-back; cold: L2 flushed before each sample (CUDA)")->capture_default_str();
   cmd->add_option("--block-order", c->block_order, "contiguous | shuffled physical KV blocks")->capture_default_str();
   cmd->add_option("--set", c->sets, "Knob override NAME=VALUE (repeatable; see list --knobs)");

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "attnbench/kernel.hpp"
+#include "measure.hpp"
 
 namespace attnbench {
 
@@ -17,8 +18,6 @@ enum class Mode { eager, graph };
 inline const char* mode_name(Mode m) { return m == Mode::eager ? "eager" : "graph"; }
 inline const char* l2_name(L2Mode m) { return m == L2Mode::hot ? "hot" : "cold"; }
 
-// Returns seconds per call for one timing sample.
-using Sampler = std::function<double()>;
 
 class Device {
  public:

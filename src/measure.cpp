@@ -105,6 +105,46 @@ std::vector<double> collect(const std::function<double()>& sample, const StopRul
   return measure(sample, rule).samples;
 }
 
+StopRule round_rule(const StopRule& rule, int rounds) {
+  StopRule r = rule;
+  const int k = std::max(1, rounds);
+  r.min_samples = std::max(3, (rule.min_samples + k - 1) / k);
+  r.timeout_s = rule.timeout_s / k;
+  r.max_samples = std::max(r.min_samples, rule.max_samples / k);
+  return r;
+}
+
+std::vector<RoundedMeasurement> measure_rounds(const std::vector<Sampler>& samplers, const StopRule& rule,
+                                               int rounds) {
+  const int K = static_cast<int>(samplers.size());
+  std::vector<RoundedMeasurement> out(K);
+  const StopRule per = round_rule(rule, rounds);
+  for (int r = 0; r < std::max(1, rounds); ++r)
+    for (int i = 0; i < K; ++i) {
+      const int k = (r + i) % K;
+      Measurement m = measure(samplers[k], per);
+      RoundedMeasurement& o = out[k];
+      if (!m.settled && o.unsettled.empty())
+        o.unsettled = rounds > 1 ? "round " + std::to_string(r + 1) + " of " + std::to_string(rounds) + ": " + m.unsettled
+                                 : m.unsettled;
+      o.round_medians.push_back(summarize(m.samples).median);
+      o.samples.insert(o.samples.end(), m.samples.begin(), m.samples.end());
+    }
+  for (auto& o : out) {
+    o.settled = o.unsettled.empty();
+    o.median = summarize(o.round_medians).median;
+    const auto [lo, hi] = std::minmax_element(o.round_medians.begin(), o.round_medians.end());
+    o.spread = o.median > 0 ? (*hi - *lo) / o.median : 0.0;
+  }
+  return out;
+}
+
+Stats rounded_stats(const RoundedMeasurement& m) {
+  Stats s = summarize(m.samples);
+  s.median = m.median;
+  return s;
+}
+
 int calls_per_sample(double one_call_s, double target_s, int max_calls) {
   if (!(one_call_s > 0)) return 1;
   const double k = std::ceil(target_s / one_call_s);

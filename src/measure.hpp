@@ -7,6 +7,8 @@
 
 namespace attnbench {
 
+using Sampler = std::function<double()>;  // seconds per call of one timing sample
+
 struct Stats {
   double median = 0, min = 0, q1 = 0, q3 = 0, mean = 0, stdev = 0;
   int n = 0;
@@ -35,6 +37,24 @@ struct Measurement {
 Measurement measure(const std::function<double()>& sample, const StopRule& rule);
 // measure()'s samples alone.
 std::vector<double> collect(const std::function<double()>& sample, const StopRule& rule);
+
+// Interleaved rounds: each of K samplers is measured in R rounds; inside a round every sampler takes one
+// measurement under round_rule(rule, R), in an order rotated by one each round (sampler r % K first in round r), so
+// the kernels of a case see the same clock and thermal history and none is always first after a gap.
+struct RoundedMeasurement {
+  std::vector<double> samples;        // every sample, in the order taken
+  std::vector<double> round_medians;  // one per round
+  double median = 0;                  // the median of the round medians: the headline number
+  double spread = 0;                  // (max - min) / median of the round medians
+  bool settled = false;               // every round met its rule
+  std::string unsettled;              // the first round that did not, and why
+};
+// A round's stop rule: the run's, split over `rounds` (min samples at least 3, the timeout and cap divided).
+StopRule round_rule(const StopRule& rule, int rounds);
+std::vector<RoundedMeasurement> measure_rounds(const std::vector<Sampler>& samplers, const StopRule& rule,
+                                               int rounds);
+// The stats of a rounded measurement: over all samples, with the median replaced by the median of round medians.
+Stats rounded_stats(const RoundedMeasurement& m);
 
 // How many back-to-back calls make one sample last about `target_s`, given one call's duration.
 int calls_per_sample(double one_call_s, double target_s = 1e-3, int max_calls = 1000);

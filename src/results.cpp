@@ -51,6 +51,9 @@ json row_to_json(const ResultRow& r) {
   }
   j["time_us"] = r.time_us ? stats_json(*r.time_us) : json(nullptr);
   j["device_time_us"] = r.device_time_us ? stats_json(*r.device_time_us) : json(nullptr);
+  j["rounds"] = r.rounds ? json{{"count", r.rounds->count}, {"medians_us", r.rounds->medians_us},
+                                {"spread", r.rounds->spread}}
+                         : json(nullptr);
   j["settled"] = opt(r.settled);
   j["unsettled"] = r.unsettled.empty() ? json(nullptr) : json(r.unsettled);
   j["tflops"] = opt(r.tflops);
@@ -89,8 +92,8 @@ std::string num(double v) {
 std::string results_to_csv(const ResultsFile& f) {
   std::ostringstream os;
   os << "group,shape,op,dtype,kernel,backend,mode,l2,status,reason,gate_passed,max_abs,rel_l2,max_row_rel,atol,rtol,rows_checked,"
-        "median_us,min_us,q1_us,q3_us,mean_us,stdev_us,n,settled,unsettled,device_median_us,flops,bytes,tflops,gbps,"
-        "pct_peak_flops,pct_peak_bw,plan,knobs,repro\n";
+        "median_us,min_us,q1_us,q3_us,mean_us,stdev_us,n,rounds,round_spread,settled,unsettled,device_median_us,flops,"
+        "bytes,tflops,gbps,pct_peak_flops,pct_peak_bw,plan,knobs,repro\n";
   for (const auto& r : f.rows) {
     std::string knobs;
     for (const auto& [k, v] : r.knobs) knobs += (knobs.empty() ? "" : ";") + k + "=" + v;
@@ -109,6 +112,8 @@ std::string results_to_csv(const ResultsFile& f) {
          << r.time_us->n << ',';
     else
       os << ",,,,,,,";
+    if (r.rounds) os << r.rounds->count << ',' << num(r.rounds->spread) << ',';
+    else os << ",,";
     os << (r.settled ? (*r.settled ? "true" : "false") : "") << ',' << csv_field(r.unsettled) << ',';
     os << (r.device_time_us ? num(r.device_time_us->median) : "") << ',' << num(r.flops) << ',' << num(r.bytes)
        << ',' << (r.tflops ? num(*r.tflops) : "") << ',' << (r.gbps ? num(*r.gbps) : "") << ','

@@ -15,6 +15,13 @@ namespace attnbench {
 
 inline constexpr const char* kResultsSchema = "attnbench.results/1";
 
+// A row timed in interleaved rounds: the median of each round (time_us.median is their median) and their spread.
+struct RoundsInfo {
+  int count = 0;
+  std::vector<double> medians_us;
+  double spread = 0;  // (max - min) / median of the round medians
+};
+
 struct ResultRow {
   std::string group, shape, op, dtype, kernel, backend, mode, l2 = "hot";
   std::string status;  // ok | mismatch | declined | error
@@ -23,6 +30,7 @@ struct ResultRow {
   std::optional<GateResult> gate;
   std::optional<Stats> time_us;         // the mode's time per call (eager: host wall clock)
   std::optional<Stats> device_time_us;  // eager only: device time per call from events
+  std::optional<RoundsInfo> rounds;     // how time_us was taken
   std::optional<bool> settled;          // time_us met the stop rule; empty when nothing was timed
   std::string unsettled;                // why not (and why device_time_us did not); empty when both did
   double flops = 0, bytes = 0;

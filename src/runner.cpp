@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "case_timing.hpp"
 #include "errors.hpp"
 #include "memory_check.hpp"
 #include "op_case.hpp"
@@ -140,50 +141,6 @@ bool backend_selected(const std::string& sel, Backend b, Backend auto_backend) {
   return b == auto_backend;
 }
 
-std::vector<double> to_us(std::vector<double> s) {
-  for (auto& x : s) x *= 1e6;
-  return s;
-}
-
-// Times one row: the mode's samples, eager's device time, the rates from the declared work, and whether the
-// stop rule held (the row's settledness is time_us's; device time that did not settle is named in the reason).
-void time_row(ResultRow& r, Device& dev, Mode m, const std::function<void()>& call, const RunOptions& o) {
-  const Measurement host = measure(dev.make_sampler(m, o.l2, call), o.stop);
-  r.time_us = summarize(to_us(host.samples));
-  r.settled = host.settled;
-  r.unsettled = host.unsettled;
-  if (m == Mode::eager && o.l2 == L2Mode::hot)
-    if (auto ds = dev.make_device_sampler(call)) {
-      const Measurement device = measure(ds, o.stop);
-      r.device_time_us = summarize(to_us(device.samples));
-      if (!device.settled) r.unsettled += (r.unsettled.empty() ? "" : "; ") + ("device_time_us: " + device.unsettled);
-    }
-  const double sec = r.time_us->median * 1e-6;
-  if (sec > 0) {
-    r.tflops = r.flops / sec * 1e-12;
-    r.gbps = r.bytes / sec * 1e-9;
-    if (o.peak_tflops) r.pct_peak_flops = 100.0 * *r.tflops / *o.peak_tflops;
-    if (o.peak_gbps) r.pct_peak_bw = 100.0 * *r.gbps / *o.peak_gbps;
-  }
-}
-
-// --breakdown: device time of each stage run alone (events where the device has them, else wall clock), hot L2,
-// for the rows' "breakdown" field; null for kernels without stages.
-nlohmann::json time_stages(BoundKernel& bound, Device& dev, const RunOptions& o) {
-  const auto stages = bound.stages();
-  if (stages.empty()) return nullptr;
-  nlohmann::json list = nlohmann::json::array();
-  double sum = 0;
-  for (const auto& [name, fn] : stages) {
-    Sampler s = dev.make_device_sampler(fn);
-    if (!s) s = dev.make_sampler(Mode::eager, L2Mode::hot, fn);
-    const Stats st = summarize(to_us(collect(s, o.stop)));
-    list.push_back({{"name", name}, {"median_us", st.median}, {"q1_us", st.q1}, {"q3_us", st.q3}, {"n", st.n}});
-    sum += st.median;
-  }
-  return {{"stages", list}, {"sum_us", sum}};
-}
-
 void check_run_options(const RunOptions& o) {
   if (o.gate_only && o.no_gate) throw UsageError("--gate-only and --no-gate exclude each other");
   if (!(o.backend == "auto" || o.backend == "all" || parse_backend(o.backend)))
@@ -231,12 +188,20 @@ class Runner {
   TableContents table_contents() const;
   ResultRow base_row(const ShapeCase& c, const OpCase* op_case, const std::string& kernel, Backend b, Mode m) const;
   void emit(ResultRow r);
+  // One kernel of a case: its entry, the name its rows carry (the control copy's has kControlSuffix), its bound
+  // kernel while the case runs, and its row per mode.
+  struct Slot {
+    const KernelEntry* entry = nullptr;
+    std::string name;
+    Device* dev = nullptr;
+    std::unique_ptr<BoundKernel> bound;
+    std::map<Mode, ResultRow> rows;
+  };
   void run_case(const ShapeCase& c);
   void decline_case(const ShapeCase& c, const OpCase* op_case);
-  void run_kernel(const ShapeCase& c, OpCase& op_case, const KernelEntry& e);
+  void bind_slot(const ShapeCase& c, OpCase& op_case, Slot& s);
+  void gate_slot(const ShapeCase& c, const OpCase& op_case, Slot& s);
   Support check_before_allocation(const OpCase& op_case, const KernelEntry& e, const Device& dev) const;
-  void bound_rows(const ShapeCase& c, const OpCase& op_case, const KernelEntry& e, Device& dev, BoundKernel* bound,
-                  std::set<Mode>& emitted);
   void finish_provenance();
 
   const RunOptions& o;
@@ -305,7 +270,11 @@ ResultRow Runner::base_row(const ShapeCase& c, const OpCase* op_case, const std:
   r.mode = mode_name(m);
   r.l2 = l2_name(o.l2);
   r.knobs = knobs.all();
-  r.repro = repro_command(o, c, kernel, b, m, knobs.all());
+  const bool control = kernel.size() > std::string(kControlSuffix).size() &&
+                       kernel.compare(kernel.size() - std::string(kControlSuffix).size(), std::string::npos,
+                                      kControlSuffix) == 0;
+  r.repro = repro_command(o, c, control ? kernel.substr(0, kernel.size() - std::string(kControlSuffix).size()) : kernel,
+                          b, m, knobs.all());
   if (op_case) {
     r.dims = op_case->dims();
     const WorkModel w = op_case->work();
@@ -332,11 +301,25 @@ ResultsFile Runner::run() {
   return std::move(file);
 }
 
+// The kernels of a case are bound together, then each mode's timed rows are measured in interleaved rounds, and
+// the rows are emitted kernel by kernel.
 void Runner::run_case(const ShapeCase& c) {
   std::unique_ptr<OpCase> op_case = make_op_case(c);
   const auto entries = kernels_for(c);
   if (entries.empty() || !op_case) return decline_case(c, op_case.get());
-  for (const KernelEntry* e : entries) run_kernel(c, *op_case, *e);
+  std::vector<Slot> slots;
+  for (const KernelEntry* e : entries) slots.push_back({e, e->name});
+  if (o.control) slots.push_back({entries.front(), entries.front()->name + kControlSuffix});
+  for (Slot& s : slots) bind_slot(c, *op_case, s);
+  for (Mode m : o.modes) {
+    std::vector<TimedSlot> timed;
+    for (Slot& s : slots)
+      if (s.bound && s.rows.at(m).status == "ok" && !o.gate_only)
+        timed.push_back({&s.rows.at(m), s.dev, [b = s.bound.get()] { b->call(); }});
+    time_slots(timed, m, o);
+  }
+  for (Slot& s : slots)
+    for (Mode m : o.modes) emit(std::move(s.rows.at(m)));
 }
 
 // A case no selected kernel can take: one declined row per mode, naming why (a GPU backend asked for by name
@@ -354,35 +337,37 @@ void Runner::decline_case(const ShapeCase& c, const OpCase* op_case) {
   }
 }
 
-// One kernel on one case: decline, or prepare and bind, then the mode rows; one row per mode whatever fails.
-void Runner::run_kernel(const ShapeCase& c, OpCase& op_case, const KernelEntry& e) {
-  std::set<Mode> emitted;
-  const auto rest = [&](const std::string& status, const std::string& reason) {
+// One kernel of a case: declined, or prepared and bound (its own plan and buffers), called once and gated; each
+// mode's row is then final, or "ok" and waiting for its time.
+void Runner::bind_slot(const ShapeCase& c, OpCase& op_case, Slot& s) {
+  const KernelEntry& e = *s.entry;
+  const auto all_rows = [&](const std::string& status, const std::string& reason) {
     for (Mode m : o.modes) {
-      if (emitted.count(m)) continue;
-      ResultRow r = base_row(c, &op_case, e.name, e.backend, m);
+      ResultRow r = base_row(c, &op_case, s.name, e.backend, m);
       r.status = status;
       r.reason = reason;
-      emit(std::move(r));
+      s.rows[m] = std::move(r);
     }
   };
   std::string why_not;
-  Device* dev = devices.get(e.backend, &why_not);
-  if (!dev) return rest("declined", why_not);
-  const Support s = op_case.supports(e, knobs);
-  if (!s.ok) return rest("declined", s.reason);
-  const Support fits = check_before_allocation(op_case, e, *dev);
-  if (!fits.ok) return rest("declined", fits.reason);
+  s.dev = devices.get(e.backend, &why_not);
+  if (!s.dev) return all_rows("declined", why_not);
+  const Support ok = op_case.supports(e, knobs);
+  if (!ok.ok) return all_rows("declined", ok.reason);
+  const Support fits = check_before_allocation(op_case, e, *s.dev);
+  if (!fits.ok) return all_rows("declined", fits.reason);
   try {
     op_case.prepare(settings);
-    auto bound = op_case.bind(e, *dev, knobs);
-    bound_rows(c, op_case, e, *dev, bound.get(), emitted);
+    s.bound = op_case.bind(e, *s.dev, knobs);
+    gate_slot(c, op_case, s);
   } catch (const UsageError&) {
     throw;
   } catch (const std::bad_alloc&) {
-    rest("error", "out of memory: a host allocation failed (std::bad_alloc) after the memory estimate passed");
+    s.bound.reset();
+    all_rows("error", "out of memory: a host allocation failed (std::bad_alloc) after the memory estimate passed");
   } catch (const std::exception& ex) {
-    rest("error", ex.what());
+    s.bound.reset();
+    all_rows("error", ex.what());
   }
 }
 
@@ -391,37 +376,34 @@ Support Runner::check_before_allocation(const OpCase& op_case, const KernelEntry
   return memory_fits(op_case, e, dev, settings);
 }
 
-// A bound kernel: one call, the gate, the optional breakdown, then each mode's row (timed when it can be).
-void Runner::bound_rows(const ShapeCase& c, const OpCase& op_case, const KernelEntry& e, Device& dev,
-                        BoundKernel* bound, std::set<Mode>& emitted) {
-  auto call = [&] { bound->call(); };
-  call();
-  dev.synchronize();
+// A bound kernel: one call, the gate, the optional breakdown, then each mode's row: mismatch, declined (the mode
+// cannot be timed here) or ok.
+void Runner::gate_slot(const ShapeCase& c, const OpCase& op_case, Slot& s) {
+  s.bound->call();
+  s.dev->synchronize();
   std::optional<GateResult> gate;
-  if (!o.no_gate) gate = bound->gate(run_tolerance(o, c.dtype));
+  if (!o.no_gate) gate = s.bound->gate(run_tolerance(o, c.dtype));
   nlohmann::json breakdown;
   if (o.breakdown && !o.gate_only && (!gate || gate->passed)) {
-    breakdown = time_stages(*bound, dev, o);
+    breakdown = time_stages(*s.bound, *s.dev, o);
     table->breakdown(breakdown);
   }
   for (Mode m : o.modes) {
-    ResultRow r = base_row(c, &op_case, e.name, e.backend, m);
+    ResultRow r = base_row(c, &op_case, s.name, s.entry->backend, m);
     r.gate = gate;
-    r.plan = bound->plan_summary;
-    r.graph_recommended = bound->graph_recommended;
+    r.plan = s.bound->plan_summary;
+    r.graph_recommended = s.bound->graph_recommended;
     r.breakdown = breakdown;
     if (gate && !gate->passed) {
       r.status = "mismatch";
       r.reason = gate_failure_reason(*gate);
-    } else if (const Support t = dev.can_time(m, o.l2); !t.ok) {
+    } else if (const Support t = s.dev->can_time(m, o.l2); !t.ok) {
       r.status = "declined";
       r.reason = t.reason;
     } else {
       r.status = "ok";
-      if (!o.gate_only) time_row(r, dev, m, call, o);
     }
-    emitted.insert(m);
-    emit(std::move(r));
+    s.rows[m] = std::move(r);
   }
 }
 

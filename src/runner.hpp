@@ -38,7 +38,12 @@ struct RunOptions {
   std::string command_line;
   bool progress = false;
   bool breakdown = false;           // time each stage of kernels that have stages (gated block): row "breakdown"
+  int rounds = 5;                   // interleaved rounds per mode (the kernels of a case alternate in each)
+  bool control = false;             // time the first selected kernel twice (kControlSuffix): the noise floor
 };
+
+// The kernel name of the control copy's rows: "<kernel>#control".
+inline constexpr const char* kControlSuffix = "#control";
 
 // Resolves the selected cases; throws UsageError for unknown groups, bad files, bad filters.
 std::vector<ShapeCase> select_cases(const RunOptions& o);

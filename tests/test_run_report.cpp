@@ -80,7 +80,8 @@ TEST(RunReport, UnsettledTimingIsMarkedInJsonCsvAndTable) {
   // A max-noise no sample set can exceed (relative stdev <= sqrt(n)), and a timeout far under the 2000-sample cap
   // (a sample takes >= 20 us): the timeout alone is why.
   const Result r = run_cli("run --shapes " + shapes + " --filter tiny/p/bf16 --backend cpu --mode eager "
-                           "--min-samples 1000000 --max-noise 1000 --timeout 0.01 --no-progress -o " + out + " --csv " + csv);
+                           "--min-samples 1000000 --max-noise 1000 --timeout 0.01 --rounds 1 --no-progress -o " + out + " --csv " +
+                           csv);
   ASSERT_EQ(r.code, 0) << r.output;
   const json j = read_json(out);
   ASSERT_EQ(j["rows"].size(), 1u);
@@ -104,6 +105,16 @@ TEST(RunReport, UnsettledTimingIsMarkedInJsonCsvAndTable) {
   const auto cells = csv_row(header, line);
   EXPECT_EQ(cells.at("settled"), "false");
   EXPECT_EQ(cells.at("unsettled"), why);
+
+  // In rounds, the first round that stopped short is named, with the round's share of the rule.
+  const Result r2 = run_cli("run --shapes " + shapes + " --filter tiny/p/bf16 --backend cpu --mode eager "
+                            "--min-samples 1000000 --max-noise 1000 --timeout 0.01 --rounds 2 --no-progress -o " + out);
+  ASSERT_EQ(r2.code, 0) << r2.output;
+  const json row2 = read_json(out)["rows"][0];
+  EXPECT_EQ(row2["rounds"]["count"], 2);
+  EXPECT_EQ(row2["unsettled"].get<std::string>().rfind("round 1 of 2: timeout 0.005 s reached with n=", 0), 0u)
+      << row2.dump();
+  EXPECT_NE(row2["unsettled"].get<std::string>().find(" of min 500000"), std::string::npos) << row2.dump();
 }
 
 TEST(RunReport, SettledTimingAndUntimedRows) {

@@ -1,0 +1,125 @@
+#include "case_timing.hpp"
+
+#include <memory>
+
+namespace attnbench {
+
+namespace {
+
+std::vector<double> to_us(std::vector<double> s) {
+  for (auto& x : s) x *= 1e6;
+  return s;
+}
+
+// A sampler that turns its first exception into a recorded failure and then returns at once, so the rounds of
+// the other kernels go on.
+struct Guarded {
+  Sampler inner;
+  std::shared_ptr<std::string> failure = std::make_shared<std::string>();
+  double operator()() const {
+    if (!failure->empty()) return 0.0;
+    try {
+      return inner();
+    } catch (const std::exception& e) {
+      *failure = e.what();
+      return 0.0;
+    }
+  }
+};
+
+RoundsInfo rounds_info(const RoundedMeasurement& m) {
+  RoundsInfo r;
+  r.count = static_cast<int>(m.round_medians.size());
+  r.medians_us = m.round_medians;
+  r.spread = m.spread;
+  return r;
+}
+
+// The measurement of `make(slot)` for every slot that has one, in rounds; `store` takes each result.
+void rounds_over(std::vector<TimedSlot>& slots, const RunOptions& o, const std::function<Sampler(TimedSlot&)>& make,
+                 const std::function<void(TimedSlot&, const RoundedMeasurement&, const std::string&)>& store) {
+  std::vector<Guarded> guards;
+  std::vector<TimedSlot*> who;
+  for (auto& s : slots) {
+    if (s.row->status != "ok") continue;
+    Guarded g;
+    try {
+      g.inner = make(s);
+    } catch (const std::exception& e) {
+      *g.failure = e.what();
+    }
+    if (!g.inner && g.failure->empty()) continue;
+    guards.push_back(g);
+    who.push_back(&s);
+  }
+  std::vector<Sampler> samplers(guards.begin(), guards.end());
+  const auto results = measure_rounds(samplers, o.stop, o.rounds);
+  for (std::size_t i = 0; i < who.size(); ++i) store(*who[i], results[i], *guards[i].failure);
+}
+
+}  // namespace
+
+// --breakdown: device time of each stage run alone (events where the device has them, else wall clock), hot L2,
+// for the rows' "breakdown" field; null for kernels without stages.
+nlohmann::json time_stages(BoundKernel& bound, Device& dev, const RunOptions& o) {
+  const auto stages = bound.stages();
+  if (stages.empty()) return nullptr;
+  nlohmann::json list = nlohmann::json::array();
+  double sum = 0;
+  for (const auto& [name, fn] : stages) {
+    Sampler s = dev.make_device_sampler(fn);
+    if (!s) s = dev.make_sampler(Mode::eager, L2Mode::hot, fn);
+    const Stats st = summarize(to_us(collect(s, o.stop)));
+    list.push_back({{"name", name}, {"median_us", st.median}, {"q1_us", st.q1}, {"q3_us", st.q3}, {"n", st.n}});
+    sum += st.median;
+  }
+  return {{"stages", list}, {"sum_us", sum}};
+}
+
+void set_rates(ResultRow& r, const RunOptions& o) {
+  const double sec = r.time_us ? r.time_us->median * 1e-6 : 0.0;
+  if (!(sec > 0)) return;
+  r.tflops = r.flops / sec * 1e-12;
+  r.gbps = r.bytes / sec * 1e-9;
+  if (o.peak_tflops) r.pct_peak_flops = 100.0 * *r.tflops / *o.peak_tflops;
+  if (o.peak_gbps) r.pct_peak_bw = 100.0 * *r.gbps / *o.peak_gbps;
+}
+
+void time_slots(std::vector<TimedSlot>& slots, Mode m, const RunOptions& o) {
+  rounds_over(
+      slots, o, [&](TimedSlot& s) { return s.dev->make_sampler(m, o.l2, s.call); },
+      [&](TimedSlot& s, const RoundedMeasurement& r, const std::string& failure) {
+        ResultRow& row = *s.row;
+        if (!failure.empty()) {
+          row.status = "error";
+          row.reason = "timing: " + failure;
+          return;
+        }
+        RoundedMeasurement us = r;
+        us.samples = to_us(us.samples);
+        us.round_medians = to_us(us.round_medians);
+        us.median *= 1e6;
+        row.time_us = rounded_stats(us);
+        row.rounds = rounds_info(us);
+        row.settled = r.settled;
+        row.unsettled = r.unsettled;
+        set_rates(row, o);
+      });
+  if (m != Mode::eager || o.l2 != L2Mode::hot) return;
+  rounds_over(
+      slots, o, [&](TimedSlot& s) { return s.dev->make_device_sampler(s.call); },
+      [&](TimedSlot& s, const RoundedMeasurement& r, const std::string& failure) {
+        ResultRow& row = *s.row;
+        if (!failure.empty()) {
+          row.unsettled += (row.unsettled.empty() ? "" : "; ") + ("device_time_us: " + failure);
+          return;
+        }
+        RoundedMeasurement us = r;
+        us.samples = to_us(us.samples);
+        us.median *= 1e6;
+        row.device_time_us = rounded_stats(us);
+        if (!r.settled) row.unsettled += (row.unsettled.empty() ? "" : "; ") + ("device_time_us: " + r.unsettled);
+      });
+}
+
+}  // namespace attnbench
