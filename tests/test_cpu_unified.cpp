@@ -217,15 +217,15 @@ TEST(CpuUnified, RerunningAPlanGivesIdenticalOutput) {
 TEST(CpuUnified, DeclinesWorkAboveTheGflopKnob) {
   const AttentionProblem p = make_problem({2048}, {2048}, 16, 16, 128);  // ~17.2 GFLOP
   const KnobValues one = KnobValues::resolve({{"ATTNBENCH_CPU_MAX_GFLOP", "1"}}, false);
-  const Support s = cpu_unified_support(p, one);
+  const Support s = make_cpu_unified()->supports(p, one);
   EXPECT_FALSE(s.ok);
   EXPECT_NE(s.reason.find("17.2 GFLOP"), std::string::npos) << s.reason;
   EXPECT_NE(s.reason.find("limit of 1 GFLOP"), std::string::npos) << s.reason;
   EXPECT_NE(s.reason.find("ATTNBENCH_CPU_MAX_GFLOP"), std::string::npos) << s.reason;
   EXPECT_THROW(make_cpu_unified()->plan(p, one), std::invalid_argument);
 
-  EXPECT_TRUE(cpu_unified_support(p, KnobValues::resolve({{"ATTNBENCH_CPU_MAX_GFLOP", "0"}}, false)).ok);
-  EXPECT_TRUE(cpu_unified_support(make_problem({64}, {64}, 16, 16, 128), one).ok);
+  EXPECT_TRUE(cpu::resolve(p, cpu::CpuKnobs{0}, cpu::CpuDevice{}).ok());
+  EXPECT_TRUE(cpu::resolve(make_problem({64}, {64}, 16, 16, 128), cpu::CpuKnobs{1}, cpu::CpuDevice{}).ok());
 
   // supports() decides under the knobs it is given: --set and the environment reach it the same way.
   const Support via_knobs = make_cpu_unified()->supports(p, one);

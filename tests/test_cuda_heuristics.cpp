@@ -5,8 +5,10 @@
 #include <cmath>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "../kernels/cuda/heuristics.hpp"
+#include "../kernels/cuda/resolve.hpp"
 
 #ifdef ATTNBENCH_WITH_CUDA
 #include "attnbench/backends.hpp"
@@ -26,7 +28,11 @@ AttentionProblem uniform(int batch, int q, int kv, int heads, int kv_heads, int 
   return p;
 }
 
-KnobValues knobs(std::map<std::string, std::string> o = {}) { return KnobValues::resolve(o, /*read_env=*/false); }
+KnobValues values(std::map<std::string, std::string> o = {}) { return KnobValues::resolve(o, /*read_env=*/false); }
+UnifiedKnobs knobs(std::map<std::string, std::string> o = {}) { return UnifiedKnobs::parse(values(std::move(o))); }
+Resolution resolve_all_built(const AttentionProblem& p, const UnifiedKnobs& k) {
+  return resolve(p, k, DeviceInfo{}, [](const InstanceKey&) { return true; });
+}
 
 TEST(CudaSplitHeuristic, FullGridIsNotSplit) {
   EXPECT_EQ(num_splits_heuristic(256, 132, 128), 1);   // B32 x KV8: already 2 CTAs per SM
@@ -102,7 +108,7 @@ TEST(CudaSupports, DeclinesWithAReason) {
   p.block_size = 48;
   EXPECT_TRUE(unified_supports(p).ok);
   p.head_size = 80;
-  EXPECT_THROW(make_unified_launch_plan(p, knobs(), 132), std::invalid_argument);
+  EXPECT_EQ(resolve_all_built(p, knobs()).support.reason, "head_size 80 not in {64, 128, 256}");
 }
 
 TEST(CudaLaunchPlan, PrefillGridFollowsTheKnobs) {
@@ -263,7 +269,7 @@ TEST(CudaWideDispatch, KnobsTheGeometryCannotHoldAreDeclinedWithTheReason) {
   const auto d128 = uniform(1, 4096, 4096, 16, 16, 128);
   const auto three = knobs({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", "3"}});
   EXPECT_NE(wide_knob_conflict(d128, three).find("at most 2 consumer warpgroups"), std::string::npos);
-  EXPECT_THROW(make_unified_launch_plan(d128, three, 132), std::invalid_argument);
+  EXPECT_EQ(resolve_all_built(d128, three).support.reason, wide_knob_conflict(d128, three));
   EXPECT_TRUE(wide_knob_conflict(uniform(1, 4096, 4096, 16, 16, 64), three).empty());
   EXPECT_EQ(make_unified_launch_plan(uniform(1, 4096, 4096, 16, 16, 64), three, 132).block_m, 192);
   const auto four = knobs({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_STAGES", "4"}});
@@ -357,7 +363,8 @@ TEST(CudaWideDispatch, GqaPackFillsShortTilesWithTheHeadsOfOneGroup) {
   EXPECT_FALSE(wide_knob_conflict(uniform(2, 70, 70, 64, 2, 128), knobs({{"ATTNBENCH_SM90_GQA_PACK", "32"}})).empty());
 #ifdef ATTNBENCH_WITH_CUDA
   const AttentionProblem d = uniform(2, 700, 700, 28, 4, 128);
-  const auto s = make_cuda_unified()->supports(d, knobs({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_GQA_PACK", "4"}}));
+  const auto s =
+      make_cuda_unified()->supports(d, values({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_GQA_PACK", "4"}}));
   EXPECT_FALSE(s.ok);
   EXPECT_NE(s.reason.find("GQA_PACK"), std::string::npos) << s.reason;
 #endif
@@ -388,12 +395,12 @@ TEST(CudaWideDispatch, TheQPrologueRunsInTheWideKernelOnly) {
   EXPECT_TRUE(rope_only.has_q_prologue());
   EXPECT_TRUE(q_prologue_conflict(rope_only, knobs()).empty());
 #ifdef ATTNBENCH_WITH_CUDA
-  const auto s = make_cuda_unified()->supports(with_prologue(uniform(1, 100, 100, 4, 2, 64), 16), knobs());
+  const auto s = make_cuda_unified()->supports(with_prologue(uniform(1, 100, 100, 4, 2, 64), 16), values());
   EXPECT_FALSE(s.ok);  // auto keeps 100 d64 queries on the narrow kernel
   EXPECT_NE(s.reason.find("Q prologue"), std::string::npos) << s.reason;
-  EXPECT_NE(make_cuda_unified()->plan(d64, knobs())->summary.find("+q-norm-rope"), std::string::npos);
+  EXPECT_NE(make_cuda_unified()->plan(d64, values())->summary.find("+q-norm-rope"), std::string::npos);
   // plan() refuses it too, so a caller that skips supports() cannot lose the prologue.
-  EXPECT_THROW(make_cuda_unified()->plan(d64, knobs({{"ATTNBENCH_SM90_PATH", "narrow"}})), std::invalid_argument);
+  EXPECT_THROW(make_cuda_unified()->plan(d64, values({{"ATTNBENCH_SM90_PATH", "narrow"}})), std::invalid_argument);
 #endif
 }
 
@@ -435,7 +442,7 @@ TEST(CudaWideDispatch, AutoFollowsTheMeasurement) {
   // d256 and from 512 at d64, where it measured faster than the narrow kernel; narrow elsewhere (cp.async K/V at
   // block_size 32 measured slower; shorter queries measured slower at d64 and not measured at d128/d256).
   const auto k = knobs();
-  EXPECT_EQ(k.get("ATTNBENCH_SM90_PATH"), "auto");
+  EXPECT_EQ(k.path, PathKnob::automatic);
   for (const auto& p : {uniform(1, 8192, 8192, 32, 32, 128), uniform(1, 16384, 16384, 16, 16, 128, false),
                         uniform(1, 8192, 8192, 64, 8, 128), uniform(16, 256, 256, 32, 8, 128),
                         uniform(16, 128, 128, 32, 8, 128),
@@ -483,30 +490,30 @@ TEST(CudaUnifiedKernel, PlanCarriesWorkspaceGraphAndSummary) {
   auto k = make_cuda_unified();
   EXPECT_EQ(k->name(), "cuda.unified");
   const auto p = uniform(1, 1, 4096, 32, 8, 128);
-  auto plan = k->plan(p, knobs({{"ATTNBENCH_3D_SPLITS", "4"}}));
+  auto plan = k->plan(p, values({{"ATTNBENCH_3D_SPLITS", "4"}}));
   EXPECT_EQ(plan->workspace_bytes, decode_workspace_bytes(p, 4));
   EXPECT_TRUE(plan->graph_replay);
   EXPECT_NE(plan->summary.find("3d splits=4"), std::string::npos);
   auto plan2 = k->plan(uniform(1, 2048, 2048, 8, 8, 64),
-                       knobs({{"ATTNBENCH_SM90_NARROW_WARPS", "8"}, {"ATTNBENCH_SM90_PATH", "narrow"}}));
+                       values({{"ATTNBENCH_SM90_NARROW_WARPS", "8"}, {"ATTNBENCH_SM90_PATH", "narrow"}}));
   EXPECT_EQ(plan2->workspace_bytes, 0u);
   EXPECT_FALSE(plan2->graph_replay);
   EXPECT_NE(plan2->summary.find("2d warps=8"), std::string::npos);
-  EXPECT_NE(k->plan(uniform(1, 2048, 2048, 8, 8, 128), knobs({{"ATTNBENCH_SM90_PATH", "narrow"}}))
+  EXPECT_NE(k->plan(uniform(1, 2048, 2048, 8, 8, 128), values({{"ATTNBENCH_SM90_PATH", "narrow"}}))
                 ->summary.find("2d warps=4 rows/warp=32"),
             std::string::npos);
-  EXPECT_NE(k->plan(uniform(1, 2048, 2048, 8, 8, 128), knobs())->summary.find("2d wide wgmma consumer-wgs=2"),
+  EXPECT_NE(k->plan(uniform(1, 2048, 2048, 8, 8, 128), values())->summary.find("2d wide wgmma consumer-wgs=2"),
             std::string::npos);
   auto gp = uniform(1, 2048, 2048, 8, 8, 64);
   gp.output_gate = true;
-  EXPECT_TRUE(k->supports(gp, KnobValues::resolve({}, false)).ok);
-  EXPECT_NE(k->plan(gp, knobs())->summary.find("+gate"), std::string::npos);
-  EXPECT_FALSE(k->supports(uniform(1, 8, 8, 4, 4, 96), KnobValues::resolve({}, false)).ok);
+  EXPECT_TRUE(k->supports(gp, values()).ok);
+  EXPECT_NE(k->plan(gp, values())->summary.find("+gate"), std::string::npos);
+  EXPECT_FALSE(k->supports(uniform(1, 8, 8, 4, 4, 96), values()).ok);
   const Support three = k->supports(uniform(1, 2048, 2048, 8, 8, 128),
-                                    knobs({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", "3"}}));
+                                    values({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", "3"}}));
   EXPECT_FALSE(three.ok);
   EXPECT_NE(three.reason.find("ATTNBENCH_SM90_FLASH_WIDE=3"), std::string::npos) << three.reason;
-  EXPECT_NE(k->plan(uniform(1, 2048, 2048, 8, 8, 256), knobs({{"ATTNBENCH_SM90_PATH", "wide"}}))
+  EXPECT_NE(k->plan(uniform(1, 2048, 2048, 8, 8, 256), values({{"ATTNBENCH_SM90_PATH", "wide"}}))
                 ->summary.find("2d wide wgmma consumer-wgs=2 tile=128x64 kv=tma stages=2"),
             std::string::npos);
 }

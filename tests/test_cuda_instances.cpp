@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../kernels/cuda/heuristics.hpp"
+#include "../kernels/cuda/resolve.hpp"
 
 #ifdef ATTNBENCH_WITH_CUDA
 #include "../kernels/cuda/launch.hpp"
@@ -59,9 +60,12 @@ std::vector<InstanceCase> instance_family() {
   return cases;
 }
 
-std::string key_of(const AttentionProblem& p, const KnobValues& k) {
-  return instance_name(instance_key(p, make_unified_launch_plan(p, k, kDefaultSmCount)));
+// The key resolve() picks with every instance built.
+InstanceKey key_in(const AttentionProblem& p, const KnobValues& k) {
+  return resolve(p, UnifiedKnobs::parse(k), DeviceInfo{}, [](const InstanceKey&) { return true; }).instance.key;
 }
+
+std::string key_of(const AttentionProblem& p, const KnobValues& k) { return instance_name(key_in(p, k)); }
 
 TEST(CudaInstances, KeyOfEachPlan) {
   std::set<std::string> keys;
@@ -132,7 +136,7 @@ TEST(CudaInstances, UnifiedDeclinesKeysTheBuildLacks) {
   const InstanceTable t = built_instances();
   const auto k = make_cuda_unified();
   for (const InstanceCase& c : instance_family()) {
-    const bool has = find_instance(t.begin, t.end, instance_key(c.p, make_unified_launch_plan(c.p, c.k, 132)));
+    const bool has = find_instance(t.begin, t.end, key_in(c.p, c.k));
     const Support s = k->supports(c.p, c.k);
     EXPECT_EQ(s.ok, has) << c.key << ": " << s.reason;
     if (has) {

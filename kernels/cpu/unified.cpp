@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "cpu/norm_rope.hpp"
-#include "cpu/work_limit.hpp"
 #include "attnbench/backends.hpp"
 #include "common/device/visibility.hpp"
 
@@ -217,7 +216,7 @@ void attend(const AttentionParams& p, const CpuPlan& pl, const Scratch& sc, int 
       const uint16_t* src = q + (q_token0 + mi / g) * p.q_stride_token +
                             static_cast<int64_t>(kh * g + mi % g) * p.q_stride_head;
       if (prologue) {
-        float x[512];  // head_size <= 512 (cpu_unified_support)
+        float x[512];  // head_size <= 512 (cpu::resolve)
         q_prologue_row<DT>(p, p.q_norm_weight ? wq : nullptr, q_token0 + mi / g, src, x);
         for (int c = 0; c < d; ++c) sc.qt[static_cast<std::size_t>(c) * mp + mi] = x[c] * p.scale;
       } else {
@@ -435,12 +434,13 @@ class CpuUnified final : public AttentionKernel {
   Backend backend() const override { return Backend::cpu; }
 
   Support supports(const AttentionProblem& p, const KnobValues& knobs) const override {
-    return cpu_unified_support(p, knobs);
+    return resolve(p, knobs).support;
   }
 
   std::unique_ptr<AttentionPlan> plan(const AttentionProblem& p, const KnobValues& knobs) const override {
-    const Support s = cpu_unified_support(p, knobs);
-    if (!s.ok) throw std::invalid_argument("cpu.unified declines: " + s.reason);
+    const cpu::Resolution r = resolve(p, knobs);
+    if (!r.ok()) throw std::invalid_argument("cpu.unified declines: " + r.support.reason);
+    const cpu::UnifiedInstance& in = r.instance;
     auto pl = std::make_unique<CpuPlan>();
     pl->num_seqs = p.num_seqs();
     pl->heads = p.heads;
@@ -453,16 +453,15 @@ class CpuUnified final : public AttentionKernel {
     pl->output_gate = p.output_gate;
     pl->q_norm = p.q_norm;
     pl->q_rope_dim = p.q_rope_dim;
-    pl->threads = std::max(1, omp_get_max_threads());
-    pl->q_tile = opts_.q_tile > 0 ? std::min(opts_.q_tile, p.max_seqlen_q()) : cpu_q_tile(p);
-    pl->kv_tile = cpu_kv_tile(p);
-
-    // Split path: decode, or queries that fit one q-tile against a long KV (too few items to fill the threads).
-    const bool split_path = opts_.split_path || opts_.splits > 0 || p.max_seqlen_q() == 1 ||
-                            (p.max_seqlen_q() <= pl->q_tile && p.max_seqlen_k() >= 16 * p.max_seqlen_q());
-    pl->splits = !split_path ? 1
-                 : opts_.splits > 0 ? opts_.splits
-                                    : cpu_decode_splits(p, pl->threads, pl->q_tile, pl->kv_tile);
+    pl->threads = in.threads;
+    pl->q_tile = in.q_tile;
+    pl->kv_tile = in.kv_tile;
+    pl->splits = in.splits;
+    pl->vec_cols = in.vec_cols;
+    pl->m_pad = in.m_pad;
+    pl->workspace_bytes = in.workspace_bytes;
+    pl->graph_replay = false;
+    pl->summary = in.summary;
 
     for (int s = 0; s < p.num_seqs(); ++s)
       for (int t = 0; t * pl->q_tile < p.q_lens[s]; ++t) pl->tiles.push_back({s, t});
@@ -472,20 +471,8 @@ class CpuUnified final : public AttentionKernel {
     };
     std::stable_sort(pl->tiles.begin(), pl->tiles.end(),
                      [&](const WorkTile& a, const WorkTile& b) { return cost(a) > cost(b); });
-
-    const int M = pl->q_tile * p.group_size();
-    pl->vec_cols = M <= 4 ? 4 : 8;  // decode with a small group: no wasted half column block
-    pl->m_pad = (M + pl->vec_cols - 1) / pl->vec_cols * pl->vec_cols;
     pl->scratch_floats = scratch_layout(pl->m_pad, p.head_size, pl->kv_tile, nullptr, nullptr);
     pl->scratch.assign(pl->scratch_floats * pl->threads, 0.f);
-    pl->workspace_bytes = pl->splits > 1 ? sizeof(float) * static_cast<std::size_t>(pl->total_q) * p.heads *
-                                               pl->splits * (p.head_size + 2)
-                                         : 0;
-    pl->graph_replay = false;
-    pl->summary = (split_path ? "decode splits=" + std::to_string(pl->splits) + " q_tile="
-                              : std::string("prefill q_tile=")) +
-                  std::to_string(pl->q_tile) + " kv_tile=" + std::to_string(pl->kv_tile) +
-                  " threads=" + std::to_string(pl->threads);
     return pl;
   }
 
@@ -513,6 +500,11 @@ class CpuUnified final : public AttentionKernel {
   }
 
  private:
+  // The resolve step under this kernel's options, on the threads OpenMP gives a plan.
+  cpu::Resolution resolve(const AttentionProblem& p, const KnobValues& knobs) const {
+    return cpu::resolve(p, cpu::CpuKnobs::parse(knobs), cpu::CpuDevice{omp_get_max_threads()}, opts_);
+  }
+
   CpuUnifiedOptions opts_;
 };
 
@@ -536,7 +528,10 @@ int cpu_decode_splits(const AttentionProblem& p, int threads, int q_tile, int kv
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({want, most, 64})));
 }
 
-Support cpu_unified_support(const AttentionProblem& p, const KnobValues& knobs) {
+namespace cpu {
+namespace {
+
+Support unified_support(const AttentionProblem& p, const CpuKnobs& knobs) {
   try {
     p.validate();
   } catch (const std::invalid_argument& e) {
@@ -546,9 +541,47 @@ Support cpu_unified_support(const AttentionProblem& p, const KnobValues& knobs) 
   if (const std::string f = feature_conflict(p.features, "cpu.unified"); !f.empty()) return Support::no(f);
   if (p.head_size % 8 != 0 || p.head_size > 512)
     return Support::no("head_size " + std::to_string(p.head_size) + " is not a multiple of 8 in [8, 512]");
-  const std::string over = cpu::over_work_limit(attention_work(p).flops, knobs);
+  const std::string over = over_work_limit(attention_work(p).flops, knobs);
   return over.empty() ? Support::yes() : Support::no("problem " + over);
 }
+
+UnifiedInstance make_instance(const AttentionProblem& p, const CpuDevice& device, const CpuUnifiedOptions& opts) {
+  UnifiedInstance in;
+  in.dtype = p.types.q;  // resolve declines anything but one 16-bit dtype
+  in.head_size = p.head_size;
+  in.threads = std::max(1, device.threads);
+  in.q_tile = opts.q_tile > 0 ? std::min(opts.q_tile, p.max_seqlen_q()) : cpu_q_tile(p);
+  in.kv_tile = cpu_kv_tile(p);
+  // Split path: decode, or queries that fit one q-tile against a long KV (too few items to fill the threads).
+  in.split_path = opts.split_path || opts.splits > 0 || p.max_seqlen_q() == 1 ||
+                  (p.max_seqlen_q() <= in.q_tile && p.max_seqlen_k() >= 16 * p.max_seqlen_q());
+  in.splits = !in.split_path ? 1
+              : opts.splits > 0 ? opts.splits
+                                : cpu_decode_splits(p, in.threads, in.q_tile, in.kv_tile);
+  const int M = in.q_tile * p.group_size();
+  in.vec_cols = M <= 4 ? 4 : 8;  // decode with a small group: no wasted half column block
+  in.m_pad = (M + in.vec_cols - 1) / in.vec_cols * in.vec_cols;
+  in.workspace_bytes =
+      in.splits > 1 ? sizeof(float) * static_cast<std::size_t>(p.total_q()) * p.heads * in.splits * (p.head_size + 2)
+                    : 0;
+  in.summary = (in.split_path ? "decode splits=" + std::to_string(in.splits) + " q_tile="
+                              : std::string("prefill q_tile=")) +
+               std::to_string(in.q_tile) + " kv_tile=" + std::to_string(in.kv_tile) +
+               " threads=" + std::to_string(in.threads);
+  return in;
+}
+
+}  // namespace
+
+Resolution resolve(const AttentionProblem& p, const CpuKnobs& knobs, const CpuDevice& device,
+                   const CpuUnifiedOptions& opts) {
+  Resolution r;
+  r.support = unified_support(p, knobs);
+  if (r.ok()) r.instance = make_instance(p, device, opts);
+  return r;
+}
+
+}  // namespace cpu
 
 std::unique_ptr<AttentionKernel> make_cpu_unified(const CpuUnifiedOptions& opts) {
   return std::make_unique<CpuUnified>(opts);

@@ -1,9 +1,12 @@
 // cpu.unified internals that tests reach: options that force a path, tile or split count, the plan-time
-// heuristics, and the support check with explicit knobs. The harness only needs make_cpu_unified().
+// heuristics, and the resolve step. The harness only needs make_cpu_unified().
 #pragma once
+#include <cstddef>
 #include <memory>
+#include <string>
 
 #include "attnbench/kernel.hpp"
+#include "cpu/work_limit.hpp"
 
 namespace attnbench {
 
@@ -26,7 +29,37 @@ int cpu_decode_splits(const AttentionProblem& p, int threads, int q_tile, int kv
 // The kernel's e^x for x <= 0 (a branch-free polynomial), exposed for its accuracy test.
 float cpu_unified_exp(float x);
 
-// supports() with explicit knobs (supports() itself reads the environment's knobs).
-Support cpu_unified_support(const AttentionProblem& p, const KnobValues& knobs);
+namespace cpu {
+
+// What resolve() knows of the machine: the threads a plan runs on (omp_get_max_threads in the kernel).
+struct CpuDevice {
+  int threads = 1;
+};
+
+// What a cpu.unified plan is built from: the tiling, the path (split-KV or direct) and its splits, the
+// micro-kernel's column block, the workspace and the summary.
+struct UnifiedInstance {
+  DType dtype = DType::bf16;
+  int head_size = 0;
+  int q_tile = 1, kv_tile = 64, splits = 1, threads = 1;
+  bool split_path = false;
+  int vec_cols = 8;  // query vectors per micro-kernel column block of the QK gemm: 4 or 8
+  int m_pad = 8;     // q_tile * group rounded up to vec_cols
+  std::size_t workspace_bytes = 0;
+  std::string summary;
+};
+
+struct Resolution {
+  Support support;
+  UnifiedInstance instance;  // meaningful when ok()
+  bool ok() const { return support.ok; }
+};
+
+// cpu.unified's one resolve step: supports() is its support, plan() builds from its instance. Declines, first to
+// last: an invalid problem, 8-bit storage, a feature, the head size, work above knobs.max_gflop.
+Resolution resolve(const AttentionProblem& p, const CpuKnobs& knobs, const CpuDevice& device,
+                   const CpuUnifiedOptions& opts = {});
+
+}  // namespace cpu
 
 }  // namespace attnbench

@@ -1,9 +1,7 @@
 #include "cuda/heuristics.hpp"
 
 #include <algorithm>
-#include <climits>
 #include <cmath>
-#include <stdexcept>
 #include <vector>
 
 #include "common/device/visibility.hpp"
@@ -11,6 +9,15 @@
 namespace attnbench::cuda {
 
 const char* path_name(UnifiedPath p) { return p == UnifiedPath::prefill_2d ? "2d" : "3d"; }
+
+const char* path_knob_name(PathKnob k) {
+  switch (k) {
+    case PathKnob::automatic: return "auto";
+    case PathKnob::narrow: return "narrow";
+    case PathKnob::wide: return "wide";
+  }
+  return "?";
+}
 
 Support unified_supports(const AttentionProblem& p) {
   if (const std::string types = sixteen_bit_storage_conflict(p); !types.empty()) return Support::no(types);
@@ -35,7 +42,7 @@ UnifiedPath choose_path(const AttentionProblem& p) {
 
 bool wide_supports(const AttentionProblem& p) { return wide_block_n(p.head_size) > 0; }
 
-std::string wide_knob_conflict(const AttentionProblem& p, const KnobValues& knobs) {
+std::string wide_knob_conflict(const AttentionProblem& p, const UnifiedKnobs& knobs) {
   if (!wide_supports(p)) return "";
   const int wgs = wide_wgs(p, knobs);
   if (wgs > wide_max_wgs(p.head_size))
@@ -45,13 +52,13 @@ std::string wide_knob_conflict(const AttentionProblem& p, const KnobValues& knob
   if (p.has_q_prologue() && wgs > kWideMaxWgsQPrologue)
     return "ATTNBENCH_SM90_FLASH_WIDE=" + std::to_string(wgs) + ": the Q prologue (norm / RoPE of Q) is in the " +
            "kernels of at most " + std::to_string(kWideMaxWgsQPrologue) + " consumer warpgroups";
-  const int stages = knobs.get_int("ATTNBENCH_SM90_STAGES");
+  const int stages = knobs.stages;
   if (stages != 0 && wide_smem_bytes(p.head_size, wgs, stages) > kWideSmemLimit)
     return "ATTNBENCH_SM90_STAGES=" + std::to_string(stages) + ": " +
            std::to_string(wide_smem_bytes(p.head_size, wgs, stages)) + " bytes of shared memory at head size " +
            std::to_string(p.head_size) + " with " + std::to_string(wgs) + " consumer warpgroups (limit " +
            std::to_string(kWideSmemLimit) + ")";
-  const int pack = knobs.get_int("ATTNBENCH_SM90_GQA_PACK");
+  const int pack = knobs.gqa_pack;
   if (pack > kWidePackMax || (pack > 0 && p.group_size() % pack != 0))
     return "ATTNBENCH_SM90_GQA_PACK=" + std::to_string(pack) + ": a tile packs heads of one KV group, a divisor of " +
            "the group size " + std::to_string(p.group_size()) + " up to " + std::to_string(kWidePackMax);
@@ -72,9 +79,8 @@ int64_t wide_pack_cost(const AttentionProblem& p, int block_m, int pack) {
   return per_head_tile * (p.heads / pack);
 }
 
-int wide_pack(const AttentionProblem& p, int block_m, const KnobValues& knobs) {
-  const int forced = knobs.get_int("ATTNBENCH_SM90_GQA_PACK");
-  if (forced > 0) return forced;
+int wide_pack(const AttentionProblem& p, int block_m, const UnifiedKnobs& knobs) {
+  if (knobs.gqa_pack > 0) return knobs.gqa_pack;
   int best = 1;
   int64_t best_cost = wide_pack_cost(p, block_m, 1);
   for (int pack = 2; pack <= std::min(kWidePackMax, p.group_size()); ++pack) {
@@ -85,7 +91,7 @@ int wide_pack(const AttentionProblem& p, int block_m, const KnobValues& knobs) {
   return best;
 }
 
-std::string q_prologue_conflict(const AttentionProblem& p, const KnobValues& knobs) {
+std::string q_prologue_conflict(const AttentionProblem& p, const UnifiedKnobs& knobs) {
   if (!p.has_q_prologue()) return "";
   if (choose_path(p) != UnifiedPath::prefill_2d)
     return "the Q prologue (norm / RoPE of Q) is in the wide 2D kernel; this problem runs the 3D decode kernel";
@@ -94,17 +100,16 @@ std::string q_prologue_conflict(const AttentionProblem& p, const KnobValues& kno
            wide_knob_conflict(p, knobs);
   if (!choose_wide(p, knobs))
     return "the Q prologue (norm / RoPE of Q) is in the wide 2D kernel; ATTNBENCH_SM90_PATH=" +
-           knobs.get("ATTNBENCH_SM90_PATH") + " runs the narrow kernel for this problem";
+           std::string(path_knob_name(knobs.path)) + " runs the narrow kernel for this problem";
   if (p.q_rope_dim % 16 != 0)
     return "q_rope_dim " + std::to_string(p.q_rope_dim) + " is not a multiple of 16 (the Q prologue rotates "
            "16-byte chunks)";
   return "";
 }
 
-bool choose_wide(const AttentionProblem& p, const KnobValues& knobs) {
-  const std::string& path = knobs.get("ATTNBENCH_SM90_PATH");
-  if (path == "narrow" || !wide_supports(p)) return false;
-  if (path == "wide") return true;
+bool choose_wide(const AttentionProblem& p, const UnifiedKnobs& knobs) {
+  if (knobs.path == PathKnob::narrow || !wide_supports(p)) return false;
+  if (knobs.path == PathKnob::wide) return true;
   return wide_auto(p) && wide_knob_conflict(p, knobs).empty();
 }
 
@@ -117,21 +122,18 @@ bool wide_auto(const AttentionProblem& p) {
   return p.max_seqlen_q() >= (p.head_size == 64 ? 512 : 128);
 }
 
-int wide_wgs(const AttentionProblem& p, const KnobValues& knobs) {
-  const int forced = knobs.get_int("ATTNBENCH_SM90_FLASH_WIDE");
-  if (forced != 0) return forced;
+int wide_wgs(const AttentionProblem& p, const UnifiedKnobs& knobs) {
+  if (knobs.flash_wide != 0) return knobs.flash_wide;
   return p.has_q_prologue() ? std::min(wide_default_wgs(p.head_size), kWideMaxWgsQPrologue)
                             : wide_default_wgs(p.head_size);
 }
 
-int wide_stages(const AttentionProblem& p, int wgs, const KnobValues& knobs) {
-  const int forced = knobs.get_int("ATTNBENCH_SM90_STAGES");
-  return forced != 0 ? forced : wide_default_stages(p.head_size, wgs, wide_persistent(p, knobs));
+int wide_stages(const AttentionProblem& p, int wgs, const UnifiedKnobs& knobs) {
+  return knobs.stages != 0 ? knobs.stages : wide_default_stages(p.head_size, wgs, wide_persistent(p, knobs));
 }
 
-bool wide_persistent(const AttentionProblem& p, const KnobValues& knobs) {
-  const std::string& v = knobs.get("ATTNBENCH_SM90_PERSISTENT");
-  if (v != "auto") return v == "1";
+bool wide_persistent(const AttentionProblem& p, const UnifiedKnobs& knobs) {
+  if (knobs.persistent != PersistentKnob::automatic) return knobs.persistent == PersistentKnob::on;
   const bool equal = std::all_of(p.q_lens.begin(), p.q_lens.end(), [&](int q) { return q == p.q_lens.front(); });
   return equal && (p.max_seqlen_q() >= 4096 || p.max_seqlen_q() <= 768);
 }
@@ -162,11 +164,11 @@ int num_splits_heuristic(int64_t ctas_unsplit, int num_sms, int num_n_tiles) {
   return 1;
 }
 
-bool recommend_graph_replay(const AttentionProblem& p, const KnobValues& knobs, bool caller_capturing) {
+bool recommend_graph_replay(const AttentionProblem& p, const UnifiedKnobs& knobs, bool caller_capturing) {
   if (caller_capturing) return false;
-  if (choose_path(p) == UnifiedPath::decode_3d) return knobs.get_bool("ATTNBENCH_3D_GRAPH");
+  if (choose_path(p) == UnifiedPath::decode_3d) return knobs.graph_3d;
   if (p.max_seqlen_q() > 768) return false;
-  return knobs.get_bool("ATTNBENCH_2D_GRAPH");
+  return knobs.graph_2d;
 }
 
 int decode_row_tiles(const AttentionProblem& p) {
@@ -218,87 +220,101 @@ Support no_instance(const InstanceKey& k) {
   return Support::no_instance("no instance for " + instance_name(k) + " in this build");
 }
 
-UnifiedLaunchPlan make_unified_launch_plan(const AttentionProblem& p, const KnobValues& knobs, int num_sms) {
-  const Support s = unified_supports(p);
-  if (!s.ok) throw std::invalid_argument("cuda.unified: " + s.reason);
+namespace {
+
+std::string wide_summary(const UnifiedLaunchPlan& lp) {
+  return "2d wide wgmma consumer-wgs=" + std::to_string(lp.wide_wgs) + " tile=" + std::to_string(lp.block_m) + "x" +
+         std::to_string(lp.block_n) +
+         (lp.wide_pack > 1 ? " gqa-pack=" + std::to_string(lp.wide_pack) + "x" + std::to_string(lp.wide_tq)
+                           : std::string()) +
+         (lp.wide_kv_tma ? " kv=tma" : " kv=cp.async") + " stages=" + std::to_string(lp.wide_stages) +
+         (lp.persistent ? " persistent ctas=" + std::to_string(lp.grid_x) + (lp.wide_q_bufs == 2 ? " q-ahead" : "")
+                        : std::string(lp.q_major ? " q-major" : " head-major"));
+}
+
+// 2D wide (wgmma): consumer warpgroups, K/V ring and GQA pack, then a grid of tiles or the persistent CTAs.
+UnifiedLaunchPlan wide_launch_plan(const AttentionProblem& p, const UnifiedKnobs& knobs, int num_sms) {
   UnifiedLaunchPlan lp;
-  lp.path = choose_path(p);
-  if (lp.path == UnifiedPath::prefill_2d && choose_wide(p, knobs)) {
-    const std::string conflict = wide_knob_conflict(p, knobs);
-    if (!conflict.empty()) throw std::invalid_argument("cuda.unified wide: " + conflict);
-    lp.wide_wgs = wide_wgs(p, knobs);
-    lp.warps = 4 * (lp.wide_wgs + 1);
-    lp.rows_per_warp = 16;
-    lp.block_m = kWideRowsPerWg * lp.wide_wgs;
-    lp.block_n = wide_block_n(p.head_size);
-    lp.wide_kv_tma = wide_kv_tma(p.block_size);
-    lp.wide_stages = wide_stages(p, lp.wide_wgs, knobs);
-    lp.q_major = knobs.get_bool("ATTNBENCH_Q_MAJOR_GRID");
-    lp.wide_pack = wide_pack(p, lp.block_m, knobs);
-    lp.wide_tq = lp.block_m / lp.wide_pack;
-    const int head_tiles = p.heads / lp.wide_pack;
-    lp.m_tiles = (p.max_seqlen_q() + lp.wide_tq - 1) / lp.wide_tq;
-    // One CTA per tile puts the m-tiles on grid.y (at most 65535) unless q-major; beyond, the CTAs walk them.
-    lp.persistent = wide_persistent(p, knobs) || (!lp.q_major && lp.m_tiles > 65535);
-    lp.work_tiles = static_cast<int64_t>(lp.m_tiles) * p.num_seqs() * head_tiles;
-    if (lp.work_tiles > INT32_MAX)
-      throw std::invalid_argument("cuda.unified wide: " + std::to_string(lp.work_tiles) + " tiles (at most 2^31 - 1)");
-    lp.wide_q_bufs = wide_q_bufs(p.head_size, lp.wide_wgs, lp.wide_stages, lp.persistent);
-    if (lp.persistent) {
-      lp.grid_x = wide_persistent_ctas(lp.work_tiles, num_sms);
-      lp.grid_y = lp.grid_z = 1;
-    } else {
-      lp.grid_x = lp.q_major ? lp.m_tiles : head_tiles;
-      lp.grid_y = lp.q_major ? head_tiles : lp.m_tiles;
-      lp.grid_z = p.num_seqs();
-    }
-    lp.summary = "2d wide wgmma consumer-wgs=" + std::to_string(lp.wide_wgs) + " tile=" +
-                 std::to_string(lp.block_m) + "x" + std::to_string(lp.block_n) +
-                 (lp.wide_pack > 1 ? " gqa-pack=" + std::to_string(lp.wide_pack) + "x" + std::to_string(lp.wide_tq)
-                                   : std::string()) +
-                 (lp.wide_kv_tma ? " kv=tma" : " kv=cp.async") + " stages=" + std::to_string(lp.wide_stages) +
-                 (lp.persistent ? " persistent ctas=" + std::to_string(lp.grid_x) +
-                                      (lp.wide_q_bufs == 2 ? " q-ahead" : "")
-                                : std::string(lp.q_major ? " q-major" : " head-major"));
-  } else if (lp.path == UnifiedPath::prefill_2d) {
-    const std::string& wv = knobs.get("ATTNBENCH_SM90_NARROW_WARPS");
-    if (wv == "4x32") {  // 4 warps x 32 rows; d256 has no 32-row kernel: the same 128-row tile as 8 x 16
-      lp.rows_per_warp = prefill_max_rows_per_warp(p.head_size);
-      lp.warps = 128 / lp.rows_per_warp;
-    } else {
-      lp.warps = std::stoi(wv);
-      lp.rows_per_warp = 16;
-    }
-    lp.block_m = lp.rows_per_warp * lp.warps;
-    lp.block_n = prefill_block_n(p.head_size);
-    lp.q_major = knobs.get_bool("ATTNBENCH_Q_MAJOR_GRID");
-    lp.m_tiles = (p.max_seqlen_q() + lp.block_m - 1) / lp.block_m;
-    lp.grid_x = lp.q_major ? lp.m_tiles : p.heads;
-    lp.grid_y = lp.q_major ? p.heads : lp.m_tiles;
-    lp.grid_z = p.num_seqs();
-    lp.summary = "2d warps=" + std::to_string(lp.warps) +
-                 (lp.rows_per_warp != 16 ? " rows/warp=" + std::to_string(lp.rows_per_warp) : std::string()) +
-                 " tile=" + std::to_string(lp.block_m) + "x" + std::to_string(lp.block_n) +
-                 (lp.q_major ? " q-major" : " head-major");
+  lp.wide_wgs = wide_wgs(p, knobs);
+  lp.warps = 4 * (lp.wide_wgs + 1);
+  lp.rows_per_warp = 16;
+  lp.block_m = kWideRowsPerWg * lp.wide_wgs;
+  lp.block_n = wide_block_n(p.head_size);
+  lp.wide_kv_tma = wide_kv_tma(p.block_size);
+  lp.wide_stages = wide_stages(p, lp.wide_wgs, knobs);
+  lp.q_major = knobs.q_major_grid;
+  lp.wide_pack = wide_pack(p, lp.block_m, knobs);
+  lp.wide_tq = lp.block_m / lp.wide_pack;
+  const int head_tiles = p.heads / lp.wide_pack;
+  lp.m_tiles = (p.max_seqlen_q() + lp.wide_tq - 1) / lp.wide_tq;
+  // One CTA per tile puts the m-tiles on grid.y (at most 65535) unless q-major; beyond, the CTAs walk them.
+  lp.persistent = wide_persistent(p, knobs) || (!lp.q_major && lp.m_tiles > 65535);
+  lp.work_tiles = static_cast<int64_t>(lp.m_tiles) * p.num_seqs() * head_tiles;  // resolve() bounds it
+  lp.wide_q_bufs = wide_q_bufs(p.head_size, lp.wide_wgs, lp.wide_stages, lp.persistent);
+  if (lp.persistent) {
+    lp.grid_x = wide_persistent_ctas(lp.work_tiles, num_sms);
+    lp.grid_y = lp.grid_z = 1;
   } else {
-    lp.warps = kDecodeWarps;
-    lp.block_m = kDecodeRowsPerCta;
-    lp.block_n = kDecodeBlockN;
-    lp.m_tiles = decode_row_tiles(p);
-    const int64_t ctas = static_cast<int64_t>(p.num_seqs()) * p.kv_heads * lp.m_tiles;
-    const int n_tiles = (p.max_seqlen_k() + lp.block_n - 1) / lp.block_n;
-    const int forced = knobs.get_int("ATTNBENCH_3D_SPLITS");
-    lp.splits = forced > 0 ? std::min({forced, kMaxSplits, std::max(1, n_tiles)})
-                           : num_splits_heuristic(ctas, num_sms * decode_ctas_per_sm(p.head_size), n_tiles);
-    lp.grid_x = lp.splits;
-    lp.grid_y = p.kv_heads * lp.m_tiles;
+    lp.grid_x = lp.q_major ? lp.m_tiles : head_tiles;
+    lp.grid_y = lp.q_major ? head_tiles : lp.m_tiles;
     lp.grid_z = p.num_seqs();
-    lp.workspace_bytes = decode_workspace_bytes(p, lp.splits);
-    lp.summary = "3d splits=" + std::to_string(lp.splits) + (forced > 0 ? " (forced)" : "") +
-                 " rows/cta=" + std::to_string(lp.block_m) + " row-tiles=" + std::to_string(lp.m_tiles) +
-                 (lp.splits > 1 ? " +combine(last CTA)" : "");
   }
+  lp.summary = wide_summary(lp);
   return lp;
+}
+
+// 2D narrow (mma.sync): warps x rows per warp under ATTNBENCH_SM90_NARROW_WARPS, one CTA per (head, q-tile).
+UnifiedLaunchPlan narrow_launch_plan(const AttentionProblem& p, const UnifiedKnobs& knobs) {
+  UnifiedLaunchPlan lp;
+  if (knobs.narrow_warps == NarrowWarps::w4x32) {  // d256 has no 32-row kernel: the same 128-row tile as 8 x 16
+    lp.rows_per_warp = prefill_max_rows_per_warp(p.head_size);
+    lp.warps = 128 / lp.rows_per_warp;
+  } else {
+    lp.warps = knobs.narrow_warps == NarrowWarps::w4 ? 4 : 8;
+    lp.rows_per_warp = 16;
+  }
+  lp.block_m = lp.rows_per_warp * lp.warps;
+  lp.block_n = prefill_block_n(p.head_size);
+  lp.q_major = knobs.q_major_grid;
+  lp.m_tiles = (p.max_seqlen_q() + lp.block_m - 1) / lp.block_m;
+  lp.grid_x = lp.q_major ? lp.m_tiles : p.heads;
+  lp.grid_y = lp.q_major ? p.heads : lp.m_tiles;
+  lp.grid_z = p.num_seqs();
+  lp.summary = "2d warps=" + std::to_string(lp.warps) +
+               (lp.rows_per_warp != 16 ? " rows/warp=" + std::to_string(lp.rows_per_warp) : std::string()) +
+               " tile=" + std::to_string(lp.block_m) + "x" + std::to_string(lp.block_n) +
+               (lp.q_major ? " q-major" : " head-major");
+  return lp;
+}
+
+// 3D split-KV decode: packed-row tiles per (sequence, kv head), KV splits forced or from the heuristic.
+UnifiedLaunchPlan decode_launch_plan(const AttentionProblem& p, const UnifiedKnobs& knobs, int num_sms) {
+  UnifiedLaunchPlan lp;
+  lp.path = UnifiedPath::decode_3d;
+  lp.warps = kDecodeWarps;
+  lp.block_m = kDecodeRowsPerCta;
+  lp.block_n = kDecodeBlockN;
+  lp.m_tiles = decode_row_tiles(p);
+  const int64_t ctas = static_cast<int64_t>(p.num_seqs()) * p.kv_heads * lp.m_tiles;
+  const int n_tiles = (p.max_seqlen_k() + lp.block_n - 1) / lp.block_n;
+  const int forced = knobs.splits_3d;
+  lp.splits = forced > 0 ? std::min({forced, kMaxSplits, std::max(1, n_tiles)})
+                         : num_splits_heuristic(ctas, num_sms * decode_ctas_per_sm(p.head_size), n_tiles);
+  lp.grid_x = lp.splits;
+  lp.grid_y = p.kv_heads * lp.m_tiles;
+  lp.grid_z = p.num_seqs();
+  lp.workspace_bytes = decode_workspace_bytes(p, lp.splits);
+  lp.summary = "3d splits=" + std::to_string(lp.splits) + (forced > 0 ? " (forced)" : "") +
+               " rows/cta=" + std::to_string(lp.block_m) + " row-tiles=" + std::to_string(lp.m_tiles) +
+               (lp.splits > 1 ? " +combine(last CTA)" : "");
+  return lp;
+}
+
+}  // namespace
+
+UnifiedLaunchPlan make_unified_launch_plan(const AttentionProblem& p, const UnifiedKnobs& knobs, int num_sms) {
+  if (choose_path(p) == UnifiedPath::decode_3d) return decode_launch_plan(p, knobs, num_sms);
+  return choose_wide(p, knobs) ? wide_launch_plan(p, knobs, num_sms) : narrow_launch_plan(p, knobs);
 }
 
 }  // namespace attnbench::cuda

@@ -18,6 +18,28 @@ constexpr int kDefaultSmCount = 132;
 enum class UnifiedPath { prefill_2d, decode_3d };
 const char* path_name(UnifiedPath p);
 
+// ATTNBENCH_SM90_PATH, ATTNBENCH_SM90_PERSISTENT and ATTNBENCH_SM90_NARROW_WARPS as typed values.
+enum class PathKnob { automatic, narrow, wide };
+enum class PersistentKnob { automatic, off, on };
+enum class NarrowWarps { w4, w8, w4x32 };  // 4 | 8 warps of 16 rows, or 4 of 32 where the head size has them
+const char* path_knob_name(PathKnob k);    // as the knob spells it: auto | narrow | wide
+
+// cuda.unified's knobs, each parsed once from its string; the member defaults are the knob table's.
+struct UnifiedKnobs {
+  PathKnob path = PathKnob::automatic;                    // ATTNBENCH_SM90_PATH
+  NarrowWarps narrow_warps = NarrowWarps::w4x32;          // ATTNBENCH_SM90_NARROW_WARPS
+  int flash_wide = 0;                                     // ATTNBENCH_SM90_FLASH_WIDE; 0 = per head size
+  int stages = 0;                                         // ATTNBENCH_SM90_STAGES; 0 = the deepest that fits
+  PersistentKnob persistent = PersistentKnob::automatic;  // ATTNBENCH_SM90_PERSISTENT
+  int gqa_pack = 0;                                       // ATTNBENCH_SM90_GQA_PACK; 0 = auto
+  bool q_major_grid = false;                              // ATTNBENCH_Q_MAJOR_GRID
+  int splits_3d = 0;                                      // ATTNBENCH_3D_SPLITS; 0 = heuristic
+  bool graph_2d = true;                                   // ATTNBENCH_2D_GRAPH
+  bool graph_3d = true;                                   // ATTNBENCH_3D_GRAPH
+  // The one reader of these knobs' strings (resolve.cpp); KnobValues::resolve has already checked them.
+  static UnifiedKnobs parse(const KnobValues& knobs);
+};
+
 // Tile sizes: a constexpr function of the head size, shared by host plan and device kernels.
 // 2D prefill: 16 or 32 query rows per warp (ATTNBENCH_SM90_NARROW_WARPS = 4|8 or 4x32); KV tile of
 // prefill_block_n tokens, double-buffered. 32 rows per warp (two m16 tiles: every K/V ldmatrix feeds twice the
@@ -77,7 +99,7 @@ constexpr uint32_t wide_pack_magic(int tq) { return 65536u / static_cast<uint32_
 int64_t wide_pack_cost(const AttentionProblem& p, int block_m, int pack);
 // ATTNBENCH_SM90_GQA_PACK, 0 = auto: the pack (a divisor of the group size up to kWidePackMax) of least
 // wide_pack_cost, the smaller on a tie. Packing only ever wins where a sequence's q-tiles are short of BM rows.
-int wide_pack(const AttentionProblem& p, int block_m, const KnobValues& knobs);
+int wide_pack(const AttentionProblem& p, int block_m, const UnifiedKnobs& knobs);
 // Wide K/V by TMA when a 64-token box never crosses a page (block_size % 64 == 0), else a cp.async gather.
 constexpr bool wide_kv_tma(int block_size) { return block_size % 64 == 0; }
 // 3D decode: 16 packed (query token x group head) rows per CTA, 4 warps each taking 16 keys of a 64-key tile.
@@ -92,24 +114,25 @@ constexpr int decode_ctas_per_sm(int head_size) { return head_size <= 128 ? 2 : 
 // Whether the wide (wgmma) prefill kernel exists for this problem's head size (64, 128, 256).
 bool wide_supports(const AttentionProblem& p);
 // Why the wide kernel cannot run this problem with these knobs (consumer warpgroups beyond wide_max_wgs, a ring
-// that does not fit shared memory, a GQA pack that does not divide the group); empty when it can. Checked by supports() when the knobs force the wide path.
-std::string wide_knob_conflict(const AttentionProblem& p, const KnobValues& knobs);
+// that does not fit shared memory, a GQA pack that does not divide the group); empty when it can. A decline of
+// resolve() where the knobs force the wide path.
+std::string wide_knob_conflict(const AttentionProblem& p, const UnifiedKnobs& knobs);
 // Why cuda.unified cannot apply this problem's Q prologue (q_norm / q_rope_dim): only the wide kernel has it, and
 // it rotates 16-byte chunks (q_rope_dim % 16 == 0); empty when it can or there is none.
-std::string q_prologue_conflict(const AttentionProblem& p, const KnobValues& knobs);
+std::string q_prologue_conflict(const AttentionProblem& p, const UnifiedKnobs& knobs);
 // 2D prefill regime under ATTNBENCH_SM90_PATH: narrow forces mma.sync; wide takes wgmma where wide_supports
 // (else narrow); auto takes wide only where it measured faster and passed the GPU gate (wide_auto, kernels/NOTES.md).
-bool choose_wide(const AttentionProblem& p, const KnobValues& knobs);
+bool choose_wide(const AttentionProblem& p, const UnifiedKnobs& knobs);
 // The auto rule alone (kernels/NOTES.md, wide v3/v4): wide where it passed the GPU gate and measured faster.
 bool wide_auto(const AttentionProblem& p);
 // Consumer warpgroups under ATTNBENCH_SM90_FLASH_WIDE (0 = wide_default_wgs, at most kWideMaxWgsQPrologue with
 // a Q prologue).
-int wide_wgs(const AttentionProblem& p, const KnobValues& knobs);
+int wide_wgs(const AttentionProblem& p, const UnifiedKnobs& knobs);
 // Ring slots under ATTNBENCH_SM90_STAGES (0 = wide_default_stages).
-int wide_stages(const AttentionProblem& p, int wgs, const KnobValues& knobs);
+int wide_stages(const AttentionProblem& p, int wgs, const UnifiedKnobs& knobs);
 // ATTNBENCH_SM90_PERSISTENT: 0 / 1, or auto: persistent for equal-length batches with max_seqlen_q >= 4096 or
 // <= 768 (measured faster there; slower on a ragged short batch and at B4 S2048; kernels/NOTES.md, wide v4/v5).
-bool wide_persistent(const AttentionProblem& p, const KnobValues& knobs);
+bool wide_persistent(const AttentionProblem& p, const UnifiedKnobs& knobs);
 // Persistent CTAs (ATTNBENCH_SM90_PERSISTENT=1): one per SM, each walking the q-tiles heaviest first.
 int wide_persistent_ctas(int64_t work_tiles, int num_sms);
 
@@ -128,7 +151,7 @@ int num_splits_heuristic(int64_t ctas_unsplit, int num_sms, int num_n_tiles);
 
 // recommend_graph_replay: decode yes, max_seqlen_q <= 768 yes, longer no, never while the caller is
 // capturing; ATTNBENCH_3D_GRAPH gates the 3D path, ATTNBENCH_2D_GRAPH the 2D path.
-bool recommend_graph_replay(const AttentionProblem& p, const KnobValues& knobs, bool caller_capturing);
+bool recommend_graph_replay(const AttentionProblem& p, const UnifiedKnobs& knobs, bool caller_capturing);
 
 // Everything plan() derives once: path, tile and grid geometry, splits, workspace.
 struct UnifiedLaunchPlan {
@@ -153,8 +176,12 @@ struct UnifiedLaunchPlan {
   std::string summary;
 };
 
-// Throws std::invalid_argument when the problem is unsupported (unified_supports says why).
-UnifiedLaunchPlan make_unified_launch_plan(const AttentionProblem& p, const KnobValues& knobs, int num_sms);
+// The geometry of a problem resolve() accepts (resolve.hpp: it checks the problem and the knobs first).
+UnifiedLaunchPlan make_unified_launch_plan(const AttentionProblem& p, const UnifiedKnobs& knobs, int num_sms);
+// The same from knob strings, for callers that hold KnobValues (the GPU tests).
+inline UnifiedLaunchPlan make_unified_launch_plan(const AttentionProblem& p, const KnobValues& knobs, int num_sms) {
+  return make_unified_launch_plan(p, UnifiedKnobs::parse(knobs), num_sms);
+}
 
 // A kernel instance (one explicit instantiation, listed in instances.cmake): the template arguments a plan needs.
 // narrow: launch_prefill<dtype, head_size, warps, rows_per_warp>; wide: launch_prefill_wide<dtype, head_size, wgs>;
