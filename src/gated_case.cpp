@@ -27,12 +27,9 @@ GatedGeometry gated_geometry(const GatedShape& s, DType dtype) {
 }
 
 GatedOptions gated_options(const GatedShape& s, const KnobValues& knobs) {
-  GatedOptions o;
+  GatedOptions o = gated_options_from_knobs(knobs);
   o.is_causal = s.causal;
   o.qk_norm = s.qk_norm;
-  o.fuse_gate = knobs.get_bool("ATTNBENCH_GATED_FUSE_GATE");
-  o.fuse_norm_rope = knobs.get_bool("ATTNBENCH_GATED_FUSE_NORM_ROPE");
-  o.q_gate_layout = parse_q_gate_layout(knobs.get("ATTNBENCH_GATED_QGATE_LAYOUT"));
   return o;
 }
 

@@ -148,6 +148,36 @@ void set_gated_q_prologue(const GatedGeometry& g, const GatedOptions& o, const G
   }
 }
 
+AttentionParams gated_sdpa_params(const GatedGeometry& g, const GatedOptions& o, const AttentionProblem& prob,
+                                  const GatedWorkspaceLayout& l, const GatedBlockParams& p) {
+  const GatedColumns cols = gated_columns(g, o.q_gate_layout);
+  const int64_t N = g.n_qkvg();
+  auto* ws = static_cast<unsigned char*>(p.workspace);
+  const auto* proj = reinterpret_cast<const uint16_t*>(ws + l.proj);
+  AttentionParams a = make_attention_params(prob);
+  a.q = proj + cols.q0;
+  a.q_stride_token = N;
+  a.q_stride_head = cols.q_head_stride;
+  a.k_cache = proj + cols.k0;
+  a.v_cache = proj + cols.v0;
+  a.kv_stride_block = N * l.block_size;
+  a.kv_stride_token = N;
+  a.kv_stride_head = g.d_head();
+  a.out = ws + l.attn;
+  a.cu_seqlens_q = reinterpret_cast<const int32_t*>(ws + l.cu_seqlens_q);
+  a.seqused_k = reinterpret_cast<const int32_t*>(ws + l.seqused_k);
+  a.block_table = reinterpret_cast<const int32_t*>(ws + l.block_table);
+  a.block_table_stride = l.blocks_per_seq;
+  a.workspace = l.sdpa_bytes ? ws + l.sdpa : nullptr;
+  set_gated_q_prologue(g, o, p, a);
+  if (o.fuse_gate) {
+    a.gate = proj + cols.g0;
+    a.gate_stride_token = N;
+    a.gate_stride_head = cols.g_head_stride;
+  }
+  return a;
+}
+
 WorkModel gated_block_work(const GatedGeometry& g, const GatedOptions& o) {
   WorkModel w;
   const double t = static_cast<double>(g.tokens()), dm = g.d_model();
@@ -192,6 +222,14 @@ GatedWorkspaceLayout gated_workspace_layout(const GatedGeometry& g, int block_si
   l.gemm = take(gemm_bytes);
   l.total = at;
   return l;
+}
+
+GatedOptions gated_options_from_knobs(const KnobValues& knobs) {
+  GatedOptions o;
+  o.fuse_gate = knobs.get_bool("ATTNBENCH_GATED_FUSE_GATE");
+  o.fuse_norm_rope = knobs.get_bool("ATTNBENCH_GATED_FUSE_NORM_ROPE");
+  o.q_gate_layout = parse_q_gate_layout(knobs.get("ATTNBENCH_GATED_QGATE_LAYOUT"));
+  return o;
 }
 
 GatedBlockParams make_gated_params(const GatedGeometry& g) {

@@ -1,19 +1,19 @@
-// cpu.gated_block: the gated block on the host, stage by stage like the CUDA pipeline, each stage's output
-// rounded to the storage dtype: projection (fp32-accumulated GEMM) -> norm + RoPE in place (fp32) -> SDPA through
-// cpu.unified on the projection's strides (no repacking) -> O * sigmoid(GATE) -> output projection. OpenMP.
+// cpu.gated_block's provider: the gated block's pieces on the host, each stage's output rounded to the storage
+// dtype: the projections (fp32-accumulated GEMM), norm + RoPE in place (fp32), the sigmoid gate and the tables;
+// the SDPA is cpu.unified on the projection's strides (no repacking). OpenMP. The stages: gated_orchestrator.hpp.
 #include "cpu/gated_block.hpp"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <vector>
 
-#include "cpu/work_limit.hpp"
 #include "attnbench/backends.hpp"
 #include "attnbench/gated_block.hpp"
+#include "common/gated_orchestrator.hpp"
+#include "cpu/work_limit.hpp"
 
 namespace attnbench {
 namespace cpu {
@@ -103,210 +103,89 @@ void gemm_abt(DType dt, int64_t M, int64_t N, int K, const uint16_t* A, int64_t 
 
 namespace {
 
-class CpuGatedBlock final : public GatedBlock {
+// The projection GEMM with its per-thread tiles, allocated here so that run() allocates nothing.
+class CpuGemm final : public GatedGemm {
  public:
-  CpuGatedBlock(const GatedGeometry& g, const GatedOptions& o, const KnobValues& knobs)
-      : g_(g), o_(o), cols_(gated_columns(g, o.q_gate_layout)), sdpa_(make_cpu_unified()) {
-    const int bs = gated_block_size(g);
-    prob_ = gated_sdpa_problem(g, o, bs);
-    plan_ = sdpa_->plan(prob_, knobs);
-    layout_ = gated_workspace_layout(g, bs, plan_->workspace_bytes, 0);
-    threads_ = std::max(1, omp_get_max_threads());
-    scratch_.assign(cpu::gemm_scratch_floats(std::max<int>(g.d_model(), static_cast<int>(g.attn_width()))) * threads_,
-                    0.f);
-    stages_ = gated_stages(g, o);  // fuse_gate / fuse_norm_rope: cpu.unified's epilogue / Q prologue
-  }
+  CpuGemm(DType dt, int64_t m, int64_t n, int64_t k)
+      : dt_(dt), m_(m), n_(n), k_(static_cast<int>(k)), threads_(std::max(1, omp_get_max_threads())),
+        scratch_(cpu::gemm_scratch_floats(k_) * threads_, 0.f) {}
 
-  const GatedGeometry& geometry() const override { return g_; }
-  const GatedOptions& options() const override { return o_; }
-  std::size_t workspace_size() const override { return layout_.total; }
+  std::size_t workspace_bytes() const override { return 0; }
+  std::string summary() const override { return "fp32-acc threads=" + std::to_string(threads_); }
 
-  void prepare_workspace(void* workspace, void* /*stream*/) override {
-    if (!workspace) throw std::invalid_argument("cpu.gated_block: prepare_workspace: workspace is null");
-    auto* ws = static_cast<unsigned char*>(workspace);
-    auto* cu = reinterpret_cast<int32_t*>(ws + layout_.cu_seqlens_q);
-    auto* su = reinterpret_cast<int32_t*>(ws + layout_.seqused_k);
-    auto* bt = reinterpret_cast<int32_t*>(ws + layout_.block_table);
-    const int S = g_.seqlen(), bs = layout_.block_size, nb = layout_.blocks_per_seq;
-    for (int b = 0; b <= g_.batch(); ++b) cu[b] = b * S;
-    for (int b = 0; b < g_.batch(); ++b) {
-      su[b] = S;
-      for (int j = 0; j < nb; ++j) bt[b * nb + j] = b * S / bs + j;  // bs divides S when batch > 1
-    }
-    prepared_ = workspace;
-  }
-
-  void execute(const GatedBlockParams& p, void* stream) const override {
-    for (int s = 0; s < static_cast<int>(stages_.size()); ++s) execute_stage(s, p, stream);
-  }
-
-  std::vector<std::string> stage_names() const override {
-    std::vector<std::string> out;
-    for (GatedStage s : stages_) out.push_back(gated_stage_name(s, g_, o_));
-    return out;
-  }
-
-  void execute_stage(int stage, const GatedBlockParams& p, void* /*stream*/) const override {
-    if (stage < 0 || stage >= static_cast<int>(stages_.size()))
-      throw std::invalid_argument("cpu.gated_block: no stage " + std::to_string(stage));
-    check(p);
-    switch (stages_[stage]) {
-      case GatedStage::proj: return project(p);
-      case GatedStage::norm_rope: return norm_rope(p);
-      case GatedStage::sdpa: return sdpa(p);
-      case GatedStage::gate: return gate(p);
-      case GatedStage::out_proj: return out_project(p);
-    }
-  }
-
-  std::string summary() const override {
-    return std::string("qkvg ") + q_gate_layout_name(o_.q_gate_layout) + ", sdpa cpu.unified " + plan_->summary +
-            " block_size=" + std::to_string(layout_.block_size) + ", norm+rope " +
-           (gated_fuses_norm_rope(g_, o_) ? "K pass, Q in the SDPA" : "separate") + ", gate " + (o_.fuse_gate ? "fused" : "separate") +
-           ", threads=" + std::to_string(threads_);
+  void run(const void* a, const void* b, void* c, void* /*workspace*/, void* /*stream*/) const override {
+    cpu::gemm_abt(dt_, m_, n_, k_, static_cast<const uint16_t*>(a), k_, static_cast<const uint16_t*>(b), k_,
+                  static_cast<uint16_t*>(c), n_, scratch_.data(), threads_);
   }
 
  private:
-  void check(const GatedBlockParams& p) const {
-    const GatedDims& d = g_.dims();
-    if (p.batch != d.batch || p.seqlen != d.seqlen || p.d_model != d.d_model || p.h_q != d.h_q || p.h_kv != d.h_kv ||
-        p.d_head != d.d_head || p.rope_dim != d.rope_dim || p.dtype != d.dtype)
-      throw std::invalid_argument("cpu.gated_block: params dims do not match the block's geometry");
-    if (!p.h || !p.w_qkvg || !p.w_o || !p.out || !p.workspace ||
-        (o_.qk_norm && (!p.q_norm_weight || !p.k_norm_weight)) || (g_.rope_dim() > 0 && (!p.cos || !p.sin)))
-      throw std::invalid_argument("cpu.gated_block: a params pointer is null");
-    if (p.workspace != prepared_)
-      throw std::invalid_argument("cpu.gated_block: workspace not prepared (call prepare_workspace once first)");
+  DType dt_;
+  int64_t m_, n_;
+  int k_;
+  int threads_;
+  mutable std::vector<float> scratch_;  // one call at a time per block
+};
+
+class CpuGatedProvider final : public GatedProvider {
+ public:
+  std::string name() const override { return "cpu"; }
+  Backend backend() const override { return Backend::cpu; }
+  std::unique_ptr<AttentionKernel> make_sdpa() const override { return make_cpu_unified(); }
+
+  std::unique_ptr<GatedGemm> make_gemm(DType dt, int64_t m, int64_t n, int64_t k) const override {
+    return std::make_unique<CpuGemm>(dt, m, n, k);
   }
 
-  uint16_t* ws16(const GatedBlockParams& p, std::size_t off) const {
-    return reinterpret_cast<uint16_t*>(static_cast<unsigned char*>(p.workspace) + off);
-  }
-
-  void project(const GatedBlockParams& p) const {
-    cpu::gemm_abt(g_.dtype(), g_.tokens(), g_.n_qkvg(), g_.d_model(), static_cast<const uint16_t*>(p.h), g_.d_model(),
-                  static_cast<const uint16_t*>(p.w_qkvg), g_.d_model(), ws16(p, layout_.proj), g_.n_qkvg(),
-                  scratch_.data(), threads_);
-  }
-
-  void norm_rope(const GatedBlockParams& p) const {
-    const DType dt = g_.dtype();
-    // fuse_norm_rope: the K heads only (cpu.unified normalises and rotates Q as it reads it)
-    const int hq = gated_fuses_norm_rope(g_, o_) ? 0 : g_.h_q();
-    const int d = g_.d_head(), rd = g_.rope_dim(), heads = hq + g_.h_kv();
-    const int64_t N = g_.n_qkvg(), rows = g_.tokens() * heads;
-    float wq[256] = {}, wk[256] = {};  // d_head <= 256 (the geometry's rule); nothing allocated per call
-    if (o_.qk_norm) {
-      cpu::to_float(dt, static_cast<const uint16_t*>(p.q_norm_weight), wq, d);
-      cpu::to_float(dt, static_cast<const uint16_t*>(p.k_norm_weight), wk, d);
+  void fill_tables(const GatedTablesParams& t, void* /*stream*/) const override {
+    const int S = t.seqlen, bs = t.block_size, nb = t.blocks_per_seq;
+    for (int b = 0; b <= t.batch; ++b) t.cu_seqlens_q[b] = b * S;
+    for (int b = 0; b < t.batch; ++b) {
+      t.seqused_k[b] = S;
+      for (int j = 0; j < nb; ++j) t.block_table[b * nb + j] = b * S / bs + j;  // bs divides S when batch > 1
     }
-    uint16_t* proj = ws16(p, layout_.proj);
-#pragma omp parallel for schedule(static) num_threads(threads_)
+  }
+
+  void norm_rope(DType dt, int d, const GatedNormRopeParams& p, void* /*stream*/) const override {
+    const int hq = p.h_q, rd = p.rope_dim, heads = hq + p.h_kv;
+    const int64_t rows = p.tokens * heads;
+    float wq[256] = {}, wk[256] = {};  // d_head <= 256 (the geometry's rule); nothing allocated per call
+    if (p.norm) {
+      cpu::to_float(dt, static_cast<const uint16_t*>(p.q_weight), wq, d);
+      cpu::to_float(dt, static_cast<const uint16_t*>(p.k_weight), wk, d);
+    }
+    auto* proj = static_cast<uint16_t*>(p.proj);
+#pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t t = r / heads;
       const int hh = static_cast<int>(r % heads);
       const bool is_q = hh < hq;
-      uint16_t* x = proj + t * N + (is_q ? cols_.q0 + hh * cols_.q_head_stride : cols_.k0 + (hh - hq) * d);
+      uint16_t* x = proj + t * p.row_stride + (is_q ? p.q0 + hh * p.q_head_stride : p.k0 + (hh - hq) * d);
       float v[256], c[256], s[256];
       cpu::to_float(dt, x, v, d);
       if (rd > 0) {
         cpu::to_float(dt, static_cast<const uint16_t*>(p.cos) + t * rd, c, rd);
         cpu::to_float(dt, static_cast<const uint16_t*>(p.sin) + t * rd, s, rd);
       }
-      cpu::norm_rope_row(v, d, o_.qk_norm, is_q ? wq : wk, o_.norm_weight_offset, kGatedNormEps, rd, c, s);
+      cpu::norm_rope_row(v, d, p.norm, is_q ? wq : wk, p.weight_offset, p.eps, rd, c, s);
       for (int i = 0; i < d; ++i) x[i] = float_to_half(v[i], dt);
     }
   }
 
-  void sdpa(const GatedBlockParams& p) const {
-    const int64_t N = g_.n_qkvg();
-    const uint16_t* proj = ws16(p, layout_.proj);
-    auto* ws = static_cast<unsigned char*>(p.workspace);
-    AttentionParams a = make_attention_params(prob_);
-    a.q = proj + cols_.q0;
-    a.q_stride_token = N;
-    a.q_stride_head = cols_.q_head_stride;
-    a.k_cache = proj + cols_.k0;
-    a.v_cache = proj + cols_.v0;
-    a.kv_stride_block = N * layout_.block_size;
-    a.kv_stride_token = N;
-    a.kv_stride_head = g_.d_head();
-    a.out = ws16(p, layout_.attn);
-    a.cu_seqlens_q = reinterpret_cast<const int32_t*>(ws + layout_.cu_seqlens_q);
-    a.seqused_k = reinterpret_cast<const int32_t*>(ws + layout_.seqused_k);
-    a.block_table = reinterpret_cast<const int32_t*>(ws + layout_.block_table);
-    a.block_table_stride = layout_.blocks_per_seq;
-    a.workspace = layout_.sdpa_bytes ? ws + layout_.sdpa : nullptr;
-    set_gated_q_prologue(g_, o_, p, a);
-    if (o_.fuse_gate) {
-      a.gate = proj + cols_.g0;
-      a.gate_stride_token = N;
-      a.gate_stride_head = cols_.g_head_stride;
-    }
-    sdpa_->run(*plan_, a, nullptr);
-  }
-
-  void gate(const GatedBlockParams& p) const {
-    const DType dt = g_.dtype();
-    const int d = g_.d_head(), hq = g_.h_q();
-    const int64_t N = g_.n_qkvg(), aw = g_.attn_width(), T = g_.tokens();
-    const uint16_t* proj = ws16(p, layout_.proj);
-    uint16_t* o = ws16(p, layout_.attn);
-#pragma omp parallel for schedule(static) num_threads(threads_)
-    for (int64_t t = 0; t < T; ++t)
-      for (int h = 0; h < hq; ++h) {
-        const uint16_t* gp = proj + t * N + cols_.g0 + h * cols_.g_head_stride;
-        uint16_t* op = o + t * aw + static_cast<int64_t>(h) * d;
+  void sigmoid_gate(DType dt, const GatedSigmoidParams& p, void* /*stream*/) const override {
+    const int d = p.d_head;
+    const auto* gate = static_cast<const uint16_t*>(p.gate);
+    auto* o = static_cast<uint16_t*>(p.o);
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < p.tokens; ++t)
+      for (int h = 0; h < p.heads; ++h) {
+        const uint16_t* gp = gate + t * p.gate_stride_token + h * p.gate_stride_head;
+        uint16_t* op = o + t * p.o_stride_token + static_cast<int64_t>(h) * d;
         for (int i = 0; i < d; ++i)
           op[i] = float_to_half(half_to_float(op[i], dt) * cpu::sigmoid(half_to_float(gp[i], dt)), dt);
       }
   }
 
-  void out_project(const GatedBlockParams& p) const {
-    cpu::gemm_abt(g_.dtype(), g_.tokens(), g_.d_model(), static_cast<int>(g_.attn_width()), ws16(p, layout_.attn),
-                  g_.attn_width(), static_cast<const uint16_t*>(p.w_o), g_.attn_width(), static_cast<uint16_t*>(p.out),
-                  g_.d_model(), scratch_.data(), threads_);
-  }
-
-  GatedGeometry g_;
-  GatedOptions o_;
-  GatedColumns cols_;
-  std::unique_ptr<AttentionKernel> sdpa_;
-  AttentionProblem prob_;
-  std::unique_ptr<AttentionPlan> plan_;
-  GatedWorkspaceLayout layout_;
-  int threads_ = 1;
-  mutable std::vector<float> scratch_;  // per-thread GEMM tiles: execute() allocates nothing (one call at a time)
-  std::vector<GatedStage> stages_;
-  const void* prepared_ = nullptr;
-};
-
-class CpuGatedBlockKernel final : public GatedBlockKernel {
- public:
-  std::string name() const override { return "cpu.gated_block"; }
-  Backend backend() const override { return Backend::cpu; }
-
-  Support supports(const GatedGeometry& g, const GatedOptions& o, const KnobValues& knobs) const override {
-    try {
-      check(g, o, knobs);
-    } catch (const GatedDecline& e) {
-      return Support::no(e.what());
-    }
-    return Support::yes();
-  }
-
-  std::unique_ptr<GatedBlock> create(const GatedGeometry& g, const GatedOptions& o,
-                                     const KnobValues& knobs) const override {
-    check(g, o, knobs);
-    return std::make_unique<CpuGatedBlock>(g, o, knobs);
-  }
-
- private:
-  static void check(const GatedGeometry& g, const GatedOptions& o, const KnobValues& knobs) {
-    validate_gated_options(o);
-    if (gated_block_size(g) == 0)
-      throw GatedDecline("seqlen", "batch > 1 needs seqlen a multiple of 16 (sequences start on a cache block), got " +
-                                       std::to_string(g.seqlen()));
+  void check_support(const GatedGeometry& g, const GatedOptions& o, const KnobValues& knobs) const override {
     const std::string over = cpu::over_work_limit(gated_block_work(g, o).flops, knobs);
     if (!over.empty()) throw GatedDecline("work", "the block " + over);
   }
@@ -314,6 +193,8 @@ class CpuGatedBlockKernel final : public GatedBlockKernel {
 
 }  // namespace
 
-std::unique_ptr<GatedBlockKernel> make_cpu_gated_block() { return std::make_unique<CpuGatedBlockKernel>(); }
+std::unique_ptr<GatedBlockKernel> make_cpu_gated_block() {
+  return make_gated_block_kernel(std::make_shared<const CpuGatedProvider>());
+}
 
 }  // namespace attnbench

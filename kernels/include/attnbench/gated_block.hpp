@@ -79,6 +79,9 @@ struct GatedOptions {
 };
 // Option values a block never accepts (scale or offset not finite, scale < 0). Throws GatedDecline.
 void validate_gated_options(const GatedOptions& o);
+// The options the gated block's knobs choose (ATTNBENCH_GATED_FUSE_GATE, ATTNBENCH_GATED_FUSE_NORM_ROPE,
+// ATTNBENCH_GATED_QGATE_LAYOUT), the rest at their defaults: the caller sets what its shape fixes.
+GatedOptions gated_options_from_knobs(const KnobValues& knobs);
 
 constexpr float kGatedNormEps = 1e-6f;
 
@@ -151,6 +154,11 @@ bool gated_fuses_norm_rope(const GatedGeometry& g, const GatedOptions& o);
 // fuse_norm_rope: the SDPA's Q-prologue params (norm weight, offset, eps, cos, sin, rope_dim) from the block's.
 void set_gated_q_prologue(const GatedGeometry& g, const GatedOptions& o, const GatedBlockParams& p,
                           AttentionParams& a);
+// The SDPA's params over the projection view in p.workspace (laid out as `l`; `prob` from gated_sdpa_problem): Q,
+// K, V at their columns, the tables, the SDPA's workspace, the Q prologue and, with fuse_gate, the gate columns;
+// the output is the workspace's attention region.
+AttentionParams gated_sdpa_params(const GatedGeometry& g, const GatedOptions& o, const AttentionProblem& prob,
+                                  const GatedWorkspaceLayout& l, const GatedBlockParams& p);
 
 // A block built for one (geometry, dtype, options): every plan, descriptor and algorithm chosen at construction.
 class GatedBlock {
@@ -184,6 +192,7 @@ class GatedBlockKernel {
                                              const KnobValues& knobs) const = 0;
 };
 
+// The backends' blocks: one orchestration (kernels/common/gated_orchestrator.hpp) over each backend's provider.
 // cpu.gated_block: fp32 math over dtype-rounded stage outputs, OpenMP; SDPA through cpu.unified.
 std::unique_ptr<GatedBlockKernel> make_cpu_gated_block();
 #ifdef ATTNBENCH_WITH_CUDA

@@ -1,0 +1,210 @@
+#include "gated_orchestrator.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace attnbench {
+namespace {
+
+// What the block declines, without touching the device: the common rules, the provider's, then the SDPA's.
+void check_support(const GatedProvider& pv, const AttentionKernel& sdpa, const GatedGeometry& g,
+                   const GatedOptions& o, const KnobValues& knobs) {
+  validate_gated_options(o);
+  const int bs = gated_block_size(g);
+  if (bs == 0)
+    throw GatedDecline("seqlen", "batch > 1 needs seqlen a multiple of 16 (each sequence starts a cache block of "
+                                 "the projection view), got " + std::to_string(g.seqlen()));
+  pv.check_support(g, o, knobs);
+  const Support s = sdpa.supports(gated_sdpa_problem(g, o, bs), knobs);
+  if (s.ok) return;
+  // A fusion the SDPA kernel cannot take is declined under the fusion's own field.
+  const std::string who = sdpa.name();
+  GatedOptions plain = o;
+  plain.fuse_gate = plain.fuse_norm_rope = false;
+  if (sdpa.supports(gated_sdpa_problem(g, plain, bs), knobs).ok) {
+    plain.fuse_gate = o.fuse_gate;
+    if (o.fuse_gate && !sdpa.supports(gated_sdpa_problem(g, plain, bs), knobs).ok)
+      throw GatedDecline("fuse_gate", "the SDPA kernel has no gate epilogue (" + who + ": " + s.reason + ")");
+    throw GatedDecline("fuse_norm_rope", "the SDPA kernel has no Q prologue here (" + who + ": " + s.reason + ")");
+  }
+  throw GatedDecline("sdpa", who + " declines: " + s.reason);
+}
+
+class OrchestratedBlock final : public GatedBlock {
+ public:
+  OrchestratedBlock(std::shared_ptr<const GatedProvider> pv, std::unique_ptr<AttentionKernel> sdpa,
+                    const GatedGeometry& g, const GatedOptions& o, const KnobValues& knobs)
+      : pv_(std::move(pv)), name_(pv_->name() + ".gated_block"), g_(g), o_(o),
+        cols_(gated_columns(g, o.q_gate_layout)), sdpa_(std::move(sdpa)) {
+    const int bs = gated_block_size(g);
+    prob_ = gated_sdpa_problem(g, o, bs);
+    plan_ = sdpa_->plan(prob_, knobs);
+    proj_ = pv_->make_gemm(g.dtype(), g.tokens(), g.n_qkvg(), g.d_model());
+    outp_ = pv_->make_gemm(g.dtype(), g.tokens(), g.d_model(), g.attn_width());
+    const std::size_t gemm_bytes = std::max(proj_->workspace_bytes(), outp_->workspace_bytes());
+    layout_ = gated_workspace_layout(g, bs, plan_->workspace_bytes, gemm_bytes);
+    stages_ = gated_stages(g, o);
+  }
+
+  const GatedGeometry& geometry() const override { return g_; }
+  const GatedOptions& options() const override { return o_; }
+  std::size_t workspace_size() const override { return layout_.total; }
+
+  void prepare_workspace(void* workspace, void* stream) override {
+    if (!workspace) throw std::invalid_argument(name_ + ": prepare_workspace: workspace is null");
+    GatedTablesParams t;
+    t.cu_seqlens_q = static_cast<int32_t*>(at(workspace, layout_.cu_seqlens_q));
+    t.seqused_k = static_cast<int32_t*>(at(workspace, layout_.seqused_k));
+    t.block_table = static_cast<int32_t*>(at(workspace, layout_.block_table));
+    t.batch = g_.batch();
+    t.seqlen = g_.seqlen();
+    t.block_size = layout_.block_size;
+    t.blocks_per_seq = layout_.blocks_per_seq;
+    pv_->fill_tables(t, stream);
+    prepared_ = workspace;
+  }
+
+  void execute(const GatedBlockParams& p, void* stream) const override {
+    check(p);
+    for (GatedStage s : stages_) run_stage(s, p, stream);
+  }
+
+  std::vector<std::string> stage_names() const override {
+    std::vector<std::string> out;
+    for (GatedStage s : stages_) out.push_back(gated_stage_name(s, g_, o_));
+    return out;
+  }
+
+  void execute_stage(int stage, const GatedBlockParams& p, void* stream) const override {
+    if (stage < 0 || stage >= static_cast<int>(stages_.size()))
+      throw std::invalid_argument(name_ + ": no stage " + std::to_string(stage));
+    check(p);
+    run_stage(stages_[stage], p, stream);
+  }
+
+  std::string summary() const override {
+    return std::string("qkvg ") + q_gate_layout_name(o_.q_gate_layout) + " " + proj_->summary() + "; sdpa " +
+           sdpa_->name() + " " + plan_->summary + " block_size=" + std::to_string(layout_.block_size) +
+           "; norm+rope " + (gated_fuses_norm_rope(g_, o_) ? "K pass, Q in the SDPA" : "separate") + "; gate " +
+           (o_.fuse_gate ? "fused" : "separate") + "; out " + outp_->summary();
+  }
+
+ private:
+  static void* at(void* workspace, std::size_t off) { return static_cast<unsigned char*>(workspace) + off; }
+
+  void check(const GatedBlockParams& p) const {
+    const GatedDims& d = g_.dims();
+    if (p.batch != d.batch || p.seqlen != d.seqlen || p.d_model != d.d_model || p.h_q != d.h_q || p.h_kv != d.h_kv ||
+        p.d_head != d.d_head || p.rope_dim != d.rope_dim || p.dtype != d.dtype)
+      throw std::invalid_argument(name_ + ": params dims do not match the block's geometry");
+    if (!p.h || !p.w_qkvg || !p.w_o || !p.out || !p.workspace ||
+        (o_.qk_norm && (!p.q_norm_weight || !p.k_norm_weight)) || (g_.rope_dim() > 0 && (!p.cos || !p.sin)))
+      throw std::invalid_argument(name_ + ": a params pointer is null");
+    if (const std::string why = pv_->params_conflict(g_, o_, p); !why.empty())
+      throw std::invalid_argument(name_ + ": " + why);
+    if (p.workspace != prepared_)
+      throw std::invalid_argument(name_ + ": workspace not prepared (call prepare_workspace once, before the first "
+                                          "execute and any graph capture)");
+  }
+
+  GatedNormRopeParams norm_rope_params(const GatedBlockParams& p) const {
+    GatedNormRopeParams n;
+    n.proj = at(p.workspace, layout_.proj);
+    n.row_stride = g_.n_qkvg();
+    n.tokens = g_.tokens();
+    n.h_kv = g_.h_kv();
+    n.h_q = gated_fuses_norm_rope(g_, o_) ? 0 : g_.h_q();  // fused: Q's norm + RoPE run in the SDPA's Q load
+    n.q0 = cols_.q0;
+    n.q_head_stride = cols_.q_head_stride;
+    n.k0 = cols_.k0;
+    n.q_weight = p.q_norm_weight;
+    n.k_weight = p.k_norm_weight;
+    n.weight_offset = o_.norm_weight_offset;
+    n.eps = kGatedNormEps;
+    n.norm = o_.qk_norm;
+    n.cos = p.cos;
+    n.sin = p.sin;
+    n.rope_dim = g_.rope_dim();
+    return n;
+  }
+
+  GatedSigmoidParams sigmoid_params(const GatedBlockParams& p) const {
+    GatedSigmoidParams sg;
+    sg.o = at(p.workspace, layout_.attn);
+    sg.o_stride_token = g_.attn_width();
+    sg.gate = static_cast<const uint16_t*>(at(p.workspace, layout_.proj)) + cols_.g0;
+    sg.gate_stride_token = g_.n_qkvg();
+    sg.gate_stride_head = cols_.g_head_stride;
+    sg.tokens = g_.tokens();
+    sg.heads = g_.h_q();
+    sg.d_head = g_.d_head();
+    return sg;
+  }
+
+  void run_stage(GatedStage s, const GatedBlockParams& p, void* stream) const {
+    void* gemm_ws = layout_.gemm_bytes ? at(p.workspace, layout_.gemm) : nullptr;
+    switch (s) {
+      case GatedStage::proj:
+        return proj_->run(p.h, p.w_qkvg, at(p.workspace, layout_.proj), gemm_ws, stream);
+      case GatedStage::norm_rope: return pv_->norm_rope(g_.dtype(), g_.d_head(), norm_rope_params(p), stream);
+      case GatedStage::sdpa: return sdpa_->run(*plan_, gated_sdpa_params(g_, o_, prob_, layout_, p), stream);
+      case GatedStage::gate: return pv_->sigmoid_gate(g_.dtype(), sigmoid_params(p), stream);
+      case GatedStage::out_proj:
+        return outp_->run(at(p.workspace, layout_.attn), p.w_o, p.out, gemm_ws, stream);
+    }
+  }
+
+  std::shared_ptr<const GatedProvider> pv_;  // first: outlives the GEMMs and the SDPA it made
+  std::string name_;
+  GatedGeometry g_;
+  GatedOptions o_;
+  GatedColumns cols_;
+  std::unique_ptr<AttentionKernel> sdpa_;
+  AttentionProblem prob_;
+  std::unique_ptr<AttentionPlan> plan_;
+  std::unique_ptr<GatedGemm> proj_, outp_;
+  GatedWorkspaceLayout layout_;
+  std::vector<GatedStage> stages_;
+  const void* prepared_ = nullptr;
+};
+
+class OrchestratedKernel final : public GatedBlockKernel {
+ public:
+  explicit OrchestratedKernel(std::shared_ptr<const GatedProvider> pv) : pv_(std::move(pv)) {
+    if (!pv_) throw std::invalid_argument("make_gated_block_kernel: provider is null");
+  }
+
+  std::string name() const override { return pv_->name() + ".gated_block"; }
+  Backend backend() const override { return pv_->backend(); }
+
+  Support supports(const GatedGeometry& g, const GatedOptions& o, const KnobValues& knobs) const override {
+    try {
+      check_support(*pv_, *pv_->make_sdpa(), g, o, knobs);
+    } catch (const GatedDecline& e) {
+      return Support::no(e.what());
+    }
+    return Support::yes();
+  }
+
+  std::unique_ptr<GatedBlock> create(const GatedGeometry& g, const GatedOptions& o,
+                                     const KnobValues& knobs) const override {
+    std::unique_ptr<AttentionKernel> sdpa = pv_->make_sdpa();
+    check_support(*pv_, *sdpa, g, o, knobs);
+    return std::make_unique<OrchestratedBlock>(pv_, std::move(sdpa), g, o, knobs);
+  }
+
+ private:
+  std::shared_ptr<const GatedProvider> pv_;
+};
+
+}  // namespace
+
+std::unique_ptr<GatedBlockKernel> make_gated_block_kernel(std::shared_ptr<const GatedProvider> provider) {
+  return std::make_unique<OrchestratedKernel>(std::move(provider));
+}
+
+}  // namespace attnbench

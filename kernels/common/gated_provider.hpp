@@ -1,0 +1,85 @@
+// What a backend supplies to the gated block: the projection GEMM, the three elementwise passes (the SDPA tables,
+// norm + RoPE, the sigmoid gate), the SDPA kernel, and its own declines and params checks. The block itself (its
+// stages, workspace, declines and SDPA params) is written once over this interface (gated_orchestrator.hpp).
+// Pointers are in the backend's memory, in elements of the dtype's 16-bit halves; strides in elements. Every call
+// only enqueues on `stream` (a cudaStream_t; ignored on the CPU) and allocates nothing.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "attnbench/dtype.hpp"
+#include "attnbench/gated_block.hpp"
+#include "attnbench/kernel.hpp"
+#include "attnbench/knobs.hpp"
+
+namespace attnbench {
+
+// Per-head RMSNorm (fp32, weight offset + w) and rotate-half RoPE over [0, rope_dim), in place, for every Q head
+// (row t: proj + t * row_stride + q0 + h * q_head_stride) and K head (proj + t * row_stride + k0 + h * d_head).
+struct GatedNormRopeParams {
+  void* proj = nullptr;
+  int64_t row_stride = 0;
+  int64_t tokens = 0;
+  int h_q = 0, h_kv = 0;
+  int64_t q0 = 0, q_head_stride = 0, k0 = 0;
+  const void* q_weight = nullptr;  // [d_head]; unused without norm
+  const void* k_weight = nullptr;
+  float weight_offset = 0.f;
+  float eps = 1e-6f;
+  bool norm = true;
+  const void* cos = nullptr;  // [tokens, rope_dim]
+  const void* sin = nullptr;
+  int rope_dim = 0;
+};
+
+// o[t, h, :] = round(o[t, h, :] * sigmoid(gate[t * gate_stride_token + h * gate_stride_head + :])), in place.
+struct GatedSigmoidParams {
+  void* o = nullptr;
+  int64_t o_stride_token = 0;  // the head stride of o is d_head
+  const void* gate = nullptr;
+  int64_t gate_stride_token = 0, gate_stride_head = 0;
+  int64_t tokens = 0;
+  int heads = 0, d_head = 0;
+};
+
+// The SDPA's constant tables for B sequences of S tokens viewed as a paged cache of block_size-token blocks:
+// cu_seqlens_q[b] = b * S, seqused_k[b] = S, block_table[b, j] = b * S / block_size + j (identity).
+struct GatedTablesParams {
+  int32_t* cu_seqlens_q = nullptr;
+  int32_t* seqused_k = nullptr;
+  int32_t* block_table = nullptr;
+  int batch = 0, seqlen = 0, block_size = 0, blocks_per_seq = 0;
+};
+
+// C[M, N] = A[M, K] * B[N, K]^T in the dtype, rows contiguous, fp32 accumulation: built once for its shape.
+class GatedGemm {
+ public:
+  virtual ~GatedGemm() = default;
+  virtual std::size_t workspace_bytes() const = 0;  // its part of the block's workspace (0: none)
+  virtual std::string summary() const = 0;          // the block's summary names it
+  // workspace: workspace_bytes() bytes, or null when that is 0.
+  virtual void run(const void* a, const void* b, void* c, void* workspace, void* stream) const = 0;
+};
+
+// One backend's pieces. Shared by every block its kernel creates, so it is const and keeps no per-call state.
+class GatedProvider {
+ public:
+  virtual ~GatedProvider() = default;
+  virtual std::string name() const = 0;  // "cpu", "cuda": the kernel is "<name>.gated_block"
+  virtual Backend backend() const = 0;
+  virtual std::unique_ptr<AttentionKernel> make_sdpa() const = 0;
+  virtual std::unique_ptr<GatedGemm> make_gemm(DType dt, int64_t m, int64_t n, int64_t k) const = 0;
+  virtual void fill_tables(const GatedTablesParams& p, void* stream) const = 0;
+  virtual void norm_rope(DType dt, int d_head, const GatedNormRopeParams& p, void* stream) const = 0;
+  virtual void sigmoid_gate(DType dt, const GatedSigmoidParams& p, void* stream) const = 0;
+  // The backend's own declines (a work limit), after the common ones and before the SDPA's: throws GatedDecline.
+  virtual void check_support(const GatedGeometry&, const GatedOptions&, const KnobValues&) const {}
+  // Why the backend cannot take a call's pointers ("" when it can), e.g. an alignment its kernels assume.
+  virtual std::string params_conflict(const GatedGeometry&, const GatedOptions&, const GatedBlockParams&) const {
+    return "";
+  }
+};
+
+}  // namespace attnbench
