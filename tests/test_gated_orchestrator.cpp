@@ -1,0 +1,217 @@
+// The gated block's common orchestration over a test-only provider that records every call: the stages in
+// order, the pointers each GEMM and the SDPA receive, and the provider hooks' declines and params checks.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "../kernels/common/gated_orchestrator.hpp"
+#include "attnbench/gated_block.hpp"
+
+namespace attnbench {
+namespace {
+
+GatedDims small_dims(int seqlen = 100, int batch = 1, DType dt = DType::bf16) {
+  GatedDims d;
+  d.batch = batch;
+  d.seqlen = seqlen;
+  d.d_model = 256;
+  d.h_q = 4;
+  d.h_kv = 2;
+  d.d_head = 64;
+  d.rope_dim = 16;
+  d.dtype = dt;
+  return d;
+}
+
+GatedOptions plain_options(bool causal = true) {
+  GatedOptions o;
+  o.is_causal = causal;
+  o.fuse_gate = false;
+  return o;
+}
+
+KnobValues knobs(std::map<std::string, std::string> over = {}) { return KnobValues::resolve(over, false); }
+
+template <class F>
+std::string decline_field(F&& f) {
+  try {
+    f();
+  } catch (const GatedDecline& e) {
+    EXPECT_NE(std::string(e.what()).find("field '" + e.field() + "': "), std::string::npos) << e.what();
+    EXPECT_FALSE(e.reason().empty());
+    return e.field();
+  }
+  return "<no decline>";
+}
+
+// A test-only provider that records every call, so the common orchestration's order and wiring are observable.
+struct FakeFlags {
+  bool decline_work = false, decline_sdpa = false, reject_params = false;
+};
+
+struct FakeLog {
+  std::vector<std::string> calls;
+  std::vector<std::array<const void*, 4>> gemm_ptrs;  // a, b, c, workspace per GEMM run
+  const void* sdpa_q = nullptr;
+  const void* sdpa_out = nullptr;
+};
+
+class FakeSdpa final : public AttentionKernel {
+ public:
+  FakeSdpa(FakeLog* log, bool decline) : log_(log), decline_(decline) {}
+  std::string name() const override { return "fake.sdpa"; }
+  Backend backend() const override { return Backend::cpu; }
+  Support supports(const AttentionProblem&, const KnobValues&) const override {
+    return decline_ ? Support::no("planted") : Support::yes();
+  }
+  std::unique_ptr<AttentionPlan> plan(const AttentionProblem&, const KnobValues&) const override {
+    auto p = std::make_unique<AttentionPlan>();
+    p->summary = "plan";
+    return p;
+  }
+  void run(const AttentionPlan&, const AttentionParams& a, void*) const override {
+    log_->calls.push_back("sdpa");
+    log_->sdpa_q = a.q;
+    log_->sdpa_out = a.out;
+  }
+
+ private:
+  FakeLog* log_;
+  bool decline_;
+};
+
+class FakeGemm final : public GatedGemm {
+ public:
+  FakeGemm(FakeLog* log, std::string shape) : log_(log), shape_(std::move(shape)) {}
+  std::size_t workspace_bytes() const override { return 512; }
+  std::string summary() const override { return "fake " + shape_; }
+  void run(const void* a, const void* b, void* c, void* ws, void*) const override {
+    log_->calls.push_back("gemm " + shape_);
+    log_->gemm_ptrs.push_back({a, b, c, ws});
+  }
+
+ private:
+  FakeLog* log_;
+  std::string shape_;
+};
+
+class FakeProvider final : public GatedProvider {
+ public:
+  FakeProvider(FakeLog* log, FakeFlags f = {}) : log_(log), f_(f) {}
+  std::string name() const override { return "fake"; }
+  Backend backend() const override { return Backend::cpu; }
+  std::unique_ptr<AttentionKernel> make_sdpa() const override {
+    return std::make_unique<FakeSdpa>(log_, f_.decline_sdpa);
+  }
+  std::unique_ptr<GatedGemm> make_gemm(DType, int64_t m, int64_t n, int64_t k) const override {
+    const std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+    log_->calls.push_back("make_gemm " + shape);
+    return std::make_unique<FakeGemm>(log_, shape);
+  }
+  void fill_tables(const GatedTablesParams& t, void*) const override {
+    log_->calls.push_back("tables nb=" + std::to_string(t.blocks_per_seq));
+  }
+  void norm_rope(DType, int, const GatedNormRopeParams& p, void*) const override {
+    log_->calls.push_back("norm_rope h_q=" + std::to_string(p.h_q) + " h_kv=" + std::to_string(p.h_kv));
+  }
+  void sigmoid_gate(DType, const GatedSigmoidParams& p, void*) const override {
+    log_->calls.push_back("gate heads=" + std::to_string(p.heads));
+  }
+  void check_support(const GatedGeometry&, const GatedOptions&, const KnobValues&) const override {
+    if (f_.decline_work) throw GatedDecline("work", "planted");
+  }
+  std::string params_conflict(const GatedGeometry&, const GatedOptions&, const GatedBlockParams&) const override {
+    return f_.reject_params ? "planted conflict" : "";
+  }
+
+ private:
+  FakeLog* log_;
+  FakeFlags f_;
+};
+
+// Host buffers standing in for a call's data: the fake provider reads none of them.
+struct FakeCall {
+  std::vector<unsigned char> ws, data = std::vector<unsigned char>(64);
+  GatedBlockParams p;
+  FakeCall(const GatedGeometry& g, std::size_t ws_bytes) : ws(ws_bytes), p(make_gated_params(g)) {
+    p.h = p.w_qkvg = p.q_norm_weight = p.k_norm_weight = p.cos = p.sin = p.w_o = data.data();
+    p.out = data.data() + 32;
+    p.workspace = ws.data();
+  }
+};
+
+TEST(GatedOrchestration, AFakeProviderIsDrivenThroughTheStagesInOrder) {
+  const GatedGeometry g(small_dims());
+  FakeLog log;
+  const auto k = make_gated_block_kernel(std::make_shared<const FakeProvider>(&log));
+  EXPECT_EQ(k->name(), "fake.gated_block");
+  auto block = k->create(g, plain_options(), knobs());
+  EXPECT_EQ(log.calls, (std::vector<std::string>{"make_gemm 100x768x256", "make_gemm 100x256x256"}));
+  const GatedWorkspaceLayout l = gated_workspace_layout(g, 64, 0, 512);
+  EXPECT_EQ(block->workspace_size(), l.total);
+  EXPECT_EQ(block->summary(), "qkvg flat fake 100x768x256; sdpa fake.sdpa plan block_size=64; norm+rope separate; "
+                              "gate separate; out fake 100x256x256");
+  FakeCall c(g, block->workspace_size());
+  log.calls.clear();
+  EXPECT_THROW(block->execute(c.p, nullptr), std::invalid_argument);  // workspace not prepared
+  EXPECT_TRUE(log.calls.empty());
+  block->prepare_workspace(c.ws.data(), nullptr);
+  block->execute(c.p, nullptr);
+  EXPECT_EQ(log.calls, (std::vector<std::string>{"tables nb=2", "gemm 100x768x256", "norm_rope h_q=4 h_kv=2", "sdpa",
+                                                 "gate heads=4", "gemm 100x256x256"}));
+  unsigned char* ws = c.ws.data();
+  ASSERT_EQ(log.gemm_ptrs.size(), 2u);
+  EXPECT_EQ(log.gemm_ptrs[0], (std::array<const void*, 4>{c.p.h, c.p.w_qkvg, ws + l.proj, ws + l.gemm}));
+  EXPECT_EQ(log.gemm_ptrs[1], (std::array<const void*, 4>{ws + l.attn, c.p.w_o, c.p.out, ws + l.gemm}));
+  EXPECT_EQ(log.sdpa_q, ws + l.proj);
+  EXPECT_EQ(log.sdpa_out, ws + l.attn);
+  log.calls.clear();
+  block->execute_stage(3, c.p, nullptr);
+  EXPECT_EQ(log.calls, (std::vector<std::string>{"gate heads=4"}));
+
+  GatedOptions fused = plain_options();
+  fused.fuse_gate = fused.fuse_norm_rope = true;
+  block = k->create(g, fused, knobs());
+  FakeCall f(g, block->workspace_size());
+  block->prepare_workspace(f.ws.data(), nullptr);
+  log.calls.clear();
+  block->execute(f.p, nullptr);
+  EXPECT_EQ(log.calls, (std::vector<std::string>{"gemm 100x768x256", "norm_rope h_q=0 h_kv=2", "sdpa",
+                                                 "gemm 100x256x256"}));
+}
+
+TEST(GatedOrchestration, ProviderHooksDeclineAndRejectBeforeAnyCall) {
+  const GatedGeometry g(small_dims());
+  FakeLog log;
+  auto kernel = [&](FakeFlags f) { return make_gated_block_kernel(std::make_shared<const FakeProvider>(&log, f)); };
+  FakeFlags f;
+  f.decline_work = true;
+  Support s = kernel(f)->supports(g, plain_options(), knobs());
+  EXPECT_NE(s.reason.find("field 'work': planted"), std::string::npos) << s.reason;
+  EXPECT_EQ(decline_field([&] { kernel(f)->create(g, plain_options(), knobs()); }), "work");
+  f = {};
+  f.decline_sdpa = true;
+  s = kernel(f)->supports(g, plain_options(), knobs());
+  EXPECT_NE(s.reason.find("field 'sdpa': fake.sdpa declines: planted"), std::string::npos) << s.reason;
+  EXPECT_TRUE(log.calls.empty());  // declined before any GEMM was built
+  f = {};
+  f.reject_params = true;
+  auto block = kernel(f)->create(g, plain_options(), knobs());
+  FakeCall c(g, block->workspace_size());
+  block->prepare_workspace(c.ws.data(), nullptr);
+  log.calls.clear();
+  for (int stage : {-1, 0}) {
+    try {
+      stage < 0 ? block->execute(c.p, nullptr) : block->execute_stage(stage, c.p, nullptr);
+      ADD_FAILURE() << "the params hook did not reject";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_STREQ(e.what(), "fake.gated_block: planted conflict");
+    }
+  }
+  EXPECT_TRUE(log.calls.empty());
+}
+
+}  // namespace
+}  // namespace attnbench
