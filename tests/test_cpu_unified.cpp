@@ -283,7 +283,7 @@ TEST(CpuUnified, OutputGateOnPrefillAndDecodePaths) {
   for (const bool decode : {false, true}) {
     AttentionProblem p = decode ? make_problem({1, 1}, {700, 333}, 8, 2, 64, DType::f16)
                                 : make_problem({5, 40}, {18, 90}, 8, 2, 64, DType::f16);
-    p.output_gate = true;
+    p.fusion.output_gate = true;
     const HostInputs in = build_inputs(p, 5, BlockOrder::shuffled);
     // The gate lives in a wider buffer: token stride 3 * heads * d, head stride 2 * d (as in a fused projection).
     const int64_t gst = 3LL * p.heads * p.head_size, ghs = 2LL * p.head_size;
@@ -298,9 +298,9 @@ TEST(CpuUnified, OutputGateOnPrefillAndDecodePaths) {
     a.out = out.data();
     a.workspace = ws.data();
     EXPECT_THROW(kernel->run(*plan, a, nullptr), std::invalid_argument);  // the plan expects a gate
-    a.gate = gate.data();
-    a.gate_stride_token = gst;
-    a.gate_stride_head = ghs;
+    a.epilogue.gate = gate.data();
+    a.epilogue.gate_stride_token = gst;
+    a.epilogue.gate_stride_head = ghs;
     kernel->run(*plan, a, nullptr);
     EXPECT_NE(plan->summary.find(decode ? "decode" : "prefill"), std::string::npos) << plan->summary;
 
@@ -318,7 +318,7 @@ TEST(CpuUnified, OutputGateOnPrefillAndDecodePaths) {
     EXPECT_LT(max_err, 2e-3) << plan->summary;
 
     AttentionProblem plain = p;
-    plain.output_gate = false;
+    plain.fusion.output_gate = false;
     const auto plain_plan = kernel->plan(plain, knobs);
     EXPECT_THROW(kernel->run(*plain_plan, a, nullptr), std::invalid_argument);  // gate set, plan has none
   }

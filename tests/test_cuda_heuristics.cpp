@@ -198,10 +198,10 @@ TEST(CudaHeuristics, DecodeWorkspaceKeepsThePartialsSixteenByteAligned) {
 
 TEST(CudaSupports, AcceptsTheOutputGateOnBothPaths) {
   auto p = uniform(1, 1, 4096, 32, 8, 128);
-  p.output_gate = true;
+  p.fusion.output_gate = true;
   EXPECT_TRUE(unified_supports(p).ok);
   p = uniform(1, 512, 512, 8, 8, 64);
-  p.output_gate = true;
+  p.fusion.output_gate = true;
   EXPECT_TRUE(unified_supports(p).ok);
 }
 
@@ -372,8 +372,8 @@ TEST(CudaWideDispatch, GqaPackFillsShortTilesWithTheHeadsOfOneGroup) {
 
 TEST(CudaWideDispatch, TheQPrologueRunsInTheWideKernelOnly) {
   auto with_prologue = [](AttentionProblem p, int rope) {
-    p.q_norm = true;
-    p.q_rope_dim = rope;
+    p.fusion.q_norm = true;
+    p.fusion.q_rope_dim = rope;
     return p;
   };
   const auto d64 = with_prologue(uniform(1, 4096, 4096, 16, 2, 64), 64);
@@ -391,8 +391,8 @@ TEST(CudaWideDispatch, TheQPrologueRunsInTheWideKernelOnly) {
   EXPECT_NE(q_prologue_conflict(with_prologue(uniform(4, 1, 4096, 32, 8, 128), 64), knobs()).find("3D decode"),
             std::string::npos);
   AttentionProblem rope_only = uniform(1, 1024, 1024, 8, 8, 128);
-  rope_only.q_rope_dim = 32;
-  EXPECT_TRUE(rope_only.has_q_prologue());
+  rope_only.fusion.q_rope_dim = 32;
+  EXPECT_TRUE(rope_only.fusion.has_q_prologue());
   EXPECT_TRUE(q_prologue_conflict(rope_only, knobs()).empty());
 #ifdef ATTNBENCH_WITH_CUDA
   const auto s = make_cuda_unified()->supports(with_prologue(uniform(1, 100, 100, 4, 2, 64), 16), values());
@@ -505,7 +505,7 @@ TEST(CudaUnifiedKernel, PlanCarriesWorkspaceGraphAndSummary) {
   EXPECT_NE(k->plan(uniform(1, 2048, 2048, 8, 8, 128), values())->summary.find("2d wide wgmma consumer-wgs=2"),
             std::string::npos);
   auto gp = uniform(1, 2048, 2048, 8, 8, 64);
-  gp.output_gate = true;
+  gp.fusion.output_gate = true;
   EXPECT_TRUE(k->supports(gp, values()).ok);
   EXPECT_NE(k->plan(gp, values())->summary.find("+gate"), std::string::npos);
   EXPECT_FALSE(k->supports(uniform(1, 8, 8, 4, 4, 96), values()).ok);

@@ -80,7 +80,7 @@ TEST(CudaInstances, KeyOfEachPlan) {
   EXPECT_EQ(key_of(problem(DType::f16, 256, 100, 100), knobs()), "narrow/fp16/d256/w8r16");
   EXPECT_EQ(key_of(problem(DType::bf16, 64, 4096, 4096), knobs()), "wide/bf16/d64/wgs3");
   AttentionProblem prologue = problem(DType::bf16, 64, 4096, 4096);
-  prologue.q_norm = true;
+  prologue.fusion.q_norm = true;
   EXPECT_EQ(key_of(prologue, knobs()), "wide/bf16/d64/wgs2");
   EXPECT_EQ(key_of(problem(DType::f16, 128, 2048, 2048), knobs()), "wide/fp16/d128/wgs2");
   EXPECT_EQ(key_of(problem(DType::bf16, 128, 4, 4096), knobs()), "decode/bf16/d128");

@@ -66,13 +66,13 @@ std::vector<SpreadShape> spread_shapes() {
   out.push_back({"bs32_d128_s2048", with(seqs({{2048, 2048}}, 8, 8, 128), block(32))});
   out.push_back({"bs16_d256_s1024", with(seqs({{1024, 1024}}, 16, 16, 256), block(16))});
   out.push_back({"full_d64_b8_s512", with(seqs(s512, 16, 16, 64), [](AttentionProblem& p) { p.causal = false; })});
-  const auto gate = [](AttentionProblem& p) { p.output_gate = true; };
+  const auto gate = [](AttentionProblem& p) { p.fusion.output_gate = true; };
   out.push_back({"gate_decode_d128_b4", with(seqs(std::vector<std::pair<int, int>>(4, {1, 4096}), 32, 8, 128), gate)});
   out.push_back({"gate_d64_s1024", with(seqs({{1024, 1024}}, 8, 8, 64), gate)});
   auto prologue = [](int rope, bool norm) {
     return [=](AttentionProblem& p) {
-      p.q_norm = norm;
-      p.q_rope_dim = rope;
+      p.fusion.q_norm = norm;
+      p.fusion.q_rope_dim = rope;
     };
   };
   out.push_back({"prologue_d64_g8_s4096", with(seqs({{4096, 4096}}, 16, 2, 64), prologue(64, true))});
@@ -270,7 +270,7 @@ TEST(Resolve, DeclinesTheProblemWithTheReason) {
   EXPECT_EQ(reason(p), "feature 'window_left': not implemented by cuda.unified");
   // The first decline wins: an unsupported head size before its Q prologue.
   p = seqs({{64, 64}}, 4, 4, 96);
-  p.q_norm = true;
+  p.fusion.q_norm = true;
   EXPECT_EQ(reason(p), "head_size 96 not in {64, 128, 256}");
   for (const AttentionProblem& q : {seqs({{64, 64}}, 4, 4, 96), p})
     EXPECT_EQ(resolve_all_built(q, knobs()).support.kind, DeclineKind::unsupported);
@@ -278,8 +278,8 @@ TEST(Resolve, DeclinesTheProblemWithTheReason) {
 
 TEST(Resolve, DeclinesAQPrologueNoChosenKernelHas) {
   auto prologue = [](AttentionProblem p, int rope) {
-    p.q_norm = true;
-    p.q_rope_dim = rope;
+    p.fusion.q_norm = true;
+    p.fusion.q_rope_dim = rope;
     return p;
   };
   auto reason = [](const AttentionProblem& p, const UnifiedKnobs& k) { return resolve_all_built(p, k).support.reason; };
@@ -361,18 +361,18 @@ TEST(Resolve, AnInstanceTheBuildLacksIsANoInstanceDecline) {
 
 TEST(Resolve, TheInstanceCarriesWhatThePlanBuildsFrom) {
   AttentionProblem p = seqs({{4096, 4096}}, 16, 2, 64, DType::f16);
-  p.q_norm = true;
-  p.q_rope_dim = 32;
-  p.output_gate = true;
+  p.fusion.q_norm = true;
+  p.fusion.q_rope_dim = 32;
+  p.fusion.output_gate = true;
   const cuda::Resolution r = cuda::resolve(p, knobs(), DeviceInfo{100, 90}, every_instance);
   ASSERT_TRUE(r.ok()) << r.support.reason;
   const cuda::UnifiedInstance& in = r.instance;
   EXPECT_EQ(in.backend, Backend::cuda);
   EXPECT_EQ(in.arch, 90);
   EXPECT_EQ(cuda::instance_name(in.key), "wide/fp16/d64/wgs2");
-  EXPECT_TRUE(in.output_gate);
-  EXPECT_TRUE(in.q_norm);
-  EXPECT_EQ(in.q_rope_dim, 32);
+  EXPECT_TRUE(in.fusion.output_gate);
+  EXPECT_TRUE(in.fusion.q_norm);
+  EXPECT_EQ(in.fusion.q_rope_dim, 32);
   EXPECT_FALSE(in.graph_replay);  // 4096 queries: longer than 768
   EXPECT_EQ(in.summary, in.launch.summary + " +q-norm-rope +gate");
   EXPECT_EQ(in.launch.grid_x, 100);  // persistent: one CTA per SM of the device given

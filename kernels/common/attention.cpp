@@ -54,9 +54,9 @@ void AttentionProblem::validate() const {
   if (head_size <= 0) bad("head_size", "must be > 0, got " + std::to_string(head_size));
   if (block_size <= 0) bad("block_size", "must be > 0, got " + std::to_string(block_size));
   if (!(scale >= 0.f) || !std::isfinite(scale)) bad("scale", "must be a finite number >= 0");
-  if (q_rope_dim < 0 || q_rope_dim > head_size || q_rope_dim % 2 != 0)
+  if (fusion.q_rope_dim < 0 || fusion.q_rope_dim > head_size || fusion.q_rope_dim % 2 != 0)
     bad("q_rope_dim", "must be even and in [0, head_size = " + std::to_string(head_size) + "], got " +
-                          std::to_string(q_rope_dim));
+                          std::to_string(fusion.q_rope_dim));
   features.validate(heads, max_seqlen_q());
 }
 
@@ -76,15 +76,15 @@ WorkModel attention_work(const AttentionProblem& p) {
   return w;
 }
 
-void check_q_prologue_params(const std::string& kernel, bool q_norm, int q_rope_dim, const AttentionParams& a) {
-  if (a.q_rope_dim != q_rope_dim)
-    throw std::invalid_argument(kernel + ": params.q_rope_dim " + std::to_string(a.q_rope_dim) +
-                                " differs from the problem's " + std::to_string(q_rope_dim));
-  if ((a.q_norm_weight != nullptr) != q_norm)
-    throw std::invalid_argument(kernel + (q_norm ? ": the problem has q_norm, params.q_norm_weight is null"
-                                                 : ": params.q_norm_weight is set for a problem without q_norm"));
-  if (q_rope_dim > 0 && (a.rope_cos == nullptr || a.rope_sin == nullptr))
-    throw std::invalid_argument(kernel + ": the problem has q_rope_dim > 0, params.rope_cos / rope_sin is null");
+void check_q_prologue_params(const std::string& kernel, const AttentionFusion& f, const AttentionQPrologue& a) {
+  if (a.q_rope_dim != f.q_rope_dim)
+    throw std::invalid_argument(kernel + ": params.prologue.q_rope_dim " + std::to_string(a.q_rope_dim) +
+                                " differs from the problem's " + std::to_string(f.q_rope_dim));
+  if ((a.q_norm_weight != nullptr) != f.q_norm)
+    throw std::invalid_argument(kernel + (f.q_norm ? ": the problem has q_norm, params.prologue.q_norm_weight is null"
+                                                   : ": params.prologue.q_norm_weight is set for a problem without q_norm"));
+  if (f.q_rope_dim > 0 && (a.rope_cos == nullptr || a.rope_sin == nullptr))
+    throw std::invalid_argument(kernel + ": the problem has q_rope_dim > 0, params.prologue.rope_cos / rope_sin is null");
 }
 
 AttentionParams make_attention_params(const AttentionProblem& p) {
@@ -114,7 +114,7 @@ AttentionParams make_attention_params(const AttentionProblem& p) {
   a.kv_stride_token = static_cast<int64_t>(p.kv_heads) * p.head_size;
   a.kv_stride_block = a.kv_stride_token * p.block_size;
   a.block_table_stride = p.max_blocks_per_seq();
-  a.q_rope_dim = p.q_rope_dim;
+  a.prologue.q_rope_dim = p.fusion.q_rope_dim;
   return a;
 }
 

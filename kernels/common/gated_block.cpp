@@ -102,9 +102,9 @@ AttentionProblem gated_sdpa_problem(const GatedGeometry& g, const GatedOptions& 
   p.causal = o.is_causal;  // square attention: bottom-right and top-left alignment coincide
   p.scale = o.softmax_scale(g.d_head());
   p.types = AttentionTypes::all(g.dtype());
-  p.output_gate = o.fuse_gate;
-  p.q_norm = gated_fuses_norm_rope(g, o) && o.qk_norm;
-  p.q_rope_dim = gated_fuses_norm_rope(g, o) ? g.rope_dim() : 0;
+  p.fusion.output_gate = o.fuse_gate;
+  p.fusion.q_norm = gated_fuses_norm_rope(g, o) && o.qk_norm;
+  p.fusion.q_rope_dim = gated_fuses_norm_rope(g, o) ? g.rope_dim() : 0;
   return p;
 }
 
@@ -137,14 +137,14 @@ void set_gated_q_prologue(const GatedGeometry& g, const GatedOptions& o, const G
                           AttentionParams& a) {
   if (!gated_fuses_norm_rope(g, o)) return;
   if (o.qk_norm) {
-    a.q_norm_weight = p.q_norm_weight;
-    a.q_norm_offset = o.norm_weight_offset;
-    a.q_norm_eps = kGatedNormEps;
+    a.prologue.q_norm_weight = p.q_norm_weight;
+    a.prologue.q_norm_offset = o.norm_weight_offset;
+    a.prologue.q_norm_eps = kGatedNormEps;
   }
-  a.q_rope_dim = g.rope_dim();
+  a.prologue.q_rope_dim = g.rope_dim();
   if (g.rope_dim() > 0) {
-    a.rope_cos = p.cos;
-    a.rope_sin = p.sin;
+    a.prologue.rope_cos = p.cos;
+    a.prologue.rope_sin = p.sin;
   }
 }
 
@@ -171,9 +171,9 @@ AttentionParams gated_sdpa_params(const GatedGeometry& g, const GatedOptions& o,
   a.workspace = l.sdpa_bytes ? ws + l.sdpa : nullptr;
   set_gated_q_prologue(g, o, p, a);
   if (o.fuse_gate) {
-    a.gate = proj + cols.g0;
-    a.gate_stride_token = N;
-    a.gate_stride_head = cols.g_head_stride;
+    a.epilogue.gate = proj + cols.g0;
+    a.epilogue.gate_stride_token = N;
+    a.epilogue.gate_stride_head = cols.g_head_stride;
   }
   return a;
 }

@@ -131,9 +131,7 @@ struct CpuPlan : AttentionPlan {
   int64_t total_q = 0;
   DType dtype = DType::bf16;  // Q, K/V and O (resolve declines mixed types)
   bool causal = true;
-  bool output_gate = false;
-  bool q_norm = false;  // the Q prologue
-  int q_rope_dim = 0;
+  AttentionFusion fusion;
   int q_tile = 1, kv_tile = 64, splits = 1, threads = 1;
   int vec_cols = 8;   // query vectors per micro-kernel column block of the QK gemm: 4 or 8
   int m_pad = 8;      // q_tile * group rounded up to vec_cols: leading dimension of the transposed buffers
@@ -182,15 +180,15 @@ Scratch carve(const CpuPlan& pl, int thread) {
 // q_norm) and rotated in fp32 with the gated block's own row function, rounded once to the dtype.
 template <DType DT>
 void q_prologue_row(const AttentionParams& p, const float* w, int64_t token, const uint16_t* src, float* x) {
-  const int d = p.head_size, rd = p.q_rope_dim;
+  const int d = p.head_size, rd = p.prologue.q_rope_dim;
   float c[512], s[512];  // rd <= head_size <= 512; only [0, rd) is read
   for (int i = 0; i < d; ++i) x[i] = half_to_float(src[i], DT);
   for (int i = 0; i < rd; ++i) {
-    c[i] = half_to_float(static_cast<const uint16_t*>(p.rope_cos)[token * rd + i], DT);
-    s[i] = half_to_float(static_cast<const uint16_t*>(p.rope_sin)[token * rd + i], DT);
+    c[i] = half_to_float(static_cast<const uint16_t*>(p.prologue.rope_cos)[token * rd + i], DT);
+    s[i] = half_to_float(static_cast<const uint16_t*>(p.prologue.rope_sin)[token * rd + i], DT);
   }
   const bool roped = rd > 0;
-  cpu::norm_rope_row(x, d, w != nullptr, w, p.q_norm_offset, p.q_norm_eps, rd, roped ? c : nullptr, roped ? s : nullptr);
+  cpu::norm_rope_row(x, d, w != nullptr, w, p.prologue.q_norm_offset, p.prologue.q_norm_eps, rd, roped ? c : nullptr, roped ? s : nullptr);
   for (int i = 0; i < d; ++i) x[i] = half_to_float(float_to_half(x[i], DT), DT);
 }
 
@@ -207,17 +205,17 @@ void attend(const AttentionParams& p, const CpuPlan& pl, const Scratch& sc, int 
   const int64_t q_token0 = p.cu_seqlens_q[seq] + row0;
   const device::Visibility visibility(q_len, kv_len, p.causal);
 
-  const bool prologue = p.q_norm_weight != nullptr || p.q_rope_dim > 0;
+  const bool prologue = p.prologue.q_norm_weight != nullptr || p.prologue.q_rope_dim > 0;
   float wq[512];  // the Q prologue's norm weight, decoded once per call of attend
-  if (p.q_norm_weight)
-    for (int c = 0; c < d; ++c) wq[c] = half_to_float(static_cast<const uint16_t*>(p.q_norm_weight)[c], DT);
+  if (p.prologue.q_norm_weight)
+    for (int c = 0; c < d; ++c) wq[c] = half_to_float(static_cast<const uint16_t*>(p.prologue.q_norm_weight)[c], DT);
   for (int mi = 0; mi < mcols; ++mi) {
     if (mi < M) {
       const uint16_t* src = q + (q_token0 + mi / g) * p.q_stride_token +
                             static_cast<int64_t>(kh * g + mi % g) * p.q_stride_head;
       if (prologue) {
         float x[512];  // head_size <= 512 (cpu::resolve)
-        q_prologue_row<DT>(p, p.q_norm_weight ? wq : nullptr, q_token0 + mi / g, src, x);
+        q_prologue_row<DT>(p, p.prologue.q_norm_weight ? wq : nullptr, q_token0 + mi / g, src, x);
         for (int c = 0; c < d; ++c) sc.qt[static_cast<std::size_t>(c) * mp + mi] = x[c] * p.scale;
       } else {
         for (int c = 0; c < d; ++c) sc.qt[static_cast<std::size_t>(c) * mp + mi] = half_to_float(src[c], DT) * p.scale;
@@ -320,9 +318,9 @@ template <DType DT>
 void store_row(const AttentionParams& p, int64_t token, int head, const float* acc, float inv) {
   uint16_t* dst = static_cast<uint16_t*>(p.out) + token * p.o_stride_token + static_cast<int64_t>(head) * p.o_stride_head;
   const int d = p.head_size;
-  if (p.gate) {
+  if (p.epilogue.gate) {
     const uint16_t* gt =
-        static_cast<const uint16_t*>(p.gate) + token * p.gate_stride_token + static_cast<int64_t>(head) * p.gate_stride_head;
+        static_cast<const uint16_t*>(p.epilogue.gate) + token * p.epilogue.gate_stride_token + static_cast<int64_t>(head) * p.epilogue.gate_stride_head;
     for (int c = 0; c < d; ++c)
       dst[c] = float_to_half(acc[c] * inv / (1.f + std::exp(-half_to_float(gt[c], DT))), DT);
   } else {
@@ -450,9 +448,7 @@ class CpuUnified final : public AttentionKernel {
     pl->total_q = p.total_q();
     pl->dtype = p.types.q;
     pl->causal = p.causal;
-    pl->output_gate = p.output_gate;
-    pl->q_norm = p.q_norm;
-    pl->q_rope_dim = p.q_rope_dim;
+    pl->fusion = p.fusion;
     pl->threads = in.threads;
     pl->q_tile = in.q_tile;
     pl->kv_tile = in.kv_tile;
@@ -485,10 +481,10 @@ class CpuUnified final : public AttentionKernel {
       throw std::invalid_argument("cpu.unified: params do not describe the planned problem (" + pl->summary + ")");
     if (!p.q || !p.k_cache || !p.v_cache || !p.out || !p.cu_seqlens_q || !p.seqused_k || !p.block_table)
       throw std::invalid_argument("cpu.unified: a params pointer is null");
-    if ((p.gate != nullptr) != pl->output_gate)
-      throw std::invalid_argument(pl->output_gate ? "cpu.unified: the plan has an output gate, params.gate is null"
-                                                  : "cpu.unified: params.gate is set but the plan has no output gate");
-    check_q_prologue_params("cpu.unified", pl->q_norm, pl->q_rope_dim, p);
+    if ((p.epilogue.gate != nullptr) != pl->fusion.output_gate)
+      throw std::invalid_argument(pl->fusion.output_gate ? "cpu.unified: the plan has an output gate, params.epilogue.gate is null"
+                                                  : "cpu.unified: params.epilogue.gate is set but the plan has no output gate");
+    check_q_prologue_params("cpu.unified", pl->fusion, p.prologue);
     if (pl->workspace_bytes > 0 && !p.workspace)
       throw std::invalid_argument("cpu.unified: plan needs " + std::to_string(pl->workspace_bytes) +
                                   " workspace bytes, params.workspace is null");

@@ -4,7 +4,7 @@
 // the end); tiles stream through a 3-stage cp.async pipeline. With one split the CTA writes the
 // output; otherwise it writes a base-2 LSE and a normalised fp32 partial, and the last split CTA of its
 // (sequence, kv head, row tile) to arrive (an atomic counter in the workspace) merges the splits and writes the
-// output in the same launch (no separate combine kernel). The output gate (p.gate) is applied at the write.
+// output in the same launch (no separate combine kernel). The output gate (p.epilogue.gate) is applied at the write.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -253,8 +253,8 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
   }
   if (!row_ok) return;
   T* dst = static_cast<T*>(p.out) + token * p.o_stride_token + head * p.o_stride_head + col0;
-  if (p.gate != nullptr) {
-    const T* g = static_cast<const T*>(p.gate) + token * p.gate_stride_token + head * p.gate_stride_head + col0;
+  if (p.epilogue.gate != nullptr) {
+    const T* g = static_cast<const T*>(p.epilogue.gate) + token * p.epilogue.gate_stride_token + head * p.epilogue.gate_stride_head + col0;
 #pragma unroll
     for (int i = 0; i < kCols; i += 2) {
       const float2 sg = sigmoid2<DT>(*reinterpret_cast<const uint32_t*>(g + i));

@@ -49,7 +49,7 @@ std::string wide_knob_conflict(const AttentionProblem& p, const UnifiedKnobs& kn
     return "ATTNBENCH_SM90_FLASH_WIDE=" + std::to_string(wgs) + ": head size " + std::to_string(p.head_size) +
            " fits at most " + std::to_string(wide_max_wgs(p.head_size)) +
            " consumer warpgroups in the register file";
-  if (p.has_q_prologue() && wgs > kWideMaxWgsQPrologue)
+  if (p.fusion.has_q_prologue() && wgs > kWideMaxWgsQPrologue)
     return "ATTNBENCH_SM90_FLASH_WIDE=" + std::to_string(wgs) + ": the Q prologue (norm / RoPE of Q) is in the " +
            "kernels of at most " + std::to_string(kWideMaxWgsQPrologue) + " consumer warpgroups";
   const int stages = knobs.stages;
@@ -92,7 +92,7 @@ int wide_pack(const AttentionProblem& p, int block_m, const UnifiedKnobs& knobs)
 }
 
 std::string q_prologue_conflict(const AttentionProblem& p, const UnifiedKnobs& knobs) {
-  if (!p.has_q_prologue()) return "";
+  if (!p.fusion.has_q_prologue()) return "";
   if (choose_path(p) != UnifiedPath::prefill_2d)
     return "the Q prologue (norm / RoPE of Q) is in the wide 2D kernel; this problem runs the 3D decode kernel";
   if (!choose_wide(p, knobs) && wide_supports(p) && !wide_knob_conflict(p, knobs).empty())
@@ -101,8 +101,8 @@ std::string q_prologue_conflict(const AttentionProblem& p, const UnifiedKnobs& k
   if (!choose_wide(p, knobs))
     return "the Q prologue (norm / RoPE of Q) is in the wide 2D kernel; ATTNBENCH_SM90_PATH=" +
            std::string(path_knob_name(knobs.path)) + " runs the narrow kernel for this problem";
-  if (p.q_rope_dim % 16 != 0)
-    return "q_rope_dim " + std::to_string(p.q_rope_dim) + " is not a multiple of 16 (the Q prologue rotates "
+  if (p.fusion.q_rope_dim % 16 != 0)
+    return "q_rope_dim " + std::to_string(p.fusion.q_rope_dim) + " is not a multiple of 16 (the Q prologue rotates "
            "16-byte chunks)";
   return "";
 }
@@ -124,7 +124,7 @@ bool wide_auto(const AttentionProblem& p) {
 
 int wide_wgs(const AttentionProblem& p, const UnifiedKnobs& knobs) {
   if (knobs.flash_wide != 0) return knobs.flash_wide;
-  return p.has_q_prologue() ? std::min(wide_default_wgs(p.head_size), kWideMaxWgsQPrologue)
+  return p.fusion.has_q_prologue() ? std::min(wide_default_wgs(p.head_size), kWideMaxWgsQPrologue)
                             : wide_default_wgs(p.head_size);
 }
 

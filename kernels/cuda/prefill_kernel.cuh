@@ -135,9 +135,9 @@ __global__ void __launch_bounds__(32 * W) prefill_kernel(const __grid_constant__
   }
   cp_async_wait<0>();
 
-  // Epilogue: O / l, times sigmoid(gate) when the problem has an output gate (p.gate non-null), fp32 math.
+  // Epilogue: O / l, times sigmoid(gate) when the problem has an output gate (p.epilogue.gate non-null), fp32 math.
   T* out = static_cast<T*>(p.out);
-  const T* gate = static_cast<const T*>(p.gate);
+  const T* gate = static_cast<const T*>(p.epilogue.gate);
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(32 * W) prefill_kernel(const __grid_constant__
         const int64_t tok = q_start + row;
         T* dst = out + tok * p.o_stride_token + head * p.o_stride_head + 2 * (lane % 4);
         if (gate != nullptr) {
-          const T* g = gate + tok * p.gate_stride_token + head * p.gate_stride_head + 2 * (lane % 4);
+          const T* g = gate + tok * p.epilogue.gate_stride_token + head * p.epilogue.gate_stride_head + 2 * (lane % 4);
 #pragma unroll
           for (int d = 0; d < D / 8; ++d) {
             const float2 sg = sigmoid2<DT>(*reinterpret_cast<const uint32_t*>(g + d * 8));

@@ -32,8 +32,8 @@ __device__ __forceinline__ void q_prologue(const AttentionParams& p, const WideL
                                            uint32_t sq, int row0, int tid, Swz swz) {
   constexpr int kTpr = D / 8, kRowsPerPass = 128 / kTpr, kPasses = RW / kRowsPerPass;
   const int ch = tid % kTpr;
-  const bool norm = p.q_norm_weight != nullptr;
-  const int hc = p.q_rope_dim / 16;  // partner distance in chunks
+  const bool norm = p.prologue.q_norm_weight != nullptr;
+  const int hc = p.prologue.q_rope_dim / 16;  // partner distance in chunks
   const bool roped = ch < 2 * hc;
   const int partner = ch < hc ? ch + hc : ch - hc;
   // cos / sin chunk of a pass's row (zero for rows past the sequence and chunks past the rotated dims)
@@ -41,9 +41,9 @@ __device__ __forceinline__ void q_prologue(const AttentionParams& p, const WideL
     c = s = make_uint4(0, 0, 0, 0);
     const WideRow rr = wide_row(w, g, row0 + pass * kRowsPerPass + tid / kTpr);
     if (roped && rr.valid) {
-      const int64_t off = (g.q_start + rr.tok) * static_cast<int64_t>(p.q_rope_dim) + ch * 8;
-      c = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.rope_cos) + off));
-      s = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.rope_sin) + off));
+      const int64_t off = (g.q_start + rr.tok) * static_cast<int64_t>(p.prologue.q_rope_dim) + ch * 8;
+      c = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.prologue.rope_cos) + off));
+      s = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.prologue.rope_sin) + off));
     }
   };
 #pragma unroll 1
@@ -54,11 +54,11 @@ __device__ __forceinline__ void q_prologue(const AttentionParams& p, const WideL
     float x[8];
     unpack8<DT>(ld_shared_v4(addr), x);
     if (norm) {
-      const float inv = row_inv_rms<D>(x, p.q_norm_eps);
+      const float inv = row_inv_rms<D>(x, p.prologue.q_norm_eps);
       float wt[8];  // read again each pass (an L1 hit): kept across passes it cost the d64 kernel spills
-      unpack8<DT>(__ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.q_norm_weight) + ch * 8)), wt);
+      unpack8<DT>(__ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.prologue.q_norm_weight) + ch * 8)), wt);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) x[j] = x[j] * inv * (p.q_norm_offset + wt[j]);
+      for (int j = 0; j < 8; ++j) x[j] = x[j] * inv * (p.prologue.q_norm_offset + wt[j]);
     }
     if (hc > 0) {
       float y[8];

@@ -35,10 +35,8 @@ UnifiedInstance make_instance(const AttentionProblem& p, const UnifiedKnobs& kno
   in.launch = make_unified_launch_plan(p, knobs, device.sm_count);
   in.key = instance_key(p, in.launch);
   in.graph_replay = recommend_graph_replay(p, knobs, /*caller_capturing=*/false);
-  in.output_gate = p.output_gate;
-  in.q_norm = p.q_norm;
-  in.q_rope_dim = p.q_rope_dim;
-  in.summary = in.launch.summary + (p.has_q_prologue() ? " +q-norm-rope" : "") + (p.output_gate ? " +gate" : "");
+  in.fusion = p.fusion;
+  in.summary = in.launch.summary + (p.fusion.has_q_prologue() ? " +q-norm-rope" : "") + (p.fusion.output_gate ? " +gate" : "");
   return in;
 }
 

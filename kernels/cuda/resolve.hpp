@@ -29,9 +29,7 @@ struct UnifiedInstance {
   InstanceKey key;
   UnifiedLaunchPlan launch;
   bool graph_replay = false;
-  bool output_gate = false;
-  bool q_norm = false;  // the Q prologue (2D wide): RMSNorm of Q, then RoPE over its first q_rope_dim dims
-  int q_rope_dim = 0;
+  AttentionFusion fusion;  // the output gate and the Q prologue (2D wide) it applies
   std::string summary;  // launch.summary, then " +q-norm-rope" and " +gate" where the instance applies them
 };
 

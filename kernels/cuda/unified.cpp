@@ -89,8 +89,8 @@ void launch(const CudaUnifiedPlan& plan, const AttentionParams& a, cudaStream_t 
 // The Q prologue's params against the plan, 16-byte aligned (the kernel reads weight, cos and sin rows in 16-byte
 // chunks).
 void check_q_prologue(const CudaUnifiedPlan& plan, const AttentionParams& a) {
-  check_q_prologue_params("cuda.unified", plan.instance.q_norm, plan.instance.q_rope_dim, a);
-  for (const void* ptr : {a.q_norm_weight, a.rope_cos, a.rope_sin})
+  check_q_prologue_params("cuda.unified", plan.instance.fusion, a.prologue);
+  for (const void* ptr : {a.prologue.q_norm_weight, a.prologue.rope_cos, a.prologue.rope_sin})
     if (reinterpret_cast<std::uintptr_t>(ptr) % 16 != 0)
       throw std::invalid_argument("cuda.unified: q_norm_weight, rope_cos and rope_sin must be 16-byte aligned");
 }
@@ -132,12 +132,12 @@ class CudaUnified final : public AttentionKernel {
     if ((a.q_stride_token | a.q_stride_head | a.o_stride_token | a.o_stride_head | a.kv_stride_block |
          a.kv_stride_token | a.kv_stride_head) % 8 != 0)
       throw std::invalid_argument("cuda.unified: strides must be multiples of 8 elements (16-byte rows)");
-    const bool gate = cp->instance.output_gate;
-    if (gate != (a.gate != nullptr))
-      throw std::invalid_argument(gate ? "cuda.unified: the problem has an output gate, params.gate is null"
-                                       : "cuda.unified: params.gate set for a problem without output_gate");
-    if (a.gate != nullptr && ((a.gate_stride_token | a.gate_stride_head) % 2 != 0 ||
-                              reinterpret_cast<std::uintptr_t>(a.gate) % 4 != 0))
+    const bool gate = cp->instance.fusion.output_gate;
+    if (gate != (a.epilogue.gate != nullptr))
+      throw std::invalid_argument(gate ? "cuda.unified: the problem has an output gate, params.epilogue.gate is null"
+                                       : "cuda.unified: params.epilogue.gate set for a problem without output_gate");
+    if (a.epilogue.gate != nullptr && ((a.epilogue.gate_stride_token | a.epilogue.gate_stride_head) % 2 != 0 ||
+                              reinterpret_cast<std::uintptr_t>(a.epilogue.gate) % 4 != 0))
       throw std::invalid_argument("cuda.unified: gate strides must be even and the gate 4-byte aligned");
     check_q_prologue(*cp, a);
     const auto s = static_cast<cudaStream_t>(stream);

@@ -31,7 +31,7 @@ __device__ __forceinline__ void wide_q_ready(const WideCtx<DT, D, WG, TMA>& cx,
   fence_proxy_async_smem();
   named_bar_sync(1 + cx.wg, 128);
   if constexpr (WG <= kWideMaxWgsQPrologue) {
-    if (cx.p.q_norm_weight != nullptr || cx.p.q_rope_dim > 0) {
+    if (cx.p.prologue.q_norm_weight != nullptr || cx.p.prologue.q_rope_dim > 0) {
       q_prologue<DT, D, RW>(cx.p, cx.w, g, sq, cx.wg * RW, cx.tid, [](int row, int ch) { return wide_swz<RW>(row, ch); });
       fence_proxy_async_smem();
       named_bar_sync(1 + cx.wg, 128);
@@ -116,7 +116,7 @@ __device__ __forceinline__ void wide_consumer(const AttentionParams& p, const Wi
   }
   const Ctx cx{p,    w,    sm,   S,
                wg,   tid,  warp, lane,
-               p.scale * 1.4426950408889634f, static_cast<T*>(p.out), static_cast<const T*>(p.gate),
+               p.scale * 1.4426950408889634f, static_cast<T*>(p.out), static_cast<const T*>(p.epilogue.gate),
                static_cast<const T*>(p.q)};
   RingPos cur;  // ring position of the next K tile (V of a tile sits at the same position)
   int k = 0, n_done = 0;

@@ -49,7 +49,7 @@ __device__ __forceinline__ void wide_epilogue(const WideCtx<DT, D, WG, TMA>& cx,
   // strides are only known to be even).
   const bool gate16 =
       gate != nullptr &&
-      ((reinterpret_cast<uintptr_t>(gate) | static_cast<uintptr_t>(p.gate_stride_token | p.gate_stride_head) * 2) &
+      ((reinterpret_cast<uintptr_t>(gate) | static_cast<uintptr_t>(p.epilogue.gate_stride_token | p.epilogue.gate_stride_head) * 2) &
        15) == 0;
   constexpr int kCpr = D / 8, kChunks = RW * kCpr / 128, kBatch = 2;
   // Rolled: unrolled, the copies of the three gate variants would be most of the kernel's code and miss the
@@ -63,8 +63,8 @@ __device__ __forceinline__ void wide_epilogue(const WideCtx<DT, D, WG, TMA>& cx,
       const int cidx = tid + (i0 + b) * 128;
       rows[b] = wide_row(cx.w, g, cx.wg * RW + cidx / kCpr);
       if (gate16 && rows[b].valid)
-        gv[b] = __ldg(reinterpret_cast<const uint4*>(gate + (g.q_start + rows[b].tok) * p.gate_stride_token +
-                                                      rows[b].head * p.gate_stride_head + (cidx % kCpr) * 8));
+        gv[b] = __ldg(reinterpret_cast<const uint4*>(gate + (g.q_start + rows[b].tok) * p.epilogue.gate_stride_token +
+                                                      rows[b].head * p.epilogue.gate_stride_head + (cidx % kCpr) * 8));
     }
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
@@ -80,8 +80,8 @@ __device__ __forceinline__ void wide_epilogue(const WideCtx<DT, D, WG, TMA>& cx,
         v.z = gate_pair<DT>(v.z, gv[b].z);
         v.w = gate_pair<DT>(v.w, gv[b].w);
       } else if (gate != nullptr) {
-        const uint32_t* gp = reinterpret_cast<const uint32_t*>(gate + tok * p.gate_stride_token +
-                                                               rr.head * p.gate_stride_head + ch * 8);
+        const uint32_t* gp = reinterpret_cast<const uint32_t*>(gate + tok * p.epilogue.gate_stride_token +
+                                                               rr.head * p.epilogue.gate_stride_head + ch * 8);
         v.x = gate_pair<DT>(v.x, __ldg(gp + 0));
         v.y = gate_pair<DT>(v.y, __ldg(gp + 1));
         v.z = gate_pair<DT>(v.z, __ldg(gp + 2));

@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
     return p;
   };
   auto gated = [](AttentionProblem p) {
-    p.output_gate = true;
+    p.fusion.output_gate = true;
     return p;
   };
   auto wk = [](std::map<std::string, std::string> k) {

@@ -18,7 +18,7 @@ namespace attnbench::gputest {
 // Fused: Q, K and V are read in place from one projection-output-like buffer, each token row
 // [Q heads | GATE heads | K heads | V heads] (N = (2 h + 2 h_kv) d elements, the gated block's layout): q/kv
 // token strides N, kv_stride_block = block_size * N; rows past the real Q tokens hold NaN. The output gets padded
-// strides (o_stride_head = d + 8, o_stride_token = h (d + 8) + 16). Gate: problem.output_gate, params.gate reads
+// strides (o_stride_head = d + 8, o_stride_token = h (d + 8) + 16). Gate: problem.output_gate, params.epilogue.gate reads
 // the GATE columns (fused) or a [total_q, h, d] buffer, seeded values in [-4, 4]; gate_pad pads that buffer's
 // token rows by 2 elements, so its rows are only 4-byte aligned (the kernels' narrow gate loads).
 struct CaseLayout {
@@ -43,8 +43,8 @@ struct DeviceCase {
 
   DeviceCase(const AttentionProblem& p0, const std::map<std::string, std::string>& knobs, uint64_t seed,
              BlockOrder order = BlockOrder::shuffled, CaseLayout lay = {})
-      : host(build_inputs(with_gate(p0, lay.gate || p0.output_gate), seed, order)),
-        layout{lay.fused, lay.gate || p0.output_gate, lay.gate_pad} {
+      : host(build_inputs(with_gate(p0, lay.gate || p0.fusion.output_gate), seed, order)),
+        layout{lay.fused, lay.gate || p0.fusion.output_gate, lay.gate_pad} {
     lay = layout;
     const AttentionProblem& p = host.problem;
     auto up = [](cuda::DeviceBuffer& b, const auto& vec) {
@@ -84,7 +84,7 @@ struct DeviceCase {
       params.o_stride_head = d + 8;
       params.o_stride_token = h * (d + 8) + 16;
       if (lay.gate) {
-        params.gate = base + h * d;
+        params.epilogue.gate = base + h * d;
         gate_off = h * d;
         gate_st = n;
         gate_sh = d;
@@ -103,11 +103,11 @@ struct DeviceCase {
         gate_host.resize(static_cast<std::size_t>(tq * gate_st));
         for (auto& g : gate_host) g = float_to_half(ug(rng), p.types.q);
         up(gate, gate_host);
-        params.gate = gate.data();
+        params.epilogue.gate = gate.data();
       }
     }
-    params.gate_stride_token = gate_st;
-    params.gate_stride_head = gate_sh;
+    params.epilogue.gate_stride_token = gate_st;
+    params.epilogue.gate_stride_head = gate_sh;
     up(cu, host.cu_seqlens_q);
     up(used, host.seqused_k);
     up(table, host.block_table);
@@ -121,7 +121,7 @@ struct DeviceCase {
     params.workspace = workspace.data();
   }
   static AttentionProblem with_gate(AttentionProblem p, bool gate) {
-    p.output_gate = gate;
+    p.fusion.output_gate = gate;
     return p;
   }
   // Output buffer elements (padded strides included) and the index of (token, head, d) in it.

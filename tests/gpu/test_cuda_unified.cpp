@@ -378,8 +378,8 @@ TEST(CudaUnifiedQPrologue, MatchesTheReferenceOnTransformedQ) {
     for (std::size_t ci = 0; ci < cases.size(); ++ci) {
       const Case& cs = cases[ci];
       AttentionProblem p = problem_of(cs.sh, dt);
-      p.q_norm = cs.norm;
-      p.q_rope_dim = cs.rope;
+      p.fusion.q_norm = cs.norm;
+      p.fusion.q_rope_dim = cs.rope;
       auto knobs = cs.knobs;
       knobs["ATTNBENCH_SM90_PATH"] = "wide";
       DeviceCase c(p, knobs, 900 + ci);
@@ -409,13 +409,13 @@ TEST(CudaUnifiedQPrologue, MatchesTheReferenceOnTransformedQ) {
       }
       const float offset = 0.25f, eps = 1e-6f;
       if (cs.norm) {
-        c.params.q_norm_weight = wd.data();
-        c.params.q_norm_offset = offset;
-        c.params.q_norm_eps = eps;
+        c.params.prologue.q_norm_weight = wd.data();
+        c.params.prologue.q_norm_offset = offset;
+        c.params.prologue.q_norm_eps = eps;
       }
       if (rd > 0) {
-        c.params.rope_cos = cd.data();
-        c.params.rope_sin = sd.data();
+        c.params.prologue.rope_cos = cd.data();
+        c.params.prologue.rope_sin = sd.data();
       }
       cuda::Stream stream;
       c.poison();

@@ -12,6 +12,16 @@
 
 namespace attnbench {
 
+// The gated block's fusions, as named options of a problem; a kernel without them declines a problem that asks.
+// Epilogue: O * sigmoid(gate) (AttentionEpilogue). Q prologue: each Q row RMS-normalised (q_norm) and rotated over
+// its first q_rope_dim dims (rotate-half RoPE) as it is loaded (AttentionQPrologue).
+struct AttentionFusion {
+  bool output_gate = false;
+  bool q_norm = false;
+  int q_rope_dim = 0;
+  bool has_q_prologue() const { return q_norm || q_rope_dim > 0; }
+};
+
 // What is asked, independent of where the data lives. One entry of q_lens/kv_lens per sequence.
 struct AttentionProblem {
   std::vector<int> q_lens;
@@ -22,13 +32,8 @@ struct AttentionProblem {
   int block_size = 64;
   bool causal = true;
   float scale = 0.f;  // 0 means 1/sqrt(head_size)
-  AttentionTypes types;  // storage of Q, K/V and O (types.hpp)
-  bool output_gate = false;  // the epilogue applies O * sigmoid(gate) (params.gate); kernels that can't decline
-  // Q prologue (the gated block's fuse_norm_rope; kernels that can't decline): each Q row is RMS-normalised
-  // (q_norm) and rotated over its first q_rope_dim dims (rotate-half RoPE) as it is loaded; see AttentionParams.
-  bool q_norm = false;
-  int q_rope_dim = 0;
-  bool has_q_prologue() const { return q_norm || q_rope_dim > 0; }
+  AttentionTypes types;      // storage of Q, K/V and O (types.hpp)
+  AttentionFusion fusion;    // the gated block's output-gate epilogue and Q prologue, when asked for
   AttentionFeatures features;  // sliding window, softcap, ALiBi, sinks, qq-bias, K/V scales (features.hpp)
 
   int num_seqs() const { return static_cast<int>(q_lens.size()); }
@@ -59,6 +64,26 @@ struct WorkModel {
 };
 WorkModel attention_work(const AttentionProblem& p);
 
+// Output-gate epilogue (the gated block's fuse_gate): O * sigmoid(gate) with
+// gate[token * gate_stride_token + head * gate_stride_head + d], same dtype as O; null without the fusion.
+struct AttentionEpilogue {
+  const void* gate = nullptr;
+  int64_t gate_stride_token = 0, gate_stride_head = 0;
+};
+
+// Q prologue, on each Q row x of token t (t counts from the batch's first token) in fp32: with q_norm,
+// x *= rsqrt(mean(x^2) + q_norm_eps) * (q_norm_offset + q_norm_weight[d]); then, with h = q_rope_dim / 2 and
+// c, s = rope_cos, rope_sin + t * q_rope_dim: x[i] = x[i] c[i] - x[i + h] s[i] and x[i + h] = x[i + h] c[i + h] +
+// x[i] s[i + h] for i < h; rounded once to the dtype before the scores. Weight, cos and sin are in the dtype (the
+// gated block's QK-RMSNorm and partial RoPE).
+struct AttentionQPrologue {
+  const void* q_norm_weight = nullptr;  // [head_size]
+  float q_norm_offset = 0.f, q_norm_eps = 1e-6f;
+  const void* rope_cos = nullptr;  // [total_q, q_rope_dim]
+  const void* rope_sin = nullptr;
+  int q_rope_dim = 0;
+};
+
 // The contract between host and every backend. Pointers live in the backend's memory.
 // Q, O: [total_q, heads, head_size]; K, V caches: [num_blocks, block_size, kv_heads, head_size];
 // strides in elements.
@@ -71,21 +96,8 @@ struct AttentionParams {
   const int32_t* seqused_k = nullptr;     // [num_seqs]
   const int32_t* block_table = nullptr;   // [num_seqs, block_table_stride]
   void* workspace = nullptr;              // plan().workspace_bytes, owned by the caller
-  // Output gate (problem.output_gate, the gated block's fuse_gate): the epilogue writes O * sigmoid(gate) with
-  // gate[token * gate_stride_token + head * gate_stride_head + d], same dtype as O.
-  const void* gate = nullptr;
-  int64_t gate_stride_token = 0, gate_stride_head = 0;
-  // Q prologue (problem.q_norm / q_rope_dim), on each Q row x of token t (t counts from the batch's first token)
-  // in fp32: with q_norm, x *= rsqrt(mean(x^2) + q_norm_eps) * (q_norm_offset + q_norm_weight[d]); then, with
-  // h = q_rope_dim / 2 and c, s = rope_cos, rope_sin + t * q_rope_dim: x[i] = x[i] c[i] - x[i + h] s[i] and
-  // x[i + h] = x[i + h] c[i + h] + x[i] s[i + h] for i < h; rounded once to the dtype before the scores. Weight,
-  // cos and sin are in the dtype (the gated block's QK-RMSNorm and partial RoPE).
-  const void* q_norm_weight = nullptr;  // [head_size]
-  float q_norm_offset = 0.f, q_norm_eps = 1e-6f;
-  const void* rope_cos = nullptr;  // [total_q, q_rope_dim]
-  const void* rope_sin = nullptr;
-  int q_rope_dim = 0;
-
+  AttentionEpilogue epilogue;   // problem.fusion.output_gate
+  AttentionQPrologue prologue;  // problem.fusion.q_norm / q_rope_dim
   AttentionFeatureParams features;  // the problem's features; pointers in the backend's memory
 
   int64_t q_stride_token = 0, q_stride_head = 0;
@@ -101,9 +113,9 @@ struct AttentionParams {
   AttentionTypes types;
 };
 
-// A call's Q-prologue params against its problem's (q_norm, q_rope_dim): the pointers where the problem has the
-// step, none where it has not. Throws std::invalid_argument prefixed with `kernel`.
-void check_q_prologue_params(const std::string& kernel, bool q_norm, int q_rope_dim, const AttentionParams& a);
+// A call's Q-prologue params against its problem's fusion: the pointers where the problem has the step, none where
+// it has not. Throws std::invalid_argument prefixed with `kernel`.
+void check_q_prologue_params(const std::string& kernel, const AttentionFusion& f, const AttentionQPrologue& a);
 
 // Why a kernel that stores Q, K/V and O in one 16-bit dtype (fp16 or bf16) cannot take this problem ("" when it
 // can): the decline today's kernels give 8-bit storage and mixed types.
