@@ -20,6 +20,9 @@ const std::vector<KernelEntry>& kernel_registry() {
 #ifdef ATTNBENCH_WITH_CUDA
     add(make_cuda_unified(), "paged attention, sm_90a: 2D prefill (mma.sync) and 3D split-KV decode + combine");
 #endif
+#ifdef ATTNBENCH_WITH_CUDNN
+    add(make_cudnn_sdpa(), "cuDNN SDPA (frontend graph API) on the paged inputs: page tables, padding + causal mask");
+#endif
     add_gated(make_cpu_gated_block(), "gated attention block: fp32 GEMMs over rounded stages, cpu.unified SDPA");
 #ifdef ATTNBENCH_WITH_CUDA
     add_gated(make_cuda_gated_block(),

@@ -85,6 +85,7 @@ const std::vector<std::string>& known_non_knob_variables() {
       "ATTNBENCH_BIN",           // scripts/ci and scripts/device: the binary to run
       "ATTNBENCH_GPU_TESTS",     // scripts/device/gate-stats.sh: the GPU test binary to run
       "ATTNBENCH_CUDA",          // scripts/build.sh: ON/OFF for the CUDA backend
+      "ATTNBENCH_CUDNN",         // scripts/build.sh, scripts/install-deps.sh: AUTO/ON/OFF for cudnn.sdpa
       "ATTNBENCH_TESTS",         // scripts/build.sh: ON/OFF for the tests
       "ATTNBENCH_TARGETS",       // scripts/build.sh: the targets to build
       "ATTNBENCH_TEST_VERBOSE",  // tests: print per-case errors

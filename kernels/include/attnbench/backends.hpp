@@ -10,6 +10,10 @@ namespace attnbench {
 // cpu.unified: streaming online-softmax over KV tiles; prefill and split-KV decode paths.
 std::unique_ptr<AttentionKernel> make_cpu_unified();
 
+// cudnn.sdpa: cuDNN's fused SDPA (cuDNN frontend graph API) on the paged inputs. Defined only in builds with
+// cudnn.sdpa (ATTNBENCH_WITH_CUDNN: the CUDA backend, libcudnn and the frontend headers).
+std::unique_ptr<AttentionKernel> make_cudnn_sdpa();
+
 #ifdef ATTNBENCH_WITH_CUDA
 // cuda.unified: 2D prefill (mma.sync) and 3D split-KV decode + combine, dispatched per problem.
 std::unique_ptr<AttentionKernel> make_cuda_unified();

@@ -1,0 +1,231 @@
+// cudnn.sdpa on the GPU against the fp32 reference: attnbench's own paged inputs (shuffled blocks, poisoned cache
+// padding, a poisoned output), every row of every head gated with the default tolerance. A shape cuDNN declines
+// prints the decline and fails only when it is one the kernel must take (decode and causal prefill at d128). Also:
+// a graph replay equals the eager call, and params on another block-table stride get their own graph in run().
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <numeric>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "attnbench/backends.hpp"
+#include "attnbench/reference.hpp"
+#include "cuda/runtime.hpp"
+#include "gate.hpp"
+#include "inputs.hpp"
+
+namespace attnbench::gputest {
+namespace {
+
+struct Shape {
+  std::string name;
+  std::vector<std::pair<int, int>> seqs;  // (q_len, kv_len)
+  int heads, kv_heads, head_size;
+  bool causal = true;
+  int block_size = 64;
+  bool required = false;  // cuDNN must take it: a decline fails the test
+};
+
+std::vector<std::pair<int, int>> uniform(int b, int q, int kv) { return std::vector<std::pair<int, int>>(b, {q, kv}); }
+
+std::vector<Shape> shapes() {
+  return {
+      {"decode ragged d128 h32kv8 bs64", {{1, 523}, {1, 37}, {1, 2011}, {1, 1328}}, 32, 8, 128, true, 64, true},
+      {"prefill causal ragged d128 h8kv2 (q100,kv300) (q64,kv64)", {{100, 300}, {64, 64}}, 8, 2, 128, true, 64, true},
+      {"prefill causal uniform d128 h8kv8 b2 s256", uniform(2, 256, 256), 8, 8, 128},
+      {"prefill noncausal ragged d64 h8kv2 (q100,kv300) (q37,kv37)", {{100, 300}, {37, 37}}, 8, 2, 64, false},
+      {"decode noncausal d64 h16kv4 b3 kv700", uniform(3, 1, 700), 16, 4, 64, false},
+      {"decode d256 h32kv2 b2 kv1000", uniform(2, 1, 1000), 32, 2, 256},
+      {"decode ragged d128 h32kv8 bs16", {{1, 523}, {1, 37}, {1, 300}}, 32, 8, 128, true, 16},
+      {"prefill causal ragged d128 h8kv2 bs16 (q50,kv200) (q1,kv129)", {{50, 200}, {1, 129}}, 8, 2, 128, true, 16},
+      {"spec ragged d128 h32kv8 (q4,kv2000) (q3,kv999)", {{4, 2000}, {3, 999}}, 32, 8, 128},
+  };
+}
+
+AttentionProblem problem_of(const Shape& s, DType dt) {
+  AttentionProblem p;
+  for (auto [q, kv] : s.seqs) {
+    p.q_lens.push_back(q);
+    p.kv_lens.push_back(kv);
+  }
+  p.heads = s.heads;
+  p.kv_heads = s.kv_heads;
+  p.head_size = s.head_size;
+  p.causal = s.causal;
+  p.block_size = s.block_size;
+  p.types = AttentionTypes::all(dt);
+  return p;
+}
+
+const KnobValues& knobs() {
+  static const KnobValues k = KnobValues::resolve({}, false);
+  return k;
+}
+
+// One problem's inputs on the device, cudnn.sdpa's plan and workspace, a poisoned output. `support` says whether
+// cuDNN took the problem; nothing is planned or uploaded when it did not.
+struct CudnnCase {
+  HostInputs host;
+  std::unique_ptr<AttentionKernel> kernel = make_cudnn_sdpa();
+  Support support;
+  std::unique_ptr<AttentionPlan> plan;
+  cuda::DeviceBuffer q, k, v, cu, used, table, out, workspace;
+  AttentionParams params;
+
+  CudnnCase(const AttentionProblem& p, uint64_t seed, BlockOrder order = BlockOrder::shuffled)
+      : host(build_inputs(p, seed, order)) {
+    support = kernel->supports(host.problem, knobs());
+    if (!support.ok) return;
+    plan = kernel->plan(host.problem, knobs());
+    auto up = [](cuda::DeviceBuffer& b, const void* src, std::size_t n) {
+      b = cuda::DeviceBuffer(n);
+      b.upload(src, n);
+    };
+    up(q, host.q.data(), host.q.bytes());
+    up(k, host.k_cache.data(), host.k_cache.bytes());
+    up(v, host.v_cache.data(), host.v_cache.bytes());
+    up(cu, host.cu_seqlens_q.data(), host.cu_seqlens_q.size() * 4);
+    up(used, host.seqused_k.data(), host.seqused_k.size() * 4);
+    up(table, host.block_table.data(), host.block_table.size() * 4);
+    out = cuda::DeviceBuffer(host.q.size() * 2);
+    workspace = cuda::DeviceBuffer(plan->workspace_bytes);
+    params = host.params();
+    params.q = q.data();
+    params.k_cache = k.data();
+    params.v_cache = v.data();
+    params.out = out.data();
+    params.cu_seqlens_q = static_cast<const int32_t*>(cu.data());
+    params.seqused_k = static_cast<const int32_t*>(used.data());
+    params.block_table = static_cast<const int32_t*>(table.data());
+    params.workspace = workspace.data();
+    poison();
+  }
+  void poison() { out.fill_byte(0xFF); }  // 0xFFFF is NaN in fp16 and bf16
+  void run(cudaStream_t s) const { kernel->run(*plan, params, s); }
+  std::vector<uint16_t> output() const {
+    std::vector<uint16_t> o(host.q.size());
+    out.download(o.data(), o.size() * 2);
+    return o;
+  }
+};
+
+// Every (token, head) row against the fp32 reference, with the harness's gate and default tolerance.
+GateResult gate_every_row(const CudnnCase& c) {
+  const AttentionProblem& p = c.host.problem;
+  const int64_t rows = p.total_q() * p.heads;
+  std::vector<float> ref(static_cast<std::size_t>(rows) * p.head_size);
+  reference::paged_attention_all(c.host.params(), ref.data());
+  std::vector<int64_t> ids(static_cast<std::size_t>(rows));
+  std::iota(ids.begin(), ids.end(), int64_t{0});
+  const std::vector<uint16_t> out = c.output();
+  return gate_rows(out.data(), static_cast<int64_t>(out.size()), p.types.o, p.head_size, ids, ref.data(),
+                   default_tolerance(p.types.o));
+}
+
+// Whether the test can go on: a device is visible and cuDNN took the case (a decline of a required shape fails).
+bool taken(const CudnnCase& c, const Shape& sh, DType dt) {
+  if (c.support.ok) return true;
+  std::printf("  %-58s %s declined: %s\n", sh.name.c_str(), dtype_name(dt), c.support.reason.c_str());
+  if (sh.required) ADD_FAILURE() << sh.name << " " << dtype_name(dt) << ": cuDNN declined a required shape: "
+                                 << c.support.reason;
+  return false;
+}
+
+#define SKIP_WITHOUT_DEVICE() \
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device"
+
+class CudnnSdpaGate : public ::testing::TestWithParam<std::tuple<int, DType>> {};
+
+TEST_P(CudnnSdpaGate, MatchesReference) {
+  SKIP_WITHOUT_DEVICE();
+  const auto [idx, dt] = GetParam();
+  const Shape sh = shapes()[idx];
+  CudnnCase c(problem_of(sh, dt), 4321 + idx);
+  if (!taken(c, sh, dt)) return;
+  cuda::Stream stream;
+  c.run(stream.get());
+  stream.synchronize();
+  const GateResult g = gate_every_row(c);
+  std::printf("  %-58s %s rows=%lld max_abs=%.3g row_rel=%.3g plan: %s\n", sh.name.c_str(), dtype_name(dt),
+              static_cast<long long>(g.rows_checked), g.max_abs, g.max_row_rel, c.plan->summary.c_str());
+  EXPECT_EQ(g.nonfinite, 0) << sh.name << ": unwritten or non-finite outputs";
+  EXPECT_TRUE(g.passed) << sh.name << " " << dtype_name(dt) << ": " << gate_failure_reason(g) << " " << g.detail;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudnnSdpaGate,
+                         ::testing::Combine(::testing::Range(0, static_cast<int>(shapes().size())),
+                                            ::testing::Values(DType::f16, DType::bf16)),
+                         [](const auto& info) {
+                           return "s" + std::to_string(std::get<0>(info.param)) + "_" +
+                                  (std::get<1>(info.param) == DType::f16 ? "f16" : "bf16");
+                         });
+
+// Contiguous blocks too (the shuffled order is the gate's): the same answer within the gate.
+TEST(CudnnSdpaBlocks, ContiguousOrderMatchesReference) {
+  SKIP_WITHOUT_DEVICE();
+  const Shape sh = shapes()[0];
+  CudnnCase c(problem_of(sh, DType::bf16), 77, BlockOrder::contiguous);
+  if (!taken(c, sh, DType::bf16)) return;
+  cuda::Stream stream;
+  c.run(stream.get());
+  stream.synchronize();
+  const GateResult g = gate_every_row(c);
+  EXPECT_TRUE(g.passed) << gate_failure_reason(g) << " " << g.detail;
+}
+
+// The plan is made once; run() captures into a CUDA graph, and every replay writes the eager call's output.
+TEST(CudnnSdpaGraph, ReplayMatchesEager) {
+  SKIP_WITHOUT_DEVICE();
+  for (int idx : {0, 1}) {
+    const Shape sh = shapes()[idx];
+    CudnnCase c(problem_of(sh, DType::bf16), 99 + idx);
+    if (!taken(c, sh, DType::bf16)) continue;
+    EXPECT_TRUE(c.plan->graph_replay);
+    cuda::Stream stream;
+    c.run(stream.get());
+    stream.synchronize();
+    const std::vector<uint16_t> eager = c.output();
+    c.poison();
+    cuda::Graph graph(stream.get(), [&] { c.run(stream.get()); });
+    for (int i = 0; i < 3; ++i) {
+      graph.replay(stream.get());
+      stream.synchronize();
+      EXPECT_EQ(c.output(), eager) << sh.name << ": replay " << i;
+      c.poison();
+    }
+  }
+}
+
+// Params whose block table rows are exactly as long as the longest sequence needs (not the planned one slot more):
+// run() builds that layout's graph on the first eager call, refuses to build it while capturing, and gates.
+TEST(CudnnSdpaLayouts, AnotherTableStrideGetsItsGraphInRun) {
+  SKIP_WITHOUT_DEVICE();
+  const Shape sh = shapes()[0];
+  CudnnCase c(problem_of(sh, DType::bf16), 5);
+  if (!taken(c, sh, DType::bf16)) return;
+  const AttentionProblem& p = c.host.problem;
+  const int pages = p.max_blocks_per_seq(), old_stride = c.host.block_table_stride;
+  std::vector<int32_t> packed(static_cast<std::size_t>(p.num_seqs()) * pages);
+  for (int s = 0; s < p.num_seqs(); ++s)
+    for (int b = 0; b < pages; ++b) packed[s * pages + b] = c.host.block_table[s * old_stride + b];
+  cuda::DeviceBuffer table(packed.size() * 4);
+  table.upload(packed.data(), packed.size() * 4);
+  c.params.block_table = static_cast<const int32_t*>(table.data());
+  c.params.block_table_stride = pages;
+  cuda::Stream stream;
+  EXPECT_THROW(cuda::Graph(stream.get(), [&] { c.run(stream.get()); }), std::exception);
+  c.run(stream.get());
+  stream.synchronize();
+  const GateResult g = gate_every_row(c);
+  EXPECT_TRUE(g.passed) << gate_failure_reason(g) << " " << g.detail;
+  c.poison();
+  cuda::Graph graph(stream.get(), [&] { c.run(stream.get()); });  // now built: capturable
+  graph.replay(stream.get());
+  stream.synchronize();
+  EXPECT_TRUE(gate_every_row(c).passed);
+}
+
+}  // namespace
+}  // namespace attnbench::gputest

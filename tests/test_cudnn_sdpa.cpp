@@ -1,0 +1,167 @@
+// cudnn.sdpa where no device is needed: the declines it gives before asking cuDNN (types, features, the gate
+// epilogue, the Q prologue, int32 ragged offsets), "no CUDA device" without one (a decline, never a throw), the
+// derived tables' arithmetic and workspace layout, and its registry entry. Built only with cudnn.sdpa.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "attnbench/backends.hpp"
+#include "cli_helpers.hpp"
+#include "cuda/runtime.hpp"
+#include "cudnn/derived.hpp"
+#include "registry.hpp"
+
+using namespace attnbench;
+
+namespace {
+
+AttentionProblem small_problem(DType dt = DType::bf16) {
+  AttentionProblem p;
+  p.q_lens = {1, 5};
+  p.kv_lens = {100, 37};
+  p.heads = 4;
+  p.kv_heads = 2;
+  p.head_size = 64;
+  p.types = AttentionTypes::all(dt);
+  return p;
+}
+
+const KnobValues& knobs() {
+  static const KnobValues k = KnobValues::resolve({}, false);
+  return k;
+}
+
+// supports() declines with `want` in the reason and does not throw; plan() refuses it with the same reason.
+void expect_declined(const AttentionProblem& p, const std::string& want) {
+  const auto k = make_cudnn_sdpa();
+  Support s;
+  EXPECT_NO_THROW(s = k->supports(p, knobs()));
+  EXPECT_FALSE(s.ok);
+  EXPECT_NE(s.reason.find(want), std::string::npos) << s.reason;
+  try {
+    k->plan(p, knobs());
+    ADD_FAILURE() << "plan() took a problem supports() declines: " << want;
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
+TEST(CudnnSdpa, DeclinesTypesFeaturesGateAndQPrologueWithoutADevice) {
+  AttentionProblem p = small_problem();
+  p.types = AttentionTypes::all(DType::e4m3);
+  expect_declined(p, "dtype e4m3: this kernel stores Q, K/V and O in fp16 or bf16 only");
+  p.types = {DType::bf16, DType::e4m3, DType::bf16};
+  expect_declined(p, "types bf16-e4m3-bf16 (q-kv-o)");
+
+  p = small_problem();
+  p.features.window_left = 16;
+  expect_declined(p, "feature 'window_left': not implemented by cudnn.sdpa");
+  p = small_problem();
+  p.features.softcap = 30.f;
+  expect_declined(p, "feature 'softcap': not implemented by cudnn.sdpa");
+
+  p = small_problem();
+  p.output_gate = true;
+  expect_declined(p, "output_gate: cudnn.sdpa has no gate epilogue");
+  p = small_problem();
+  p.q_norm = true;
+  expect_declined(p, "Q prologue");
+  p = small_problem();
+  p.q_rope_dim = 16;
+  expect_declined(p, "Q prologue");
+
+  // Ragged offsets are int32 elements: total_q * heads * head_size must fit (70001 * 128 * 256 does not).
+  p = small_problem();
+  p.q_lens = {70000, 1};
+  p.kv_lens = {70000, 1};
+  p.heads = p.kv_heads = 128;
+  p.head_size = 256;
+  expect_declined(p, "ragged Q/O offsets are int32 elements");
+}
+
+TEST(CudnnSdpa, NoDeviceIsADeclineNeverAThrow) {
+  if (cuda::device_count() > 0) GTEST_SKIP() << "a CUDA device is visible (the GPU tests run cudnn.sdpa)";
+  for (DType dt : {DType::f16, DType::bf16}) {
+    AttentionProblem decode = small_problem(dt);
+    decode.q_lens = {1, 1};
+    AttentionProblem prefill = small_problem(dt);
+    prefill.q_lens = {100, 37};
+    AttentionProblem noncausal = prefill;
+    noncausal.causal = false;
+    for (const AttentionProblem& p : {decode, prefill, noncausal}) {
+      const Support s = make_cudnn_sdpa()->supports(p, knobs());
+      EXPECT_FALSE(s.ok);
+      EXPECT_EQ(s.reason, "no CUDA device");
+    }
+    EXPECT_THROW(make_cudnn_sdpa()->plan(decode, knobs()), std::invalid_argument);
+  }
+}
+
+TEST(CudnnSdpa, DerivedTablesFromCuSeqlens) {
+  const std::vector<int32_t> cu = {0, 100, 164, 165};
+  const int n = 3;
+  const int64_t q_st = 8 * 128, o_st = 8 * 136 + 16;  // O on padded strides: its offsets differ from Q's
+  std::vector<int32_t> seq(n, -1), qo(n + 1, -1), oo(n + 1, -1);
+  cudnn::DerivedTables t{seq.data(), qo.data(), oo.data()};
+  for (int i = 0; i <= n; ++i) cudnn::derive_entry(cu.data(), n, i, q_st, o_st, t);
+  EXPECT_EQ(seq, (std::vector<int32_t>{100, 64, 1}));
+  EXPECT_EQ(qo, (std::vector<int32_t>{0, 100 * 1024, 164 * 1024, 165 * 1024}));
+  EXPECT_EQ(oo, (std::vector<int32_t>{0, 100 * 1104, 164 * 1104, 165 * 1104}));
+
+  // Not ragged: only the lengths.
+  std::vector<int32_t> seq2(n, -1);
+  cudnn::DerivedTables lengths_only{seq2.data(), nullptr, nullptr};
+  for (int i = 0; i <= n; ++i) cudnn::derive_entry(cu.data(), n, i, q_st, o_st, lengths_only);
+  EXPECT_EQ(seq2, seq);
+}
+
+TEST(CudnnSdpa, WorkspaceHoldsCudnnsBytesThenAlignedTables) {
+  const cudnn::WorkspaceLayout r = cudnn::workspace_layout(1000, 3, /*ragged=*/true);
+  EXPECT_EQ(r.seq_len_q, 1024u);
+  EXPECT_EQ(r.q_offsets, 1280u);
+  EXPECT_EQ(r.o_offsets, 1536u);
+  EXPECT_EQ(r.total, 1792u);
+  const cudnn::WorkspaceLayout d = cudnn::workspace_layout(0, 100, /*ragged=*/false);
+  EXPECT_EQ(d.seq_len_q, 0u);
+  EXPECT_EQ(d.total, 512u);  // 100 int32 lengths, rounded up to 256 bytes
+  const cudnn::WorkspaceLayout big = cudnn::workspace_layout(256, 64, true);
+  EXPECT_EQ(big.q_offsets, 512u);
+  EXPECT_EQ(big.o_offsets, 512u + 512u);  // 65 offsets: 260 bytes, rounded to 512
+  char base[4096];
+  const cudnn::DerivedTables t = cudnn::tables_in(base, r, true);
+  EXPECT_EQ(reinterpret_cast<char*>(t.seq_len_q), base + 1024);
+  EXPECT_EQ(reinterpret_cast<char*>(t.o_offsets), base + 1536);
+  EXPECT_EQ(cudnn::tables_in(base, d, false).q_offsets, nullptr);
+}
+
+TEST(CudnnSdpa, IsRegisteredAndListedWithItsDescription) {
+  const KernelEntry* entry = nullptr;
+  for (const auto& k : kernel_registry())
+    if (k.name == "cudnn.sdpa") entry = &k;
+  ASSERT_NE(entry, nullptr);
+  EXPECT_EQ(entry->backend, Backend::cuda);
+  EXPECT_EQ(entry->op, Op::attention);
+  EXPECT_NE(entry->description.find("cuDNN SDPA"), std::string::npos) << entry->description;
+  const testcli::Result r = testcli::run_cli("list --kernels");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("cudnn.sdpa"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(entry->description), std::string::npos) << r.output;
+}
+
+TEST(CudnnSdpa, RunRowsWithoutADeviceAreDeclined) {
+  if (cuda::device_count() > 0) GTEST_SKIP() << "a CUDA device is visible";
+  const std::string out = testcli::tmp_path("cudnn_decode.json");
+  const auto r = testcli::run_cli("run --group decode --kernel cudnn.sdpa --backend cuda --mode eager --gate-only -o " +
+                                  out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto doc = testcli::read_json(out);
+  ASSERT_FALSE(doc["rows"].empty());
+  for (const auto& row : doc["rows"]) {
+    EXPECT_EQ(row["kernel"], "cudnn.sdpa") << row.dump();
+    EXPECT_EQ(row["status"], "declined") << row.dump();
+    EXPECT_NE(row["reason"].get<std::string>().find("no CUDA device"), std::string::npos) << row.dump();
+  }
+}
