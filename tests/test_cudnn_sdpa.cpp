@@ -64,13 +64,13 @@ TEST(CudnnSdpa, DeclinesTypesFeaturesGateAndQPrologueWithoutADevice) {
   expect_declined(p, "feature 'softcap': not implemented by cudnn.sdpa");
 
   p = small_problem();
-  p.output_gate = true;
+  p.fusion.output_gate = true;
   expect_declined(p, "output_gate: cudnn.sdpa has no gate epilogue");
   p = small_problem();
-  p.q_norm = true;
+  p.fusion.q_norm = true;
   expect_declined(p, "Q prologue");
   p = small_problem();
-  p.q_rope_dim = 16;
+  p.fusion.q_rope_dim = 16;
   expect_declined(p, "Q prologue");
 
   // Ragged offsets are int32 elements: total_q * heads * head_size must fit (70001 * 128 * 256 does not).

@@ -87,8 +87,8 @@ std::string layout_conflict(const AttentionProblem& p, const Layout& l) {
 std::string problem_conflict(const AttentionProblem& p) {
   if (std::string s = sixteen_bit_storage_conflict(p); !s.empty()) return s;
   if (std::string f = feature_conflict(p.features, kName); !f.empty()) return f;
-  if (p.output_gate) return "output_gate: cudnn.sdpa has no gate epilogue";
-  if (p.has_q_prologue()) return "Q prologue (q_norm / q_rope_dim): cudnn.sdpa has none";
+  if (p.fusion.output_gate) return "output_gate: cudnn.sdpa has no gate epilogue";
+  if (p.fusion.has_q_prologue()) return "Q prologue (q_norm / q_rope_dim): cudnn.sdpa has none";
   try {
     p.validate();
   } catch (const std::invalid_argument& e) {
@@ -277,8 +277,9 @@ void check_params(const CudnnSdpaPlan& cp, const AttentionParams& a) {
   if (!a.q || !a.k_cache || !a.v_cache || !a.out || !a.cu_seqlens_q || !a.seqused_k || !a.block_table || !a.workspace)
     throw std::invalid_argument(
         "cudnn.sdpa: params need q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table and workspace");
-  if (a.gate) throw std::invalid_argument("cudnn.sdpa: params.gate set, and cudnn.sdpa has no gate epilogue");
-  check_q_prologue_params(kName, false, 0, a);
+  if (a.epilogue.gate)
+    throw std::invalid_argument("cudnn.sdpa: params.epilogue.gate set, and cudnn.sdpa has no gate epilogue");
+  check_q_prologue_params(kName, AttentionFusion{}, a.prologue);
 }
 
 // The plan's graph for the params' layout; another layout's is built on its first (eager) call.
