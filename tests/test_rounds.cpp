@@ -1,0 +1,94 @@
+// Interleaved rounds and the control pair: the round schedule (every sampler once per round, the order rotated by
+// one each round, the stop rule split over the rounds), the median of round medians and the spread, and a CLI run
+// whose rows carry their rounds, with the control copy beside the kernel it repeats.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "cli_helpers.hpp"
+#include "measure.hpp"
+
+using namespace attnbench;
+using namespace testcli;
+
+TEST(Rounds, EverySamplerOncePerRoundInRotatedOrder) {
+  std::vector<int> order;
+  std::vector<Sampler> samplers;
+  for (int k = 0; k < 3; ++k)
+    samplers.push_back([&order, k] {
+      if (order.empty() || order.back() != k) order.push_back(k);  // one entry per measurement
+      return 1.0 + k;
+    });
+  StopRule rule;
+  rule.min_samples = 12;
+  rule.max_noise = 1.0;
+  const auto out = measure_rounds(samplers, rule, 4);
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 1, 2, 0, 2, 0, 1, 0, 1, 2}));
+  ASSERT_EQ(out.size(), 3u);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(out[k].round_medians.size(), 4u);
+    EXPECT_EQ(out[k].samples.size(), 12u);  // 3 per round: 12 / 4
+    EXPECT_DOUBLE_EQ(out[k].median, 1.0 + k);
+    EXPECT_TRUE(out[k].settled);
+  }
+}
+
+TEST(Rounds, MedianOfRoundMediansAndSpread) {
+  // Round r's samples are all 10 + r, except round 2, slow: 40. The median of the round medians ignores it.
+  int round = 0, calls = 0;
+  const Sampler s = [&] {
+    const double v = round == 2 ? 40.0 : 10.0 + round;
+    if (++calls == 3) calls = 0, ++round;
+    return v;
+  };
+  StopRule rule;
+  rule.min_samples = 15;
+  rule.max_noise = 0.0;  // each round stops at its 3 samples only because all three are equal
+  const auto out = measure_rounds({s}, rule, 5);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].round_medians, (std::vector<double>{10, 11, 40, 13, 14}));
+  EXPECT_DOUBLE_EQ(out[0].median, 13.0);
+  EXPECT_DOUBLE_EQ(out[0].spread, (40.0 - 10.0) / 13.0);
+  const Stats st = rounded_stats(out[0]);
+  EXPECT_DOUBLE_EQ(st.median, 13.0);
+  EXPECT_EQ(st.n, 15);
+  EXPECT_DOUBLE_EQ(st.min, 10.0);
+}
+
+TEST(Rounds, TheStopRuleIsSplitOverTheRounds) {
+  StopRule rule;
+  rule.min_samples = 20;
+  rule.timeout_s = 10;
+  rule.max_samples = 2000;
+  const StopRule r = round_rule(rule, 5);
+  EXPECT_EQ(r.min_samples, 4);
+  EXPECT_DOUBLE_EQ(r.timeout_s, 2.0);
+  EXPECT_EQ(r.max_samples, 400);
+  EXPECT_EQ(round_rule(rule, 10).min_samples, 3);  // at least 3 per round
+  EXPECT_EQ(round_rule(rule, 1).min_samples, 20);
+}
+
+TEST(Rounds, ControlRowsRepeatTheFirstKernelWithTheirOwnRounds) {
+  const std::string shapes = write_text(
+      "rounds_shapes.json",
+      R"({"group": "tr", "defaults": {"heads": 2, "kv_heads": 1, "head_size": 64, "dtypes": ["bf16"]},
+          "shapes": [{"name": "p", "seqlen_k": 40}]})");
+  const std::string out = tmp_path("rounds.json");
+  const auto r = run_cli("run --shapes " + shapes + " --backend cpu --kernel cpu.unified --mode eager --control "
+                         "--rounds 3 --min-samples 6 --no-progress -o " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto rows = read_json(out)["rows"];
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["kernel"], "cpu.unified");
+  EXPECT_EQ(rows[1]["kernel"], "cpu.unified#control");
+  for (const auto& row : rows) {
+    EXPECT_EQ(row["status"], "ok") << row.dump();
+    EXPECT_EQ(row["rounds"]["count"], 3);
+    EXPECT_EQ(row["rounds"]["medians_us"].size(), 3u);
+    EXPECT_GE(row["time_us"]["n"].get<int>(), 6);
+    // The control's repro runs the kernel it repeats.
+    EXPECT_NE(row["repro"].get<std::string>().find("--kernel cpu.unified"), std::string::npos) << row["repro"];
+    EXPECT_EQ(row["repro"].get<std::string>().find("#control"), std::string::npos) << row["repro"];
+  }
+}
