@@ -11,34 +11,12 @@
 #include "../../kernels/cpu/norm_rope.hpp"
 #include "attnbench/reference.hpp"
 #include "gate.hpp"
+#include "gpu_shape.hpp"
 #include "cuda/heuristics.hpp"
 #include "gpu_case.hpp"
 
 namespace attnbench::gputest {
 namespace {
-
-struct Shape {
-  std::string name;
-  std::vector<std::pair<int, int>> seqs;  // (q_len, kv_len)
-  int heads, kv_heads, head_size;
-  bool causal = true;
-  int block_size = 64;
-};
-
-AttentionProblem problem_of(const Shape& s, DType dt) {
-  AttentionProblem p;
-  for (auto [q, kv] : s.seqs) {
-    p.q_lens.push_back(q);
-    p.kv_lens.push_back(kv);
-  }
-  p.heads = s.heads;
-  p.kv_heads = s.kv_heads;
-  p.head_size = s.head_size;
-  p.causal = s.causal;
-  p.block_size = s.block_size;
-  p.types = AttentionTypes::all(dt);
-  return p;
-}
 
 std::vector<std::pair<int, int>> uniform(int b, int q, int kv) { return std::vector<std::pair<int, int>>(b, {q, kv}); }
 

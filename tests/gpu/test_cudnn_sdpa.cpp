@@ -14,19 +14,11 @@
 #include "attnbench/reference.hpp"
 #include "cuda/runtime.hpp"
 #include "gate.hpp"
+#include "gpu_shape.hpp"
 #include "inputs.hpp"
 
 namespace attnbench::gputest {
 namespace {
-
-struct Shape {
-  std::string name;
-  std::vector<std::pair<int, int>> seqs;  // (q_len, kv_len)
-  int heads, kv_heads, head_size;
-  bool causal = true;
-  int block_size = 64;
-  bool required = false;  // cuDNN must take it: a decline fails the test
-};
 
 std::vector<std::pair<int, int>> uniform(int b, int q, int kv) { return std::vector<std::pair<int, int>>(b, {q, kv}); }
 
@@ -42,21 +34,6 @@ std::vector<Shape> shapes() {
       {"prefill causal ragged d128 h8kv2 bs16 (q50,kv200) (q1,kv129)", {{50, 200}, {1, 129}}, 8, 2, 128, true, 16},
       {"spec ragged d128 h32kv8 (q4,kv2000) (q3,kv999)", {{4, 2000}, {3, 999}}, 32, 8, 128},
   };
-}
-
-AttentionProblem problem_of(const Shape& s, DType dt) {
-  AttentionProblem p;
-  for (auto [q, kv] : s.seqs) {
-    p.q_lens.push_back(q);
-    p.kv_lens.push_back(kv);
-  }
-  p.heads = s.heads;
-  p.kv_heads = s.kv_heads;
-  p.head_size = s.head_size;
-  p.causal = s.causal;
-  p.block_size = s.block_size;
-  p.types = AttentionTypes::all(dt);
-  return p;
 }
 
 const KnobValues& knobs() {
