@@ -307,9 +307,11 @@ void Runner::run_case(const ShapeCase& c) {
   std::unique_ptr<OpCase> op_case = make_op_case(c);
   const auto entries = kernels_for(c);
   if (entries.empty() || !op_case) return decline_case(c, op_case.get());
-  std::vector<Slot> slots;
-  for (const KernelEntry* e : entries) slots.push_back({e, e->name});
-  if (o.control) slots.push_back({entries.front(), entries.front()->name + kControlSuffix});
+  std::vector<Slot> slots(entries.size() + (o.control ? 1 : 0));
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    slots[i].entry = entries[i < entries.size() ? i : 0];
+    slots[i].name = slots[i].entry->name + (i < entries.size() ? "" : kControlSuffix);
+  }
   for (Slot& s : slots) bind_slot(c, *op_case, s);
   for (Mode m : o.modes) {
     std::vector<TimedSlot> timed;
