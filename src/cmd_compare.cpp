@@ -3,6 +3,7 @@
 
 #include "commands.hpp"
 #include "compare.hpp"
+#include "control_pair.hpp"
 #include "errors.hpp"
 #include "results.hpp"
 
@@ -26,6 +27,12 @@ void compare_callback(const CompareCli& c, Context& ctx) {
     throw UsageError("compare: expected BASE.json NEW.json (or --against KERNEL with one or more files), got " +
                      std::to_string(c.files.size()) + " file(s)");
   if (!c.json_out.empty()) check_writable(c.json_out);
+  // Differences inside a file's control-pair noise floor are not differences: the threshold rises to it.
+  for (const auto& f : c.files)
+    if (const auto floor = control_noise_floor(f); floor && *floor > o.threshold) {
+      o.threshold = *floor;
+      std::cout << "threshold raised to " << 100.0 * *floor << "%: the control-pair noise floor of " << f << "\n";
+    }
 
   Comparison cmp;
   std::string base_path, new_path;

@@ -4,6 +4,7 @@
 
 #include "cli_options.hpp"
 #include "commands.hpp"
+#include "control_pair.hpp"
 #include "errors.hpp"
 #include "runner.hpp"
 
@@ -86,6 +87,8 @@ void run_callback(RunCli& c, Context& ctx) {
   std::cout << "rows: " << f.rows.size() << " (ok " << ok << ", declined " << declined << ", mismatch " << mismatch
             << ", error " << error << ")\n";
   if (const std::string none = nothing_ran(f); !none.empty()) std::cout << none << "\n";
+  if (f.provenance.contains("control"))
+    if (const std::string line = control_pair_line(f.provenance["control"]); !line.empty()) std::cout << line << "\n";
   std::cout << "wrote " << out << " and " << csv << "\n";
   ctx.exit_code = exit_code_for(f, c.fail_if_nothing_ran);
 }

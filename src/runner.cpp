@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "case_timing.hpp"
+#include "control_pair.hpp"
 #include "errors.hpp"
 #include "memory_check.hpp"
 #include "op_case.hpp"
@@ -298,6 +299,7 @@ ResultsFile Runner::run() {
   }
   table->legend();
   finish_provenance();
+  if (o.control) file.provenance["control"] = control_pair_summary(file.rows);
   return std::move(file);
 }
 
