@@ -27,6 +27,14 @@ struct Guarded {
   }
 };
 
+// A rounded measurement in seconds, converted to microseconds.
+RoundedMeasurement in_us(RoundedMeasurement m) {
+  m.samples = to_us(std::move(m.samples));
+  m.round_medians = to_us(std::move(m.round_medians));
+  m.median *= 1e6;
+  return m;
+}
+
 RoundsInfo rounds_info(const RoundedMeasurement& m) {
   RoundsInfo r;
   r.count = static_cast<int>(m.round_medians.size());
@@ -95,10 +103,7 @@ void time_slots(std::vector<TimedSlot>& slots, Mode m, const RunOptions& o) {
           row.reason = "timing: " + failure;
           return;
         }
-        RoundedMeasurement us = r;
-        us.samples = to_us(us.samples);
-        us.round_medians = to_us(us.round_medians);
-        us.median *= 1e6;
+        const RoundedMeasurement us = in_us(r);
         row.time_us = rounded_stats(us);
         row.rounds = rounds_info(us);
         row.settled = r.settled;
@@ -114,10 +119,7 @@ void time_slots(std::vector<TimedSlot>& slots, Mode m, const RunOptions& o) {
           row.unsettled += (row.unsettled.empty() ? "" : "; ") + ("device_time_us: " + failure);
           return;
         }
-        RoundedMeasurement us = r;
-        us.samples = to_us(us.samples);
-        us.median *= 1e6;
-        row.device_time_us = rounded_stats(us);
+        row.device_time_us = rounded_stats(in_us(r));
         if (!r.settled) row.unsettled += (row.unsettled.empty() ? "" : "; ") + ("device_time_us: " + r.unsettled);
       });
 }

@@ -18,17 +18,14 @@ bool timed(const ResultRow& r) { return r.status == "ok" && r.time_us && r.time_
 }  // namespace
 
 nlohmann::json control_pair_summary(const std::vector<ResultRow>& rows) {
-  const std::string suffix = kControlSuffix;
   std::map<std::string, const ResultRow*> firsts;
   for (const auto& r : rows)
     if (timed(r)) firsts.emplace(pair_key(r, r.kernel), &r);
   std::vector<double> ratios;
   std::string kernel;
   for (const auto& r : rows) {
-    if (!timed(r) || r.kernel.size() <= suffix.size() ||
-        r.kernel.compare(r.kernel.size() - suffix.size(), suffix.size(), suffix) != 0)
-      continue;
-    kernel = r.kernel.substr(0, r.kernel.size() - suffix.size());
+    if (!timed(r) || control_of(r.kernel).empty()) continue;
+    kernel = control_of(r.kernel);
     const auto it = firsts.find(pair_key(r, kernel));
     if (it != firsts.end()) ratios.push_back(r.time_us->median / it->second->time_us->median);
   }

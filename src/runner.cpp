@@ -271,11 +271,8 @@ ResultRow Runner::base_row(const ShapeCase& c, const OpCase* op_case, const std:
   r.mode = mode_name(m);
   r.l2 = l2_name(o.l2);
   r.knobs = knobs.all();
-  const bool control = kernel.size() > std::string(kControlSuffix).size() &&
-                       kernel.compare(kernel.size() - std::string(kControlSuffix).size(), std::string::npos,
-                                      kControlSuffix) == 0;
-  r.repro = repro_command(o, c, control ? kernel.substr(0, kernel.size() - std::string(kControlSuffix).size()) : kernel,
-                          b, m, knobs.all());
+  const std::string repeated = control_of(kernel);
+  r.repro = repro_command(o, c, repeated.empty() ? kernel : repeated, b, m, knobs.all());
   if (op_case) {
     r.dims = op_case->dims();
     const WorkModel w = op_case->work();

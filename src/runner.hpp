@@ -44,6 +44,12 @@ struct RunOptions {
 
 // The kernel name of the control copy's rows: "<kernel>#control".
 inline constexpr const char* kControlSuffix = "#control";
+// The kernel a control row repeats ("k" for "k#control"); empty for any other name.
+inline std::string control_of(const std::string& kernel) {
+  const std::string suffix = kControlSuffix;
+  const bool is = kernel.size() > suffix.size() && kernel.compare(kernel.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return is ? kernel.substr(0, kernel.size() - suffix.size()) : "";
+}
 
 // Resolves the selected cases; throws UsageError for unknown groups, bad files, bad filters.
 std::vector<ShapeCase> select_cases(const RunOptions& o);
