@@ -1,6 +1,9 @@
 #include "case_timing.hpp"
 
 #include <memory>
+#include <cstdio>
+#include <optional>
+#include <set>
 
 namespace attnbench {
 
@@ -65,7 +68,75 @@ void rounds_over(std::vector<TimedSlot>& slots, const RunOptions& o, const std::
   for (std::size_t i = 0; i < who.size(); ++i) store(*who[i], results[i], *guards[i].failure);
 }
 
+using Readings = std::map<Device*, std::optional<gpu::SensorReadings>>;
+
+Readings read_devices(const std::vector<TimedSlot>& slots) {
+  Readings r;
+  for (const auto& s : slots)
+    if (!r.count(s.dev)) r[s.dev] = s.dev->read_sensors();
+  return r;
+}
+
+// Each timed row's clocks {start, end} and throttle reasons; a GPU without sensors says why.
+void record_clocks(std::vector<TimedSlot>& slots, const Readings& start, const Readings& end) {
+  for (auto& s : slots) {
+    ResultRow& row = *s.row;
+    if (!row.time_us) continue;
+    const auto& a = start.at(s.dev);
+    const auto& b = end.at(s.dev);
+    if (!a || !b) {
+      if (is_gpu(s.dev->backend())) row.clocks = {{"sensors", s.dev->sensors_absent()}};
+      continue;
+    }
+    row.clocks = {{"start", reading_json(*a)}, {"end", reading_json(*b)}};
+    row.throttled = throttled_between(*a, *b);
+  }
+}
+
 }  // namespace
+
+nlohmann::json ClockDiscipline::before_timing(Device& dev) {
+  if (!(o_.settle_s > 0)) return nullptr;
+  const auto it = last_end_.find(&dev);
+  const auto now = std::chrono::steady_clock::now();
+  if (it != last_end_.end() && std::chrono::duration<double>(now - it->second).count() <= o_.settle_gap_s)
+    return nullptr;
+  SettleRule rule;
+  rule.max_seconds = o_.settle_s;
+  const std::optional<SettleReport> r = dev.settle_clocks(rule);
+  if (!r) return nullptr;
+  ++settles_;
+  seconds_ += r->seconds;
+  unsteady_ += r->steady ? 0 : 1;
+  return settle_json(*r);
+}
+
+void ClockDiscipline::after_timing(Device& dev) { last_end_[&dev] = std::chrono::steady_clock::now(); }
+
+nlohmann::json ClockDiscipline::summary() const {
+  return {{"settles", settles_}, {"seconds", seconds_}, {"unsteady", unsteady_}, {"bound_s", o_.settle_s},
+          {"gap_s", o_.settle_gap_s}};
+}
+
+std::string clock_summary_line(const ResultsFile& f) {
+  std::set<std::string> reasons;
+  int timed = 0, throttled = 0;
+  for (const auto& r : f.rows) {
+    timed += r.time_us ? 1 : 0;
+    throttled += r.throttled.empty() ? 0 : 1;
+    reasons.insert(r.throttled.begin(), r.throttled.end());
+  }
+  const nlohmann::json s = f.provenance.value("clock_settle", nlohmann::json::object());
+  const int settles = s.value("settles", 0);
+  if (settles == 0 && throttled == 0) return "";
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "clocks: %d settle%s (%.1f s, %d not steady); ", settles, settles == 1 ? "" : "s",
+                s.value("seconds", 0.0), s.value("unsteady", 0));
+  std::string line = buf + std::to_string(throttled) + " of " + std::to_string(timed) + " timed rows throttled";
+  std::string names;
+  for (const auto& n : reasons) names += (names.empty() ? "" : ", ") + n;
+  return line + (names.empty() ? "" : " (" + names + ")");
+}
 
 // --breakdown: device time of each stage run alone (events where the device has them, else wall clock), hot L2,
 // for the rows' "breakdown" field; null for kernels without stages.
@@ -94,6 +165,7 @@ void set_rates(ResultRow& r, const RunOptions& o) {
 }
 
 void time_slots(std::vector<TimedSlot>& slots, Mode m, const RunOptions& o) {
+  const Readings start = read_devices(slots);
   rounds_over(
       slots, o, [&](TimedSlot& s) { return s.dev->make_sampler(m, o.l2, s.call); },
       [&](TimedSlot& s, const RoundedMeasurement& r, const std::string& failure) {
@@ -110,6 +182,7 @@ void time_slots(std::vector<TimedSlot>& slots, Mode m, const RunOptions& o) {
         row.unsettled = r.unsettled;
         set_rates(row, o);
       });
+  record_clocks(slots, start, read_devices(slots));
   if (m != Mode::eager || o.l2 != L2Mode::hot) return;
   rounds_over(
       slots, o, [&](TimedSlot& s) { return s.dev->make_device_sampler(s.call); },

@@ -1,7 +1,9 @@
 // Timing the kernels of one case side by side: their samples taken in interleaved rounds (measure_rounds), so
 // every kernel of a row sees the same clocks, and each row's rates from its declared work.
 #pragma once
+#include <chrono>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -20,9 +22,32 @@ struct TimedSlot {
 };
 
 // Times every slot of one mode in o.rounds interleaved rounds: time_us (median of round medians, the rest over
-// all samples), rounds, settled; eager with hot L2 also device time (events), interleaved the same way. A slot
+// all samples), rounds, settled; eager with hot L2 also device time (events), interleaved the same way; each
+// timed row's sensor readings at the start and end ("clocks") and throttle reasons ("throttled"). A slot
 // whose sampler throws becomes an error row naming the failure; the others keep their times.
 void time_slots(std::vector<TimedSlot>& slots, Mode m, const RunOptions& o);
+
+// Settles a device's clocks (Device::settle_clocks) before its first timing of a run and again when a timing
+// starts more than o.settle_gap_s after the last one ended, so no row is measured on an idle-clocked device.
+class ClockDiscipline {
+ public:
+  explicit ClockDiscipline(const RunOptions& o) : o_(o) {}
+  // Before timing on `dev`: the settle's report when one ran, else null.
+  nlohmann::json before_timing(Device& dev);
+  void after_timing(Device& dev);
+  // For the provenance: settles run, their seconds, how many did not reach a steady clock.
+  nlohmann::json summary() const;
+
+ private:
+  const RunOptions& o_;
+  std::map<Device*, std::chrono::steady_clock::time_point> last_end_;
+  int settles_ = 0, unsteady_ = 0;
+  double seconds_ = 0;
+};
+
+// The run's clock line: "clocks: N settles (S s, K not steady); T of R timed rows throttled (reasons)"; empty
+// when nothing was settled and nothing throttled.
+std::string clock_summary_line(const ResultsFile& f);
 
 // --breakdown: device time of each stage run alone (events where the device has them, else wall clock), hot L2,
 // for the rows' "breakdown" field; null for kernels without stages.

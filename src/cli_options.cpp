@@ -64,7 +64,7 @@ CLI::Validator integer_in(long long lo, long long hi) {
 void add_case_options(CLI::App* cmd, RunOptions& o) {
   cmd->add_option("--group,-g", o.groups, "Shape group (repeatable): decode, short_prefill, ...");
   cmd->add_option("--shapes", o.shape_files, "A shape file in the shapes/ schema (repeatable)");
-  cmd->add_option("--kernel,-k", o.kernel_glob, "Kernel name glob, e.g. 'cuda.*'")->capture_default_str();
+  cmd->add_option("--kernel,-k", o.kernel_glob, "Kernel name globs, comma-separated, e.g. 'cuda.*,cudnn.*'")->capture_default_str();
   cmd->add_option("--backend", o.backend, "auto (cuda when a GPU is visible, else cpu) | cpu | cuda | hip | all")
       ->capture_default_str();
   cmd->add_option("--dtype", o.dtypes, "Keep only these dtypes (bf16, fp16)")->delimiter(',');
@@ -83,12 +83,17 @@ void add_stop_options(CLI::App* cmd, StopRule& stop) {
       ->check(positive_finite());
 }
 
-void add_rounds_option(CLI::App* cmd, int& rounds) {
-  cmd->add_option("--rounds", rounds,
+void add_timing_options(CLI::App* cmd, RunOptions& o) {
+  cmd->add_option("--rounds", o.rounds,
                   "Interleaved rounds per mode: the kernels of a case alternate in each; a row's median is the "
                   "median of its round medians")
       ->capture_default_str()
       ->check(integer_in(1, 1000));
+  cmd->add_option("--settle", o.settle_s,
+                  "Seconds at most of spin load before timing, until the SM clock is at its maximum and steady; "
+                  "again when a case starts after a pause (0: never)")
+      ->capture_default_str()
+      ->check(non_negative_finite());
 }
 
 std::vector<Mode> parse_modes(const std::vector<std::string>& modes) {

@@ -13,8 +13,8 @@ namespace attnbench {
 
 void add_case_options(CLI::App* cmd, RunOptions& o);
 void add_stop_options(CLI::App* cmd, StopRule& stop);
-// --rounds N (run, sweep).
-void add_rounds_option(CLI::App* cmd, int& rounds);
+// --rounds N and --settle S (run, sweep).
+void add_timing_options(CLI::App* cmd, RunOptions& o);
 
 // A finite number above `min` (or at least `min` when min_inclusive): nan and inf are refused.
 CLI::Validator finite_number(double min, bool min_inclusive);

@@ -26,6 +26,8 @@ std::unique_ptr<Device> describe_gpus() {
     }
     std::cout << name << ":\n";
     for (const auto& [k, v] : dev->facts()) std::cout << "  " << k << " = " << v << "\n";
+    for (const auto& line : clock_state_lines(dev->read_sensors(), dev->sensors_absent()))
+      std::cout << "  " << line << "\n";
     if (!first) first = std::move(dev);
   }
   return first;

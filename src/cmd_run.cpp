@@ -4,6 +4,7 @@
 
 #include "cli_options.hpp"
 #include "commands.hpp"
+#include "case_timing.hpp"
 #include "control_pair.hpp"
 #include "errors.hpp"
 #include "runner.hpp"
@@ -89,6 +90,7 @@ void run_callback(RunCli& c, Context& ctx) {
   if (const std::string none = nothing_ran(f); !none.empty()) std::cout << none << "\n";
   if (f.provenance.contains("control"))
     if (const std::string line = control_pair_line(f.provenance["control"]); !line.empty()) std::cout << line << "\n";
+  if (const std::string line = clock_summary_line(f); !line.empty()) std::cout << line << "\n";
   std::cout << "wrote " << out << " and " << csv << "\n";
   ctx.exit_code = exit_code_for(f, c.fail_if_nothing_ran);
 }
@@ -109,7 +111,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
   cmd->add_flag("--gate-only", c->opt.gate_only, "Gate every row, time nothing");
   cmd->add_flag("--no-gate", c->opt.no_gate, "Time without gating (rows are not checked)");
   add_stop_options(cmd, c->opt.stop);
-  add_rounds_option(cmd, c->opt.rounds);
+  add_timing_options(cmd, c->opt);
   cmd->add_flag("--control", c->opt.control,
                 "Also time the first selected kernel as a second, independent entry (KERNEL#control): its ratio to "
                 "the first is the run's noise floor");

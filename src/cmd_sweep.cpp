@@ -56,7 +56,7 @@ void add_sweep_command(CLI::App& app, Context& ctx) {
   add_case_options(cmd, c->opt);
   cmd->add_option("--mode", c->modes, "Timing modes: eager, graph")->delimiter(',')->capture_default_str();
   add_stop_options(cmd, c->opt.stop);
-  add_rounds_option(cmd, c->opt.rounds);
+  add_timing_options(cmd, c->opt);
   cmd->add_option("--out,-o", c->out, "Results JSON (default results/sweep_<groups>.json)");
   cmd->add_option("--csv", c->csv, "Results CSV (default: the JSON path with .csv)");
   cmd->add_flag("--no-progress", c->no_progress, "No progress on stderr (a line per case)");

@@ -11,8 +11,11 @@
 namespace attnbench {
 
 namespace {
+// Knobs included: in a sweep the control copy pairs with its own setting's row.
 std::string pair_key(const ResultRow& r, const std::string& kernel) {
-  return r.group + '\x1f' + r.shape + '\x1f' + r.dtype + '\x1f' + r.mode + '\x1f' + r.l2 + '\x1f' + kernel;
+  std::string knobs;
+  for (const auto& [k, v] : r.knobs) knobs += k + '=' + v + ';';
+  return r.group + '\x1f' + r.shape + '\x1f' + r.dtype + '\x1f' + r.mode + '\x1f' + r.l2 + '\x1f' + kernel + '\x1f' + knobs;
 }
 bool timed(const ResultRow& r) { return r.status == "ok" && r.time_us && r.time_us->median > 0; }
 }  // namespace

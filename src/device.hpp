@@ -8,7 +8,9 @@
 #include <optional>
 #include <string>
 
+#include "attnbench/gpu_runtime.hpp"
 #include "attnbench/kernel.hpp"
+#include "clocks.hpp"
 #include "measure.hpp"
 
 namespace attnbench {
@@ -43,6 +45,12 @@ class Device {
   // `call` enqueues one complete call on stream(). A Sampler and its resources live until destroyed.
   virtual Support can_time(Mode mode, L2Mode l2) const = 0;
   virtual Sampler make_sampler(Mode mode, L2Mode l2, const std::function<void()>& call) = 0;
+  // The sensors now (clocks, temperature, power, clock reasons), or nullopt with sensors_absent() saying why.
+  virtual std::optional<gpu::SensorReadings> read_sensors() const { return std::nullopt; }
+  virtual std::string sensors_absent() const { return "the CPU backend reads no clock sensors"; }
+  // Spins the device until its SM clock is settled (clocks.hpp); nullopt where there is no clock to settle.
+  virtual std::optional<SettleReport> settle_clocks(const SettleRule&) { return std::nullopt; }
+
   // Optional second statistic for eager mode: device time per call (events); empty when not available.
   virtual Sampler make_device_sampler(const std::function<void()>& /*call*/) { return {}; }
 };

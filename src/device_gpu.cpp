@@ -83,13 +83,35 @@ class GpuDevice final : public Device {
     return [this, call, k] { return device_seconds(call, k, false); };
   }
 
+  std::optional<gpu::SensorReadings> read_sensors() const override {
+    if (!sensors_->why_absent().empty()) return std::nullopt;
+    return sensors_->read();
+  }
+  std::string sensors_absent() const override { return sensors_->why_absent(); }
+
+  std::optional<SettleReport> settle_clocks(const SettleRule& rule) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto spin = [this](int ms) {
+      gpu::launch_clock_spin(ms, props_.sm_count, stream_.get());
+      stream_.synchronize();
+    };
+    const auto read = [this] { return sensors_->read().sm_clock_mhz; };
+    const auto now = [t0] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+    std::optional<unsigned> max = sensors_->read().max_sm_clock_mhz;
+    if (!max) max = static_cast<unsigned>(props_.sm_clock_khz / 1000);
+    return settle_sm_clock(spin, read, max, rule, now);
+  }
+
  private:
-  // "sm_clock_mhz", "mem_clock_mhz", "temperature_c" with the suffix, each absent when the sensors lack it.
+  // "sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_w" with the suffix, each absent when the sensors
+  // lack it; "sensors" says why none came.
   void read_sensors(std::map<std::string, std::string>& out, const std::string& suffix) const {
     const gpu::SensorReadings r = sensors_->read();
     if (r.sm_clock_mhz) out["sm_clock_mhz" + suffix] = std::to_string(*r.sm_clock_mhz);
     if (r.mem_clock_mhz) out["mem_clock_mhz" + suffix] = std::to_string(*r.mem_clock_mhz);
     if (r.temperature_c) out["temperature_c" + suffix] = std::to_string(*r.temperature_c);
+    if (r.power_w) out["power_w" + suffix] = std::to_string(*r.power_w);
+    if (!sensors_->why_absent().empty()) out["sensors"] = sensors_->why_absent();
   }
 
   // Runs `one` a few times, returns how many calls make a ~1 ms sample (bounded so the held queue never fills).

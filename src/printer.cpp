@@ -51,6 +51,8 @@ ResultTable::ResultTable(std::ostream& out, const TableContents& c, const StopRu
               {"median_us", kNumberWidth + 1, true},  // one more for the unsettled marker
               {"TFLOP/s", kNumberWidth, true},
               {"GB/s", kNumberWidth, true}};
+  setting_column_ = !c.settings.empty();
+  if (setting_column_) columns_.insert(columns_.begin() + 4, {"set", widest("set", c.settings), false});
 }
 
 std::string ResultTable::line(const std::vector<std::string>& cells) const {
@@ -70,15 +72,22 @@ void ResultTable::header() {
   out_ << line(titles) << "\n";
 }
 
-void ResultTable::row(const ResultRow& r) {
+void ResultTable::row(const ResultRow& r, const std::string& setting) {
   const bool marked = unsettled(r);
   any_unsettled_ = any_unsettled_ || marked;
   const std::string max_abs = r.gate ? (std::isfinite(r.gate->max_abs) ? number(r.gate->max_abs, 5) : "inf") : "-";
   const std::string median = r.time_us ? (marked ? kUnsettledMarker : "") + number(r.time_us->median, 2) : "-";
-  out_ << line({r.group, r.shape, r.dtype, r.kernel, r.mode, r.status, max_abs, median,
-                r.tflops ? number(*r.tflops, 1) : "-", r.gbps ? number(*r.gbps, 1) : "-"});
+  std::vector<std::string> cells = {r.group, r.shape, r.dtype, r.kernel, r.mode, r.status, max_abs, median,
+                                    r.tflops ? number(*r.tflops, 1) : "-", r.gbps ? number(*r.gbps, 1) : "-"};
+  if (setting_column_) cells.insert(cells.begin() + 4, setting);
+  out_ << line(cells);
   if (r.status == "declined" || r.status == "error" || r.status == "mismatch") out_ << "  " << r.reason;
   else if (marked) out_ << "  " << kUnsettledMarker << " " << r.unsettled;
+  if (!r.throttled.empty()) {
+    std::string reasons;
+    for (const auto& t : r.throttled) reasons += (reasons.empty() ? "" : ",") + t;
+    out_ << "  throttled: " << reasons;
+  }
   out_ << "\n" << std::flush;
 }
 

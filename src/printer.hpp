@@ -15,13 +15,15 @@ namespace attnbench {
 // The names the rows of a run can carry, known before the first row: they size the text columns.
 struct TableContents {
   std::vector<std::string> groups, shapes, dtypes, kernels, modes;
+  std::vector<std::string> settings;  // a sweep's setting labels (S1, S2, ...); empty: no setting column
 };
 
 class ResultTable {
  public:
   ResultTable(std::ostream& out, const TableContents& contents, const StopRule& stop);
   void header();
-  void row(const ResultRow& r);  // flushed, so a long run shows each row as it finishes
+  // Flushed, so a long run shows each row as it finishes; `setting`: its sweep setting's label.
+  void row(const ResultRow& r, const std::string& setting = "");
   // --breakdown: one line with each stage's median, from the rows' "breakdown" field.
   void breakdown(const nlohmann::json& b);
   // The marker's meaning, when a printed row's timing did not settle; nothing otherwise.
@@ -37,6 +39,7 @@ class ResultTable {
   std::ostream& out_;
   StopRule stop_;
   std::vector<Column> columns_;
+  bool setting_column_ = false;
   bool any_unsettled_ = false;
 };
 

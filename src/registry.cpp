@@ -1,5 +1,6 @@
 #include "registry.hpp"
 
+#include <algorithm>
 #include <cctype>
 
 #include "attnbench/backends.hpp"
@@ -73,6 +74,23 @@ bool glob_match(const std::string& pattern, const std::string& text) {
   }
   while (p < pattern.size() && pattern[p] == '*') ++p;
   return p == pattern.size();
+}
+
+std::vector<std::string> glob_list(const std::string& list) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    const std::size_t comma = std::min(list.find(',', start), list.size());
+    if (comma > start) out.push_back(list.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+bool glob_list_match(const std::string& list, const std::string& text) {
+  for (const auto& g : glob_list(list))
+    if (glob_match(g, text)) return true;
+  return false;
 }
 
 }  // namespace attnbench

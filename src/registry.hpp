@@ -31,5 +31,9 @@ std::unique_ptr<Device> make_backend_device(Backend b, std::string* why_not);
 
 // Shell-style glob with '*' and '?' (e.g. "cuda.*").
 bool glob_match(const std::string& pattern, const std::string& text);
+// The globs of a comma-separated list ("cuda.*,cudnn.*"), empty entries dropped.
+std::vector<std::string> glob_list(const std::string& list);
+// Whether any glob of the list matches.
+bool glob_list_match(const std::string& list, const std::string& text);
 
 }  // namespace attnbench

@@ -62,6 +62,8 @@ json row_to_json(const ResultRow& r) {
   j["pct_peak_bw"] = opt(r.pct_peak_bw);
   j["graph_recommended"] = opt(r.graph_recommended);
   if (!r.breakdown.is_null()) j["breakdown"] = r.breakdown;
+  if (!r.clocks.is_null()) j["clocks"] = r.clocks;
+  if (!r.throttled.empty()) j["throttled"] = r.throttled;
   return j;
 }
 
@@ -92,7 +94,7 @@ std::string num(double v) {
 std::string results_to_csv(const ResultsFile& f) {
   std::ostringstream os;
   os << "group,shape,op,dtype,kernel,backend,mode,l2,status,reason,gate_passed,max_abs,rel_l2,max_row_rel,atol,rtol,rows_checked,"
-        "median_us,min_us,q1_us,q3_us,mean_us,stdev_us,n,rounds,round_spread,settled,unsettled,device_median_us,flops,"
+        "median_us,min_us,q1_us,q3_us,mean_us,stdev_us,n,rounds,round_spread,settled,unsettled,throttled,device_median_us,flops,"
         "bytes,tflops,gbps,pct_peak_flops,pct_peak_bw,plan,knobs,repro\n";
   for (const auto& r : f.rows) {
     std::string knobs;
@@ -114,7 +116,10 @@ std::string results_to_csv(const ResultsFile& f) {
       os << ",,,,,,,";
     if (r.rounds) os << r.rounds->count << ',' << num(r.rounds->spread) << ',';
     else os << ",,";
-    os << (r.settled ? (*r.settled ? "true" : "false") : "") << ',' << csv_field(r.unsettled) << ',';
+    std::string throttled;
+    for (const auto& t : r.throttled) throttled += (throttled.empty() ? "" : ";") + t;
+    os << (r.settled ? (*r.settled ? "true" : "false") : "") << ',' << csv_field(r.unsettled) << ','
+       << csv_field(throttled) << ',';
     os << (r.device_time_us ? num(r.device_time_us->median) : "") << ',' << num(r.flops) << ',' << num(r.bytes)
        << ',' << (r.tflops ? num(*r.tflops) : "") << ',' << (r.gbps ? num(*r.gbps) : "") << ','
        << (r.pct_peak_flops ? num(*r.pct_peak_flops) : "") << ',' << (r.pct_peak_bw ? num(*r.pct_peak_bw) : "")

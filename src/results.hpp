@@ -40,6 +40,10 @@ struct ResultRow {
   std::optional<bool> graph_recommended;
   std::string repro;
   nlohmann::json breakdown;             // --breakdown: {"stages": [{name, median_us, ...}], "sum_us"}; null otherwise
+  // Sensor readings at the start and end of the row's timing {start, end}, the clock settle that preceded it
+  // {settle}, or why a GPU had none {sensors}; null for untimed rows and the CPU.
+  nlohmann::json clocks;
+  std::vector<std::string> throttled;   // throttle reasons seen while the row was timed (clocks.hpp)
 };
 
 nlohmann::json row_to_json(const ResultRow& r);

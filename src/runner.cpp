@@ -156,12 +156,17 @@ KnobValues resolve_knobs(const RunOptions& o) {
   }
 }
 
+// Each glob of --kernel must match some kernel: a misspelt one would silently drop its kernels.
 void check_kernel_glob(const RunOptions& o) {
-  for (const auto& k : kernel_registry())
-    if (glob_match(o.kernel_glob, k.name)) return;
+  const std::vector<std::string> globs = glob_list(o.kernel_glob);
+  if (globs.empty()) throw UsageError("--kernel: empty pattern");
   std::string known;
   for (const auto& k : kernel_registry()) known += (known.empty() ? "" : ", ") + k.name;
-  throw UsageError("--kernel: no kernel matches '" + o.kernel_glob + "' (known: " + known + ")");
+  for (const auto& g : globs) {
+    bool any = false;
+    for (const auto& k : kernel_registry()) any = any || glob_match(g, k.name);
+    if (!any) throw UsageError("--kernel: no kernel matches '" + g + "' (known: " + known + ")");
+  }
 }
 
 nlohmann::json run_provenance(const RunOptions& o, const KnobValues& knobs, bool cuda_available,
@@ -180,25 +185,29 @@ nlohmann::json run_provenance(const RunOptions& o, const KnobValues& knobs, bool
 // One run: the selected cases, each through every kernel that the selection keeps, one row per mode.
 class Runner {
  public:
-  Runner(const RunOptions& options, const KnobValues& knob_values, const std::vector<ShapeCase>& cases,
+  Runner(const RunOptions& options, const std::vector<KnobValues>& knob_sets, const std::vector<ShapeCase>& cases,
          std::ostream& out);
   ResultsFile run();
 
  private:
   std::vector<const KernelEntry*> kernels_for(const ShapeCase& c) const;
   TableContents table_contents() const;
-  ResultRow base_row(const ShapeCase& c, const OpCase* op_case, const std::string& kernel, Backend b, Mode m) const;
-  void emit(ResultRow r);
-  // One kernel of a case: its entry, the name its rows carry (the control copy's has kControlSuffix), its bound
-  // kernel while the case runs, and its row per mode.
+  ResultRow base_row(const ShapeCase& c, const OpCase* op_case, const std::string& kernel, Backend b, Mode m,
+                     const KnobValues& k) const;
+  void emit(ResultRow r, const std::string& setting);
+  // One kernel of a case under one knob setting: its entry, the name its rows carry (the control copy's has
+  // kControlSuffix), its bound kernel while the case runs, and its row per mode.
   struct Slot {
     const KernelEntry* entry = nullptr;
+    std::size_t setting = 0;  // index into knob_sets
     std::string name;
     Device* dev = nullptr;
     std::unique_ptr<BoundKernel> bound;
     std::map<Mode, ResultRow> rows;
   };
   void run_case(const ShapeCase& c);
+  void time_case(std::vector<Slot>& slots);
+  std::string setting_label(std::size_t k) const;
   void decline_case(const ShapeCase& c, const OpCase* op_case);
   void bind_slot(const ShapeCase& c, OpCase& op_case, Slot& s);
   void gate_slot(const ShapeCase& c, const OpCase& op_case, Slot& s);
@@ -206,7 +215,7 @@ class Runner {
   void finish_provenance();
 
   const RunOptions& o;
-  const KnobValues& knobs;
+  const std::vector<KnobValues>& knob_sets;  // one per sweep setting; a run has one
   const std::vector<ShapeCase>& cases;
   Devices devices;
   std::string cuda_why_not;
@@ -216,14 +225,16 @@ class Runner {
   ResultsFile file;
   std::optional<ResultTable> table;
   Progress progress;
+  ClockDiscipline clocks;
 };
 
-Runner::Runner(const RunOptions& options, const KnobValues& knob_values, const std::vector<ShapeCase>& selected,
-               std::ostream& out)
+Runner::Runner(const RunOptions& options, const std::vector<KnobValues>& knob_values,
+               const std::vector<ShapeCase>& selected, std::ostream& out)
     : o(options),
-      knobs(knob_values),
+      knob_sets(knob_values),
       cases(selected),
-      progress(options.progress, isatty(STDERR_FILENO), selected.size()) {
+      progress(options.progress, isatty(STDERR_FILENO), selected.size()),
+      clocks(options) {
   cuda_available = devices.get(Backend::cuda, &cuda_why_not) != nullptr;
   std::string hip_why_not;
   if (cuda_available) auto_backend = Backend::cuda;
@@ -232,7 +243,7 @@ Runner::Runner(const RunOptions& options, const KnobValues& knob_values, const s
   settings.block_order = o.block_order;
   settings.reference_gflop = o.reference_gflop;
   settings.gate = !o.no_gate;
-  file.provenance = run_provenance(o, knobs, cuda_available, cuda_why_not);
+  file.provenance = run_provenance(o, knob_sets.front(), cuda_available, cuda_why_not);
   table.emplace(out, table_contents(), o.stop);
 }
 
@@ -240,7 +251,7 @@ Runner::Runner(const RunOptions& options, const KnobValues& knob_values, const s
 std::vector<const KernelEntry*> Runner::kernels_for(const ShapeCase& c) const {
   std::vector<const KernelEntry*> entries;
   for (const auto& k : kernel_registry())
-    if (k.op == c.op && glob_match(o.kernel_glob, k.name) && backend_selected(o.backend, k.backend, auto_backend))
+    if (k.op == c.op && glob_list_match(o.kernel_glob, k.name) && backend_selected(o.backend, k.backend, auto_backend))
       entries.push_back(&k);
   return entries;
 }
@@ -256,11 +267,12 @@ TableContents Runner::table_contents() const {
     for (const KernelEntry* e : kernels_for(c)) t.kernels.push_back(e->name);
   }
   for (Mode m : o.modes) t.modes.push_back(mode_name(m));
+  for (std::size_t k = 0; knob_sets.size() > 1 && k < knob_sets.size(); ++k) t.settings.push_back(setting_label(k));
   return t;
 }
 
-ResultRow Runner::base_row(const ShapeCase& c, const OpCase* op_case, const std::string& kernel, Backend b,
-                           Mode m) const {
+ResultRow Runner::base_row(const ShapeCase& c, const OpCase* op_case, const std::string& kernel, Backend b, Mode m,
+                           const KnobValues& knobs) const {
   ResultRow r;
   r.group = c.group;
   r.shape = c.name;
@@ -282,9 +294,9 @@ ResultRow Runner::base_row(const ShapeCase& c, const OpCase* op_case, const std:
   return r;
 }
 
-void Runner::emit(ResultRow r) {
+void Runner::emit(ResultRow r, const std::string& setting) {
   progress.clear();
-  table->row(r);
+  table->row(r, setting);
   file.rows.push_back(std::move(r));
 }
 
@@ -297,30 +309,50 @@ ResultsFile Runner::run() {
   table->legend();
   finish_provenance();
   if (o.control) file.provenance["control"] = control_pair_summary(file.rows);
+  file.provenance["clock_settle"] = clocks.summary();
   return std::move(file);
 }
 
-// The kernels of a case are bound together, then each mode's timed rows are measured in interleaved rounds, and
-// the rows are emitted kernel by kernel.
+// The kernels of a case (under every knob setting of a sweep) are bound together, then each mode's timed rows are
+// measured in interleaved rounds, and the rows are emitted slot by slot.
 void Runner::run_case(const ShapeCase& c) {
   std::unique_ptr<OpCase> op_case = make_op_case(c);
   const auto entries = kernels_for(c);
   if (entries.empty() || !op_case) return decline_case(c, op_case.get());
-  std::vector<Slot> slots(entries.size() + (o.control ? 1 : 0));
-  for (std::size_t i = 0; i < slots.size(); ++i) {
-    slots[i].entry = entries[i < entries.size() ? i : 0];
-    slots[i].name = slots[i].entry->name + (i < entries.size() ? "" : kControlSuffix);
-  }
+  std::vector<Slot> slots;
+  for (std::size_t k = 0; k < knob_sets.size(); ++k)
+    for (const KernelEntry* e : entries) slots.push_back(Slot{e, k, e->name});
+  if (o.control) slots.push_back(Slot{entries.front(), 0, entries.front()->name + kControlSuffix});
   for (Slot& s : slots) bind_slot(c, *op_case, s);
+  if (!o.gate_only) time_case(slots);
+  for (Slot& s : slots)
+    for (Mode m : o.modes) emit(std::move(s.rows.at(m)), setting_label(s.setting));
+}
+
+// The printed table's name of a knob setting: "S1", "S2", ... in a sweep, nothing in a run.
+std::string Runner::setting_label(std::size_t k) const {
+  return knob_sets.size() > 1 ? "S" + std::to_string(k + 1) : "";
+}
+
+// Each mode's ok rows timed together, after the clocks of their devices are settled when due; the settle's
+// report goes into the case's timed rows.
+void Runner::time_case(std::vector<Slot>& slots) {
+  std::map<Device*, nlohmann::json> settles;
+  for (Slot& s : slots) {
+    const bool timed = std::any_of(s.rows.begin(), s.rows.end(), [](const auto& r) { return r.second.status == "ok"; });
+    if (s.bound && timed && !settles.count(s.dev)) settles[s.dev] = clocks.before_timing(*s.dev);
+  }
   for (Mode m : o.modes) {
     std::vector<TimedSlot> timed;
     for (Slot& s : slots)
-      if (s.bound && s.rows.at(m).status == "ok" && !o.gate_only)
+      if (s.bound && s.rows.at(m).status == "ok" && settles.count(s.dev))
         timed.push_back({&s.rows.at(m), s.dev, [b = s.bound.get()] { b->call(); }});
     time_slots(timed, m, o);
   }
+  for (auto& [dev, settle] : settles) clocks.after_timing(*dev);
   for (Slot& s : slots)
-    for (Mode m : o.modes) emit(std::move(s.rows.at(m)));
+    for (auto& [m, row] : s.rows)
+      if (row.clocks.is_object() && !settles[s.dev].is_null()) row.clocks["settle"] = settles[s.dev];
 }
 
 // A case no selected kernel can take: one declined row per mode, naming why (a GPU backend asked for by name
@@ -330,21 +362,23 @@ void Runner::decline_case(const ShapeCase& c, const OpCase* op_case) {
   std::string gpu_why_not;
   const bool gpu_missing = named && *named != Backend::cpu && !devices.get(*named, &gpu_why_not);
   const Backend b = gpu_missing ? *named : cuda_available ? Backend::cuda : Backend::cpu;
-  for (Mode m : o.modes) {
-    ResultRow r = base_row(c, op_case, "-", b, m);
-    r.status = "declined";
-    r.reason = gpu_missing ? gpu_why_not : std::string("no selected kernel implements op ") + op_name(c.op);
-    emit(std::move(r));
-  }
+  for (std::size_t k = 0; k < knob_sets.size(); ++k)
+    for (Mode m : o.modes) {
+      ResultRow r = base_row(c, op_case, "-", b, m, knob_sets[k]);
+      r.status = "declined";
+      r.reason = gpu_missing ? gpu_why_not : std::string("no selected kernel implements op ") + op_name(c.op);
+      emit(std::move(r), setting_label(k));
+    }
 }
 
 // One kernel of a case: declined, or prepared and bound (its own plan and buffers), called once and gated; each
 // mode's row is then final, or "ok" and waiting for its time.
 void Runner::bind_slot(const ShapeCase& c, OpCase& op_case, Slot& s) {
   const KernelEntry& e = *s.entry;
+  const KnobValues& knobs = knob_sets[s.setting];
   const auto all_rows = [&](const std::string& status, const std::string& reason) {
     for (Mode m : o.modes) {
-      ResultRow r = base_row(c, &op_case, s.name, e.backend, m);
+      ResultRow r = base_row(c, &op_case, s.name, e.backend, m, knobs);
       r.status = status;
       r.reason = reason;
       s.rows[m] = std::move(r);
@@ -390,7 +424,7 @@ void Runner::gate_slot(const ShapeCase& c, const OpCase& op_case, Slot& s) {
     table->breakdown(breakdown);
   }
   for (Mode m : o.modes) {
-    ResultRow r = base_row(c, &op_case, s.name, s.entry->backend, m);
+    ResultRow r = base_row(c, &op_case, s.name, s.entry->backend, m, knob_sets[s.setting]);
     r.gate = gate;
     r.plan = s.bound->plan_summary;
     r.graph_recommended = s.bound->graph_recommended;
@@ -424,13 +458,21 @@ void Runner::finish_provenance() {
 
 }  // namespace
 
-ResultsFile run_benchmarks(const RunOptions& o, std::ostream& out) {
+ResultsFile run_benchmarks(const RunOptions& o, std::ostream& out) { return run_benchmarks(o, {KnobSetting{}}, out); }
+
+ResultsFile run_benchmarks(const RunOptions& o, const std::vector<KnobSetting>& settings, std::ostream& out) {
   check_run_options(o);
   const auto cases = select_cases(o);
   if (cases.empty()) throw UsageError("no shapes selected (check --group/--shapes/--dtype/--filter)");
-  const KnobValues knobs = resolve_knobs(o);
+  if (settings.empty()) throw UsageError("no knob setting to run");
+  std::vector<KnobValues> knob_sets;
+  for (const auto& setting : settings) {
+    RunOptions with = o;
+    for (const auto& [k, v] : setting) with.knob_overrides[k] = v;
+    knob_sets.push_back(resolve_knobs(with));
+  }
   check_kernel_glob(o);
-  return Runner(o, knobs, cases, out).run();
+  return Runner(o, knob_sets, cases, out).run();
 }
 
 Tolerance run_tolerance(const RunOptions& o, DType d) {

@@ -19,7 +19,7 @@ namespace attnbench {
 struct RunOptions {
   std::vector<std::string> groups;
   std::vector<std::string> shape_files;
-  std::string kernel_glob = "*";
+  std::string kernel_glob = "*";    // comma-separated globs
   std::string backend = "auto";  // auto (cuda when a device is visible, else cpu) | cpu | cuda | all
   std::vector<std::string> dtypes;  // empty: every dtype of the shape
   std::vector<Mode> modes = {Mode::eager, Mode::graph};
@@ -40,6 +40,8 @@ struct RunOptions {
   bool breakdown = false;           // time each stage of kernels that have stages (gated block): row "breakdown"
   int rounds = 5;                   // interleaved rounds per mode (the kernels of a case alternate in each)
   bool control = false;             // time the first selected kernel twice (kControlSuffix): the noise floor
+  double settle_s = 3.0;            // bound on each clock settle before timing (0: no settling)
+  double settle_gap_s = 1.0;        // a case whose timing starts this long after the last one settles again
 };
 
 // The kernel name of the control copy's rows: "<kernel>#control".
@@ -56,6 +58,11 @@ std::vector<ShapeCase> select_cases(const RunOptions& o);
 
 // Runs everything; prints the results table to `out`, a row as each finishes, and progress to stderr.
 ResultsFile run_benchmarks(const RunOptions& o, std::ostream& out);
+// Knob values by name, on top of RunOptions::knob_overrides: one setting of a sweep.
+using KnobSetting = std::map<std::string, std::string>;
+// The same under several knob settings at once: every case binds each kernel once per setting and times them all
+// in the same interleaved rounds; rows carry their setting's knobs, the table labels them S1, S2, ...
+ResultsFile run_benchmarks(const RunOptions& o, const std::vector<KnobSetting>& settings, std::ostream& out);
 
 // The gate bounds of a run for one dtype: the table's, with --atol / --rtol in their place where given.
 Tolerance run_tolerance(const RunOptions& o, DType d);

@@ -1,4 +1,5 @@
-// sweep: one run per knob setting (cartesian over the swept knobs), in one process, one results file.
+// sweep: every knob setting (cartesian over the swept knobs) in one run: each case binds each kernel once per
+// setting and times them in the same interleaved rounds; one results file.
 #pragma once
 #include <iosfwd>
 #include <map>
@@ -14,8 +15,6 @@ struct KnobAxis {
   std::string name;
   std::vector<std::string> values;
 };
-using KnobSetting = std::map<std::string, std::string>;
-
 // "NAME=v1,v2,..." -> an axis. UsageError for a bad form, an unknown knob (listing the known ones), a value
 // outside the knob's allowed set, or a value listed twice.
 KnobAxis parse_knob_axis(const std::string& spec);
@@ -24,8 +23,8 @@ std::vector<KnobAxis> parse_knob_axes(const std::vector<std::string>& specs);
 // The cartesian product, the first axis varying slowest.
 std::vector<KnobSetting> knob_settings(const std::vector<KnobAxis>& axes);
 
-// Runs `base` once per setting (the setting's values override base.knob_overrides) and joins the rows into one
-// file; provenance gets "sweep": {"knobs": {name: [values]}, "settings": [...]}.
+// Runs `base` under every setting (the setting's values override base.knob_overrides), the settings of a case
+// interleaved; provenance gets "sweep": {"knobs": {name: [values]}, "settings": [...]}.
 ResultsFile run_sweep(const RunOptions& base, const std::vector<KnobAxis>& axes, std::ostream& out);
 
 // Side-by-side table: per (group, shape, dtype, kernel, mode), each setting's median and its ratio to the first

@@ -3,6 +3,8 @@
 
 #include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "cli_helpers.hpp"
 #include "errors.hpp"
@@ -92,6 +94,24 @@ TEST(Sweep, CpuSweepAppliesEachSettingAndWritesItsRowsInOneFile) {
   s2.insert("big/bf16 declined");
   EXPECT_EQ(status["0"], s1);
   EXPECT_EQ(status["1"], s2);
+}
+
+TEST(Sweep, SettingsOfACaseAreTimedTogetherAndLabelledInTheTable) {
+  const std::string shapes = write_text("tiny_interleave.json", kTinyShapes);
+  const std::string out = tmp_path("sweep_interleave.json");
+  const Result r = run_cli("sweep --shapes " + shapes + " --backend cpu --mode eager --dtype bf16 --min-samples 4 "
+                           "--max-noise 1 --timeout 1 --rounds 2 --knob ATTNBENCH_CPU_MAX_GFLOP=0,100 -o " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "set")) << r.output;  // the table's setting column
+  const auto j = read_json(out);
+  ASSERT_EQ(j["rows"].size(), 4u);
+  // Case-major: both settings of a case before the next case, since they are bound and timed together.
+  std::vector<std::string> order;
+  for (const auto& row : j["rows"]) {
+    order.push_back(row["shape"].get<std::string>() + " " + row["knobs"]["ATTNBENCH_CPU_MAX_GFLOP"].get<std::string>());
+    EXPECT_EQ(row["rounds"]["count"], 2) << row.dump();
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"prefill 0", "prefill 100", "decode 0", "decode 100"}));
 }
 
 TEST(Sweep, BadKnobFailsBeforeAnyWork) {

@@ -3,7 +3,9 @@
 
 #include <dlfcn.h>
 
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace attnbench::cuda {
 
@@ -188,12 +190,42 @@ MappedHostMemory::~MappedHostMemory() {
   if (host_) cudaFreeHost(host_);
 }
 
-// NVML through dlopen: clocks and temperature without a link-time dependency on the driver.
+// NVML through dlopen: sensors without a link-time dependency on the driver. Enum values are NVML's (nvml.h).
+namespace {
+using NvmlUnsigned2 = int (*)(void*, int, unsigned*);
+using NvmlUnsigned = int (*)(void*, unsigned*);
+using NvmlMask = int (*)(void*, unsigned long long*);
+struct NvmlViolation {
+  unsigned long long reference_time_us, violation_time_ns;
+};
+using NvmlViolationFn = int (*)(void*, int, NvmlViolation*);
+constexpr int kClockSm = 1, kClockMem = 2, kTempGpu = 0, kPolicyPower = 0, kPolicyThermal = 1;
+constexpr int kClockIdAppTarget = 1, kClockIdAppDefault = 2;
+
+// NVML's clocks-event (throttle) reason bits, by name.
+std::vector<std::string> reason_names(unsigned long long mask) {
+  static const std::pair<unsigned long long, const char*> bits[] = {
+      {0x1, "gpu_idle"},          {0x2, "applications_clocks_setting"}, {0x4, "sw_power_cap"},
+      {0x8, "hw_slowdown"},       {0x10, "sync_boost"},                 {0x20, "sw_thermal_slowdown"},
+      {0x40, "hw_thermal_slowdown"}, {0x80, "hw_power_brake_slowdown"}, {0x100, "display_clock_setting"}};
+  std::vector<std::string> out;
+  for (const auto& [bit, name] : bits)
+    if (mask & bit) out.emplace_back(name);
+  return out;
+}
+}  // namespace
+
 struct Sensors::Impl {
   void* lib = nullptr;
   void* dev = nullptr;
-  int (*clock)(void*, int, unsigned*) = nullptr;
-  int (*temp)(void*, int, unsigned*) = nullptr;
+  std::string why_absent;
+  NvmlUnsigned2 clock = nullptr, max_clock = nullptr, temp = nullptr;
+  int (*clock_id)(void*, int, int, unsigned*) = nullptr;
+  NvmlUnsigned power = nullptr;
+  NvmlMask reasons = nullptr;
+  NvmlViolationFn violation = nullptr;
+  template <class F>
+  void sym(F& f, const char* name) { f = reinterpret_cast<F>(dlsym(lib, name)); }
 };
 
 Sensors::Sensors(int ordinal) : impl_(std::make_unique<Impl>()) {
@@ -201,24 +233,53 @@ Sensors::Sensors(int ordinal) : impl_(std::make_unique<Impl>()) {
   ATTNBENCH_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, ordinal));
   Impl& m = *impl_;
   m.lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!m.lib) return;
-  auto init = reinterpret_cast<int (*)()>(dlsym(m.lib, "nvmlInit_v2"));
-  auto by_pci = reinterpret_cast<int (*)(const char*, void**)>(dlsym(m.lib, "nvmlDeviceGetHandleByPciBusId_v2"));
-  m.clock = reinterpret_cast<int (*)(void*, int, unsigned*)>(dlsym(m.lib, "nvmlDeviceGetClockInfo"));
-  m.temp = reinterpret_cast<int (*)(void*, int, unsigned*)>(dlsym(m.lib, "nvmlDeviceGetTemperature"));
-  if (!init || !by_pci || !m.clock || !m.temp || init() != 0 || by_pci(bus, &m.dev) != 0) m.dev = nullptr;
+  if (!m.lib) {
+    m.why_absent = "NVML (libnvidia-ml.so.1) did not load";
+    return;
+  }
+  int (*init)() = nullptr;
+  int (*by_pci)(const char*, void**) = nullptr;
+  m.sym(init, "nvmlInit_v2");
+  m.sym(by_pci, "nvmlDeviceGetHandleByPciBusId_v2");
+  m.sym(m.clock, "nvmlDeviceGetClockInfo");
+  m.sym(m.max_clock, "nvmlDeviceGetMaxClockInfo");
+  m.sym(m.clock_id, "nvmlDeviceGetClock");
+  m.sym(m.temp, "nvmlDeviceGetTemperature");
+  m.sym(m.power, "nvmlDeviceGetPowerUsage");
+  m.sym(m.reasons, "nvmlDeviceGetCurrentClocksEventReasons");
+  if (!m.reasons) m.sym(m.reasons, "nvmlDeviceGetCurrentClocksThrottleReasons");  // its name before 12.2
+  m.sym(m.violation, "nvmlDeviceGetViolationStatus");
+  if (!init || !by_pci || !m.clock || !m.temp || init() != 0 || by_pci(bus, &m.dev) != 0) {
+    m.dev = nullptr;
+    m.why_absent = std::string("NVML loaded but does not know device ") + bus;
+  }
 }
 Sensors::~Sensors() {
   if (impl_->lib) dlclose(impl_->lib);
 }
+const std::string& Sensors::why_absent() const { return impl_->why_absent; }
+
 SensorReadings Sensors::read() const {
   SensorReadings r;
   const Impl& m = *impl_;
   if (!m.dev) return r;
-  unsigned v = 0;
-  if (m.clock(m.dev, 1, &v) == 0) r.sm_clock_mhz = v;   // NVML_CLOCK_SM
-  if (m.clock(m.dev, 2, &v) == 0) r.mem_clock_mhz = v;  // NVML_CLOCK_MEM
-  if (m.temp(m.dev, 0, &v) == 0) r.temperature_c = v;   // NVML_TEMPERATURE_GPU
+  const auto get = [](auto fn, auto&&... args) -> std::optional<unsigned> {
+    unsigned v = 0;
+    if (fn && fn(args..., &v) == 0) return v;
+    return std::nullopt;
+  };
+  r.sm_clock_mhz = get(m.clock, m.dev, kClockSm);
+  r.mem_clock_mhz = get(m.clock, m.dev, kClockMem);
+  r.max_sm_clock_mhz = get(m.max_clock, m.dev, kClockSm);
+  r.app_sm_clock_mhz = get(m.clock_id, m.dev, kClockSm, kClockIdAppTarget);
+  r.default_app_sm_clock_mhz = get(m.clock_id, m.dev, kClockSm, kClockIdAppDefault);
+  r.temperature_c = get(m.temp, m.dev, kTempGpu);
+  if (const auto mw = get(m.power, m.dev)) r.power_w = *mw / 1000.0;
+  unsigned long long mask = 0;
+  if (m.reasons && m.reasons(m.dev, &mask) == 0) r.clock_reasons = reason_names(mask);
+  NvmlViolation v{};
+  if (m.violation && m.violation(m.dev, kPolicyPower, &v) == 0) r.power_limited_us = v.violation_time_ns * 1e-3;
+  if (m.violation && m.violation(m.dev, kPolicyThermal, &v) == 0) r.thermal_limited_us = v.violation_time_ns * 1e-3;
   return r;
 }
 

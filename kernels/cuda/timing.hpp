@@ -11,6 +11,9 @@ namespace attnbench::cuda {
 // Spins until *flag != 0 (flag: host-mapped memory the host writes), or until ~timeout_ms passed.
 void launch_hold_stream(const volatile int* flag, int timeout_ms, cudaStream_t s);
 
+// Keeps every SM busy with FMA work for ~ms milliseconds (device timer), to bring idle clocks up.
+void launch_clock_spin(int ms, int sm_count, cudaStream_t s);
+
 // Writes every byte of buf (sized >= 2x the L2), evicting whatever the timed kernels left in L2.
 void launch_l2_flush(void* buf, std::size_t bytes, cudaStream_t s);
 

@@ -8,6 +8,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace attnbench::gpu {
 
@@ -138,10 +139,21 @@ void launch_hold_stream(const volatile int* flag, int timeout_ms, StreamHandle s
 // Writes every byte of buf (sized >= 2x the L2), evicting whatever the timed kernels left in L2.
 void launch_l2_flush(void* buf, std::size_t bytes, StreamHandle s);
 
-// Live clocks and temperature for provenance, from the vendor's management library when it loads; a reading
-// the library or the device does not give is absent.
+// Keeps every SM busy for ~ms milliseconds (light FMA work, bounded by the device timer): the load that brings
+// an idle GPU's clocks up before timing.
+void launch_clock_spin(int ms, int sm_count, StreamHandle s);
+
+// Live sensor readings, from the vendor's management library when it loads; a reading the library or the device
+// does not give is absent.
 struct SensorReadings {
   std::optional<unsigned> sm_clock_mhz, mem_clock_mhz, temperature_c;
+  std::optional<unsigned> max_sm_clock_mhz;                   // the highest SM clock the device reports it can run
+  std::optional<unsigned> app_sm_clock_mhz, default_app_sm_clock_mhz;  // application clocks: target and default
+  std::optional<double> power_w;
+  // Why the clocks are below their maximum right now, by name (gpu_idle, sw_power_cap, hw_slowdown, ...).
+  std::optional<std::vector<std::string>> clock_reasons;
+  // Time spent held down by the power or thermal limit since the driver started (cumulative, microseconds).
+  std::optional<double> power_limited_us, thermal_limited_us;
 };
 class Sensors {
  public:
@@ -150,6 +162,8 @@ class Sensors {
   Sensors(const Sensors&) = delete;
   Sensors& operator=(const Sensors&) = delete;
   SensorReadings read() const;
+  // "" when readings come; otherwise why none do (the library did not load, or the device is not found in it).
+  const std::string& why_absent() const;
 
  private:
   struct Impl;
