@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <iostream>
 
+#include "peer_ratio.hpp"
+
 namespace attnbench {
 
 namespace {
@@ -39,7 +41,8 @@ std::string unsettled_legend(const StopRule& stop) {
   return buf;
 }
 
-ResultTable::ResultTable(std::ostream& out, const TableContents& c, const StopRule& stop) : out_(out), stop_(stop) {
+ResultTable::ResultTable(std::ostream& out, const TableContents& c, const StopRule& stop)
+    : out_(out), stop_(stop), peer_column_(c.peers) {
   const std::vector<std::string> statuses = {"ok", "mismatch", "declined", "error"};
   columns_ = {{"group", widest("group", c.groups), false},
               {"shape", widest("shape", c.shapes), false},
@@ -51,6 +54,8 @@ ResultTable::ResultTable(std::ostream& out, const TableContents& c, const StopRu
               {"median_us", kNumberWidth + 1, true},  // one more for the unsettled marker
               {"TFLOP/s", kNumberWidth, true},
               {"GB/s", kNumberWidth, true}};
+  const std::string peer_title = "vs_peer";
+  if (peer_column_) columns_.push_back({peer_title, std::max(peer_title.size(), kRatioTextWidth), true});
 }
 
 std::string ResultTable::line(const std::vector<std::string>& cells) const {
@@ -75,8 +80,10 @@ void ResultTable::row(const ResultRow& r) {
   any_unsettled_ = any_unsettled_ || marked;
   const std::string max_abs = r.gate ? (std::isfinite(r.gate->max_abs) ? number(r.gate->max_abs, 5) : "inf") : "-";
   const std::string median = r.time_us ? (marked ? kUnsettledMarker : "") + number(r.time_us->median, 2) : "-";
-  out_ << line({r.group, r.shape, r.dtype, r.kernel, r.mode, r.status, max_abs, median,
-                r.tflops ? number(*r.tflops, 1) : "-", r.gbps ? number(*r.gbps, 1) : "-"});
+  std::vector<std::string> cells = {r.group, r.shape, r.dtype, r.kernel, r.mode, r.status, max_abs, median,
+                                    r.tflops ? number(*r.tflops, 1) : "-", r.gbps ? number(*r.gbps, 1) : "-"};
+  if (peer_column_) cells.push_back(r.vs_peer ? ratio_text(r.vs_peer->ratio) : "-");
+  out_ << line(cells);
   if (r.status == "declined" || r.status == "error" || r.status == "mismatch") out_ << "  " << r.reason;
   else if (marked) out_ << "  " << kUnsettledMarker << " " << r.unsettled;
   out_ << "\n" << std::flush;

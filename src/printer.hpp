@@ -15,6 +15,7 @@ namespace attnbench {
 // The names the rows of a run can carry, known before the first row: they size the text columns.
 struct TableContents {
   std::vector<std::string> groups, shapes, dtypes, kernels, modes;
+  bool peers = false;  // a peer kernel is selected: a "vs_peer" column (each row's vs_peer ratio) at the end
 };
 
 class ResultTable {
@@ -37,6 +38,7 @@ class ResultTable {
   std::ostream& out_;
   StopRule stop_;
   std::vector<Column> columns_;
+  bool peer_column_ = false;
   bool any_unsettled_ = false;
 };
 

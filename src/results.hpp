@@ -22,6 +22,12 @@ struct RoundsInfo {
   double spread = 0;  // (max - min) / median of the round medians
 };
 
+// A row's time against the case's peer kernel (peer_ratio.hpp): peer median / this row's median, > 1 is faster.
+struct PeerRatio {
+  std::string kernel;
+  double ratio = 0;
+};
+
 struct ResultRow {
   std::string group, shape, op, dtype, kernel, backend, mode, l2 = "hot";
   std::string status;  // ok | mismatch | declined | error
@@ -40,9 +46,12 @@ struct ResultRow {
   std::optional<bool> graph_recommended;
   std::string repro;
   nlohmann::json breakdown;             // --breakdown: {"stages": [{name, median_us, ...}], "sum_us"}; null otherwise
+  std::optional<PeerRatio> vs_peer;     // JSON "vs_peer" {kernel, ratio}, absent when there is none
 };
 
 nlohmann::json row_to_json(const ResultRow& r);
+// A row's "vs_peer" field: empty when absent or null; UsageError naming the field when it is malformed.
+std::optional<PeerRatio> vs_peer_from_json(const nlohmann::json& row);
 
 struct ResultsFile {
   nlohmann::json provenance = nlohmann::json::object();

@@ -17,6 +17,7 @@
 #include "errors.hpp"
 #include "memory_check.hpp"
 #include "op_case.hpp"
+#include "peer_ratio.hpp"
 #include "printer.hpp"
 #include "repro.hpp"
 #include "registry.hpp"
@@ -253,7 +254,10 @@ TableContents Runner::table_contents() const {
     t.groups.push_back(c.group);
     t.shapes.push_back(c.name);
     t.dtypes.push_back(c.dtype_label());
-    for (const KernelEntry* e : kernels_for(c)) t.kernels.push_back(e->name);
+    for (const KernelEntry* e : kernels_for(c)) {
+      t.kernels.push_back(e->name);
+      t.peers = t.peers || e->peer;
+    }
   }
   for (Mode m : o.modes) t.modes.push_back(mode_name(m));
   return t;
@@ -297,11 +301,12 @@ ResultsFile Runner::run() {
   table->legend();
   finish_provenance();
   if (o.control) file.provenance["control"] = control_pair_summary(file.rows);
+  if (nlohmann::json peers = peer_summary(file.rows); !peers.empty()) file.provenance["peers"] = std::move(peers);
   return std::move(file);
 }
 
 // The kernels of a case are bound together, then each mode's timed rows are measured in interleaved rounds, and
-// the rows are emitted kernel by kernel.
+// the rows, with their ratios to the case's peer, are emitted kernel by kernel.
 void Runner::run_case(const ShapeCase& c) {
   std::unique_ptr<OpCase> op_case = make_op_case(c);
   const auto entries = kernels_for(c);
@@ -319,8 +324,11 @@ void Runner::run_case(const ShapeCase& c) {
         timed.push_back({&s.rows.at(m), s.dev, [b = s.bound.get()] { b->call(); }});
     time_slots(timed, m, o);
   }
+  std::vector<ResultRow> rows;
   for (Slot& s : slots)
-    for (Mode m : o.modes) emit(std::move(s.rows.at(m)));
+    for (Mode m : o.modes) rows.push_back(std::move(s.rows.at(m)));
+  set_peer_ratios(rows);
+  for (ResultRow& r : rows) emit(std::move(r));
 }
 
 // A case no selected kernel can take: one declined row per mode, naming why (a GPU backend asked for by name
