@@ -254,10 +254,12 @@ TableContents Runner::table_contents() const {
     t.groups.push_back(c.group);
     t.shapes.push_back(c.name);
     t.dtypes.push_back(c.dtype_label());
-    for (const KernelEntry* e : kernels_for(c)) {
+    const auto entries = kernels_for(c);
+    for (const KernelEntry* e : entries) {
       t.kernels.push_back(e->name);
       t.peers = t.peers || e->peer;
     }
+    if (o.control && !entries.empty()) t.kernels.push_back(entries.front()->name + kControlSuffix);
   }
   for (Mode m : o.modes) t.modes.push_back(mode_name(m));
   return t;
