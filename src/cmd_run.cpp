@@ -7,6 +7,7 @@
 #include "case_timing.hpp"
 #include "control_pair.hpp"
 #include "errors.hpp"
+#include "peer_ratio.hpp"
 #include "runner.hpp"
 
 namespace attnbench {
@@ -91,6 +92,8 @@ void run_callback(RunCli& c, Context& ctx) {
   if (f.provenance.contains("control"))
     if (const std::string line = control_pair_line(f.provenance["control"]); !line.empty()) std::cout << line << "\n";
   if (const std::string line = clock_summary_line(f); !line.empty()) std::cout << line << "\n";
+  if (f.provenance.contains("peers"))
+    for (const std::string& line : peer_summary_lines(f.provenance["peers"])) std::cout << line << "\n";
   std::cout << "wrote " << out << " and " << csv << "\n";
   ctx.exit_code = exit_code_for(f, c.fail_if_nothing_ran);
 }

@@ -1,8 +1,11 @@
 #include "merge.hpp"
 
 #include <map>
+#include <optional>
+#include <utility>
 
 #include "errors.hpp"
+#include "peer_ratio.hpp"
 #include "results.hpp"
 
 using nlohmann::json;
@@ -29,9 +32,25 @@ std::string row_key(const json& r) {
   return k.dump();
 }
 
+// A row's fields that the peer summary reads, when it carries a peer ratio; the error names the file and row.
+std::optional<ResultRow> peer_view(const json& r, const std::string& path, size_t index) {
+  ResultRow v;
+  try {
+    v.vs_peer = vs_peer_from_json(r);
+  } catch (const UsageError& e) {
+    throw UsageError(path + ": row #" + std::to_string(index) + ": " + e.what());
+  }
+  if (!v.vs_peer) return std::nullopt;
+  for (auto [field, dst] : {std::pair{"group", &v.group}, {"shape", &v.shape}, {"dtype", &v.dtype},
+                            {"kernel", &v.kernel}, {"mode", &v.mode}})
+    *dst = r.value(field, "");
+  return v;
+}
+
 struct MergeState {
   MergeResult m;
   json rows = json::array(), sources = json::array();
+  std::vector<ResultRow> peer_rows;  // the rows with a peer ratio: the merged file's summary
   json first_prov;
   std::map<std::string, std::string> first_id;
   std::map<std::string, size_t> key_file;  // row key -> index of the first file holding it
@@ -49,9 +68,12 @@ void add_file(const json& doc, const std::vector<std::string>& paths, size_t i, 
         throw UsageError("merge: provenance field '" + field + "' differs: " + paths[0] + " has '" +
                          st.first_id[field] + "', " + paths[i] + " has '" + value + "'");
   }
-  for (const auto& r : doc["rows"]) {
+  const json& rows = doc["rows"];
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const json& r = rows[k];
     auto [it, fresh] = st.key_file.emplace(row_key(r), i);
     if (!fresh && it->second != i) ++st.m.duplicate_rows;
+    if (auto v = peer_view(r, paths[i], k)) st.peer_rows.push_back(std::move(*v));
     st.rows.push_back(r);
   }
   st.sources.push_back({{"file", paths[i]},
@@ -76,6 +98,8 @@ MergeResult merge_result_files(const std::vector<std::string>& paths, const std:
   json prov = st.first_prov;
   prov["command"] = command_line;
   prov["merged_from"] = st.sources;
+  prov.erase("peers");  // the first file's summary covers its own rows only
+  if (json peers = peer_summary(st.peer_rows); !peers.empty()) prov["peers"] = std::move(peers);
   st.m.doc = {{"schema", kResultsSchema}, {"provenance", prov}, {"rows", st.rows}};
   return st.m;
 }

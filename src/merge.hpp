@@ -13,7 +13,8 @@ struct MergeResult {
 };
 
 // Reads every file (read_results_json's checks); UsageError naming the field (git_sha, device, seed) and both
-// files' values when the provenance differs. Every row is kept, in file order.
+// files' values when the provenance differs. Every row is kept, in file order; provenance.peers is summed up anew
+// over them all (peer_summary), and a malformed vs_peer is an error naming the file and row.
 MergeResult merge_result_files(const std::vector<std::string>& paths, const std::string& command_line);
 
 }  // namespace attnbench

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <iostream>
 
+#include "peer_ratio.hpp"
+
 namespace attnbench {
 
 namespace {
@@ -39,7 +41,8 @@ std::string unsettled_legend(const StopRule& stop) {
   return buf;
 }
 
-ResultTable::ResultTable(std::ostream& out, const TableContents& c, const StopRule& stop) : out_(out), stop_(stop) {
+ResultTable::ResultTable(std::ostream& out, const TableContents& c, const StopRule& stop)
+    : out_(out), stop_(stop), peer_column_(c.peers) {
   const std::vector<std::string> statuses = {"ok", "mismatch", "declined", "error"};
   columns_ = {{"group", widest("group", c.groups), false},
               {"shape", widest("shape", c.shapes), false},
@@ -53,6 +56,8 @@ ResultTable::ResultTable(std::ostream& out, const TableContents& c, const StopRu
               {"GB/s", kNumberWidth, true}};
   setting_column_ = !c.settings.empty();
   if (setting_column_) columns_.insert(columns_.begin() + 4, {"set", widest("set", c.settings), false});
+  const std::string peer_title = "vs_peer";
+  if (peer_column_) columns_.push_back({peer_title, std::max(peer_title.size(), kRatioTextWidth), true});
 }
 
 std::string ResultTable::line(const std::vector<std::string>& cells) const {
@@ -80,6 +85,7 @@ void ResultTable::row(const ResultRow& r, const std::string& setting) {
   std::vector<std::string> cells = {r.group, r.shape, r.dtype, r.kernel, r.mode, r.status, max_abs, median,
                                     r.tflops ? number(*r.tflops, 1) : "-", r.gbps ? number(*r.gbps, 1) : "-"};
   if (setting_column_) cells.insert(cells.begin() + 4, setting);
+  if (peer_column_) cells.push_back(r.vs_peer ? ratio_text(r.vs_peer->ratio) : "-");
   out_ << line(cells);
   if (r.status == "declined" || r.status == "error" || r.status == "mismatch") out_ << "  " << r.reason;
   else if (marked) out_ << "  " << kUnsettledMarker << " " << r.unsettled;

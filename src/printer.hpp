@@ -16,6 +16,7 @@ namespace attnbench {
 struct TableContents {
   std::vector<std::string> groups, shapes, dtypes, kernels, modes;
   std::vector<std::string> settings;  // a sweep's setting labels (S1, S2, ...); empty: no setting column
+  bool peers = false;  // a peer kernel is selected: a "vs_peer" column (each row's vs_peer ratio) at the end
 };
 
 class ResultTable {
@@ -40,6 +41,7 @@ class ResultTable {
   StopRule stop_;
   std::vector<Column> columns_;
   bool setting_column_ = false;
+  bool peer_column_ = false;
   bool any_unsettled_ = false;
 };
 

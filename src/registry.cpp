@@ -29,10 +29,13 @@ const std::vector<KernelEntry>& kernel_registry() {
     add_gated(make_cuda_gated_block(),
               "gated attention block: cuBLASLt projections, norm+RoPE kernel, cuda.unified SDPA, sigmoid gate");
 #endif
+    for (auto& e : t) e.peer = is_peer_kernel(e.name);
     return t;
   }();
   return table;
 }
+
+bool is_peer_kernel(const std::string& name) { return name.rfind("cudnn.", 0) == 0; }
 
 bool backend_built(Backend b) {
   for (const auto& k : kernel_registry())

@@ -18,7 +18,11 @@ struct KernelEntry {
   Backend backend;
   std::string description;
   std::shared_ptr<const GatedBlockKernel> gated = nullptr;  // op == gated_block
+  bool peer = false;  // is_peer_kernel(name): the other kernels' rows carry their ratio to it (peer_ratio.hpp)
 };
+
+// Peers are kernels a user would otherwise use (a vendor library's): every kernel whose name starts with "cudnn.".
+bool is_peer_kernel(const std::string& name);
 
 const std::vector<KernelEntry>& kernel_registry();
 

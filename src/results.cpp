@@ -64,7 +64,21 @@ json row_to_json(const ResultRow& r) {
   if (!r.breakdown.is_null()) j["breakdown"] = r.breakdown;
   if (!r.clocks.is_null()) j["clocks"] = r.clocks;
   if (!r.throttled.empty()) j["throttled"] = r.throttled;
+  if (r.vs_peer) j["vs_peer"] = {{"kernel", r.vs_peer->kernel}, {"ratio", r.vs_peer->ratio}};
   return j;
+}
+
+std::optional<PeerRatio> vs_peer_from_json(const json& row) {
+  if (!row.contains("vs_peer") || row["vs_peer"].is_null()) return std::nullopt;
+  const json& v = row["vs_peer"];
+  if (!v.is_object())
+    throw UsageError("field 'vs_peer': expected an object {kernel, ratio} or null, got " + compact_value(v.dump()));
+  const json kernel = v.value("kernel", json(nullptr)), ratio = v.value("ratio", json(nullptr));
+  if (!kernel.is_string() || kernel.get<std::string>().empty())
+    throw UsageError("field 'vs_peer.kernel': expected a kernel name, got " + compact_value(kernel.dump()));
+  if (!ratio.is_number() || !(ratio.get<double>() > 0) || !std::isfinite(ratio.get<double>()))
+    throw UsageError("field 'vs_peer.ratio': expected a positive number, got " + compact_value(ratio.dump()));
+  return PeerRatio{kernel.get<std::string>(), ratio.get<double>()};
 }
 
 json results_to_json(const ResultsFile& f) {
@@ -95,7 +109,8 @@ std::string results_to_csv(const ResultsFile& f) {
   std::ostringstream os;
   os << "group,shape,op,dtype,kernel,backend,mode,l2,status,reason,gate_passed,max_abs,rel_l2,max_row_rel,atol,rtol,rows_checked,"
         "median_us,min_us,q1_us,q3_us,mean_us,stdev_us,n,rounds,round_spread,settled,unsettled,throttled,device_median_us,flops,"
-        "bytes,tflops,gbps,pct_peak_flops,pct_peak_bw,plan,knobs,repro\n";
+        "bytes,tflops,gbps,pct_peak_flops,pct_peak_bw,plan,knobs,repro,"
+        "peer,peer_ratio\n";
   for (const auto& r : f.rows) {
     std::string knobs;
     for (const auto& [k, v] : r.knobs) knobs += (knobs.empty() ? "" : ";") + k + "=" + v;
@@ -123,7 +138,8 @@ std::string results_to_csv(const ResultsFile& f) {
     os << (r.device_time_us ? num(r.device_time_us->median) : "") << ',' << num(r.flops) << ',' << num(r.bytes)
        << ',' << (r.tflops ? num(*r.tflops) : "") << ',' << (r.gbps ? num(*r.gbps) : "") << ','
        << (r.pct_peak_flops ? num(*r.pct_peak_flops) : "") << ',' << (r.pct_peak_bw ? num(*r.pct_peak_bw) : "")
-       << ',' << csv_field(r.plan) << ',' << csv_field(knobs) << ',' << csv_field(r.repro) << '\n';
+       << ',' << csv_field(r.plan) << ',' << csv_field(knobs) << ',' << csv_field(r.repro) << ','
+       << (r.vs_peer ? csv_field(r.vs_peer->kernel) + ',' + num(r.vs_peer->ratio) : std::string(",")) << '\n';
   }
   return os.str();
 }

@@ -22,6 +22,12 @@ struct RoundsInfo {
   double spread = 0;  // (max - min) / median of the round medians
 };
 
+// A row's time against the case's peer kernel (peer_ratio.hpp): peer median / this row's median, > 1 is faster.
+struct PeerRatio {
+  std::string kernel;
+  double ratio = 0;
+};
+
 struct ResultRow {
   std::string group, shape, op, dtype, kernel, backend, mode, l2 = "hot";
   std::string status;  // ok | mismatch | declined | error
@@ -44,9 +50,12 @@ struct ResultRow {
   // {settle}, or why a GPU had none {sensors}; null for untimed rows and the CPU.
   nlohmann::json clocks;
   std::vector<std::string> throttled;   // throttle reasons seen while the row was timed (clocks.hpp)
+  std::optional<PeerRatio> vs_peer;     // JSON "vs_peer" {kernel, ratio}, absent when there is none
 };
 
 nlohmann::json row_to_json(const ResultRow& r);
+// A row's "vs_peer" field: empty when absent or null; UsageError naming the field when it is malformed.
+std::optional<PeerRatio> vs_peer_from_json(const nlohmann::json& row);
 
 struct ResultsFile {
   nlohmann::json provenance = nlohmann::json::object();

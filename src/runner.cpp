@@ -17,6 +17,7 @@
 #include "errors.hpp"
 #include "memory_check.hpp"
 #include "op_case.hpp"
+#include "peer_ratio.hpp"
 #include "printer.hpp"
 #include "repro.hpp"
 #include "registry.hpp"
@@ -264,7 +265,12 @@ TableContents Runner::table_contents() const {
     t.groups.push_back(c.group);
     t.shapes.push_back(c.name);
     t.dtypes.push_back(c.dtype_label());
-    for (const KernelEntry* e : kernels_for(c)) t.kernels.push_back(e->name);
+    const auto entries = kernels_for(c);
+    for (const KernelEntry* e : entries) {
+      t.kernels.push_back(e->name);
+      t.peers = t.peers || e->peer;
+    }
+    if (o.control && !entries.empty()) t.kernels.push_back(entries.front()->name + kControlSuffix);
   }
   for (Mode m : o.modes) t.modes.push_back(mode_name(m));
   for (std::size_t k = 0; knob_sets.size() > 1 && k < knob_sets.size(); ++k) t.settings.push_back(setting_label(k));
@@ -310,11 +316,12 @@ ResultsFile Runner::run() {
   finish_provenance();
   if (o.control) file.provenance["control"] = control_pair_summary(file.rows);
   file.provenance["clock_settle"] = clocks.summary();
+  if (nlohmann::json peers = peer_summary(file.rows); !peers.empty()) file.provenance["peers"] = std::move(peers);
   return std::move(file);
 }
 
 // The kernels of a case (under every knob setting of a sweep) are bound together, then each mode's timed rows are
-// measured in interleaved rounds, and the rows are emitted slot by slot.
+// measured in interleaved rounds, and the rows, with their ratios to the case's peer, are emitted slot by slot.
 void Runner::run_case(const ShapeCase& c) {
   std::unique_ptr<OpCase> op_case = make_op_case(c);
   const auto entries = kernels_for(c);
@@ -325,8 +332,15 @@ void Runner::run_case(const ShapeCase& c) {
   if (o.control) slots.push_back(Slot{entries.front(), 0, entries.front()->name + kControlSuffix});
   for (Slot& s : slots) bind_slot(c, *op_case, s);
   if (!o.gate_only) time_case(slots);
+  std::vector<ResultRow> rows;
+  std::vector<std::string> labels;
   for (Slot& s : slots)
-    for (Mode m : o.modes) emit(std::move(s.rows.at(m)), setting_label(s.setting));
+    for (Mode m : o.modes) {
+      rows.push_back(std::move(s.rows.at(m)));
+      labels.push_back(setting_label(s.setting));
+    }
+  set_peer_ratios(rows);
+  for (std::size_t i = 0; i < rows.size(); ++i) emit(std::move(rows[i]), labels[i]);
 }
 
 // The printed table's name of a knob setting: "S1", "S2", ... in a sweep, nothing in a run.

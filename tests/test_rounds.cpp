@@ -3,6 +3,7 @@
 // whose rows carry their rounds, with the control copy beside the kernel it repeats.
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,17 @@ TEST(Rounds, ControlRowsRepeatTheFirstKernelWithTheirOwnRounds) {
   EXPECT_EQ(control["kernel"], "cpu.unified");
   EXPECT_EQ(control["pairs"], 1);
   EXPECT_TRUE(contains(r.output, "control pair: 1 rows of cpu.unified#control / cpu.unified, worst ratio ")) << r.output;
+  // The control's name fits the kernel column: the mode column starts at the same place on each table line.
+  std::istringstream lines(r.output);
+  std::string header, line;
+  while (std::getline(lines, header) && header.rfind("group", 0) != 0) continue;  // past any warning lines
+  ASSERT_NE(header.find("  mode"), std::string::npos) << r.output;
+  int table_rows = 0;
+  while (std::getline(lines, line) && line.rfind("tr ", 0) == 0) {
+    EXPECT_EQ(line.find("  eager") + 2, header.find("  mode") + 2) << header << "\n" << line;
+    ++table_rows;
+  }
+  EXPECT_EQ(table_rows, 2) << r.output;
 }
 
 ResultRow timed_row(const std::string& kernel, const std::string& shape, double median_us) {
