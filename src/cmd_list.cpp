@@ -77,19 +77,14 @@ void list_callback(ListCli& c) {
   if (all || c.knobs) {
     std::cout << "knobs (environment variables; override with run --set NAME=VALUE):\n";
     std::size_t name_w = 0, vals_w = 0, def_w = 0;
-    auto values_of = [](const KnobSpec& k) {
-      std::string vals;
-      for (const auto& v : k.values) vals += (vals.empty() ? "" : "|") + v;
-      return vals.empty() ? std::string("integer") : vals;
-    };
     for (const auto& k : knob_table()) {
       name_w = std::max(name_w, k.name.size());
-      vals_w = std::max(vals_w, values_of(k).size());
+      vals_w = std::max(vals_w, knob_values_text(k).size());
       def_w = std::max(def_w, k.default_value.size());
     }
     for (const auto& k : knob_table())
       std::cout << "  " << std::left << std::setw(static_cast<int>(name_w + 2)) << k.name
-                << std::setw(static_cast<int>(vals_w + 2)) << values_of(k) << "default "
+                << std::setw(static_cast<int>(vals_w + 2)) << knob_values_text(k) << "default "
                 << std::setw(static_cast<int>(def_w + 1)) << k.default_value << k.meaning << "\n";
   }
 }

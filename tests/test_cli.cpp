@@ -49,6 +49,10 @@ TEST(Cli, UsageErrorsExitTwoAndNameTheProblem) {
   expect_usage_error("run --group decode --dtype fp8", "fp8");
   expect_usage_error("run --group decode --set ATTNBENCH_BOGUS=1", "unknown knob 'ATTNBENCH_BOGUS'");
   expect_usage_error("run --group decode --set ATTNBENCH_SM90_NARROW_WARPS=5", "not in 4|8");
+  expect_usage_error("run --group decode --set ATTNBENCH_CUDNN_HEURISTICS=a,c",
+                     "knob ATTNBENCH_CUDNN_HEURISTICS: value 'a,c' has 'c', not in a|b|fallback");
+  expect_usage_error("run --group decode --set ATTNBENCH_CUDNN_PLAN=best",
+                     "knob ATTNBENCH_CUDNN_PLAN: value 'best' is neither first|autotune nor a non-negative integer");
   expect_usage_error("run --group decode --filter '('", "--filter");
   expect_usage_error("run --group decode --backend tpu", "--backend");
   expect_usage_error("run --group decode --l2 warm", "--l2");
@@ -135,7 +139,8 @@ TEST(Cli, CpuWorkLimitDeclinesWithAReason) {
 TEST(Cli, ListShowsGroupsKernelsKnobs) {
   const Result r = run_cli("list");
   EXPECT_EQ(r.code, 0);
-  for (const char* s : {"decode", "gated_397b", "cpu.unified", "ATTNBENCH_3D_SPLITS"})
+  for (const char* s : {"decode", "gated_397b", "cpu.unified", "ATTNBENCH_3D_SPLITS", "a|b|fallback[,...]",
+                        "first|autotune|N"})
     EXPECT_NE(r.output.find(s), std::string::npos) << s;
   const Result s = run_cli("list --shapes --group gqa");
   EXPECT_NE(s.output.find("d128_h32kv8_chunked_q512_kv4096"), std::string::npos) << s.output;

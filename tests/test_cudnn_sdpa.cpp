@@ -1,8 +1,10 @@
 // cudnn.sdpa where no device is needed: the declines it gives before asking cuDNN (types, features, the gate
 // epilogue, the Q prologue, int32 ragged offsets), "no CUDA device" without one (a decline, never a throw), the
-// derived tables' arithmetic and workspace layout, and its registry entry. Built only with cudnn.sdpa.
+// derived tables' arithmetic and workspace layout, the plan-choice knobs and the graph cache's key, and its
+// registry entry. Built only with cudnn.sdpa.
 #include <gtest/gtest.h>
 
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -10,6 +12,7 @@
 #include "cli_helpers.hpp"
 #include "cuda/runtime.hpp"
 #include "cudnn/derived.hpp"
+#include "cudnn/plan_key.hpp"
 #include "registry.hpp"
 
 using namespace attnbench;
@@ -135,6 +138,92 @@ TEST(CudnnSdpa, WorkspaceHoldsCudnnsBytesThenAlignedTables) {
   EXPECT_EQ(reinterpret_cast<char*>(t.seq_len_q), base + 1024);
   EXPECT_EQ(reinterpret_cast<char*>(t.o_offsets), base + 1536);
   EXPECT_EQ(cudnn::tables_in(base, d, false).q_offsets, nullptr);
+}
+
+TEST(CudnnSdpaKnobs, HeuristicsAndPlanParse) {
+  using cudnn::Heuristic;
+  using Pick = cudnn::PlanChoice::Pick;
+  EXPECT_EQ(cudnn::parse_heuristics("a"), std::vector<Heuristic>{Heuristic::a});
+  EXPECT_EQ(cudnn::parse_heuristics("b,a,fallback"),
+            (std::vector<Heuristic>{Heuristic::b, Heuristic::a, Heuristic::fallback}));
+  const cudnn::PlanChoice def = cudnn::plan_choice(knobs());
+  EXPECT_EQ(def.heuristics, std::vector<Heuristic>{Heuristic::a});
+  EXPECT_EQ(def.pick, Pick::first);
+  EXPECT_FALSE(def.builds_all());
+  const cudnn::PlanChoice n = cudnn::parse_plan_choice("fallback", "7");
+  EXPECT_EQ(n.pick, Pick::index);
+  EXPECT_EQ(n.index, 7);
+  EXPECT_EQ(cudnn::pick_text(n), "7");
+  const cudnn::PlanChoice tune =
+      cudnn::plan_choice(KnobValues::resolve({{"ATTNBENCH_CUDNN_HEURISTICS", "a,fallback"},
+                                              {"ATTNBENCH_CUDNN_PLAN", "autotune"}}, false));
+  EXPECT_EQ(tune.pick, Pick::autotune);
+  EXPECT_TRUE(tune.builds_all());
+  EXPECT_EQ(cudnn::heuristics_text(tune.heuristics), "a,fallback");
+  EXPECT_EQ(cudnn::pick_text(tune), "autotune");
+  EXPECT_EQ(def.implementation, cudnn::Implementation::automatic);
+  EXPECT_EQ(cudnn::parse_plan_choice("a", "first", "unified").implementation, cudnn::Implementation::unified);
+  EXPECT_EQ(cudnn::parse_plan_choice("a", "first", "composite").implementation, cudnn::Implementation::composite);
+  EXPECT_EQ(cudnn::implementation_text(cudnn::Implementation::automatic), "auto");
+}
+
+TEST(CudnnSdpaKnobs, BadValuesNameTheKnobAndTheValue) {
+  const auto message = [](const std::string& heuristics, const std::string& plan, const std::string& node = "auto") {
+    try {
+      cudnn::parse_plan_choice(heuristics, plan, node);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(message("a,c", "first"), "knob ATTNBENCH_CUDNN_HEURISTICS: value 'a,c' has 'c', not in a|b|fallback "
+                                     "(a comma list of a|b|fallback)");
+  EXPECT_NE(message("b,b", "first").find("value 'b,b' lists 'b' twice"), std::string::npos);
+  EXPECT_NE(message("", "first").find("value '' has an empty item"), std::string::npos);
+  EXPECT_EQ(message("a", "fast"),
+            "knob ATTNBENCH_CUDNN_PLAN: value 'fast' is neither first|autotune nor a non-negative integer");
+  EXPECT_NE(message("a", "-2").find("value '-2'"), std::string::npos);
+  EXPECT_EQ(message("a", "first", "fused"), "knob ATTNBENCH_CUDNN_IMPL: value 'fused' not in auto|composite|unified");
+  EXPECT_EQ(message("a,b,fallback", "autotune", "unified"), "");
+}
+
+TEST(CudnnSdpaKnobs, GraphKeyHoldsTheChoice) {
+  const AttentionProblem p = small_problem();
+  const cudnn::Layout l = cudnn::planned_layout(p);
+  const auto key = [&](const char* heuristics, const char* plan, const AttentionProblem& q,
+                       const char* node = "auto") {
+    return cudnn::graph_key(q, l, cudnn::parse_plan_choice(heuristics, plan, node));
+  };
+  const std::string base = key("a", "first", p);
+  EXPECT_EQ(base, cudnn::graph_key(p, l, cudnn::plan_choice(knobs())));
+  EXPECT_EQ(base, key("a", "first", p));
+  const std::vector<std::string> others = {key("b", "first", p),        key("a,fallback", "first", p),
+                                           key("fallback,a", "first", p), key("a", "0", p),
+                                           key("a", "1", p),              key("a", "autotune", p),
+                                           key("a", "first", p, "composite"), key("a", "first", p, "unified")};
+  for (std::size_t i = 0; i < others.size(); ++i) {
+    EXPECT_NE(others[i], base) << others[i];
+    for (std::size_t j = 0; j < i; ++j) EXPECT_NE(others[i], others[j]) << others[i];
+  }
+  // Lengths under the same dims share a graph; autotune's pick is timed on the lengths, so it keys them too.
+  AttentionProblem shorter = p;
+  shorter.kv_lens = {100, 20};
+  EXPECT_EQ(key("a", "first", shorter), base);
+  EXPECT_EQ(key("a", "3", shorter), key("a", "3", p));
+  EXPECT_NE(key("a", "autotune", shorter), key("a", "autotune", p));
+  EXPECT_EQ(key("a", "autotune", p), key("a", "autotune", p));
+}
+
+TEST(CudnnSdpaKnobs, NoDeviceDeclinesUnderEveryChoice) {
+  if (cuda::device_count() > 0) GTEST_SKIP() << "a CUDA device is visible (the GPU tests run the choices)";
+  const KnobValues tune = KnobValues::resolve({{"ATTNBENCH_CUDNN_HEURISTICS", "b,fallback"},
+                                               {"ATTNBENCH_CUDNN_PLAN", "autotune"}}, false);
+  const KnobValues index = KnobValues::resolve({{"ATTNBENCH_CUDNN_PLAN", "2"}}, false);
+  for (const KnobValues* k : {&tune, &index}) {
+    const Support s = make_cudnn_sdpa()->supports(small_problem(), *k);
+    EXPECT_FALSE(s.ok);
+    EXPECT_EQ(s.reason, "no CUDA device");
+  }
 }
 
 TEST(CudnnSdpa, IsRegisteredAndListedWithItsDescription) {

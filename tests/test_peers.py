@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""The torch peer's pure-python parts (the bottom-right mask, the statistics, the row schema) against hand-computed
-values, and its cases: taken from `attnbench list --cases --json`, so bad input is the harness's exit-2 error and
-the dims and declared work are the harness's. The torch parts run only where torch is importable.
+"""The peers' pure-python parts (the bottom-right mask, the statistics, the row schema, the page table and FlashInfer's
+indptr arrays, the FlashInfer peer's kernel choice, declines and plan() arguments) against hand-computed values,
+their command lines, and their cases: taken from `attnbench list --cases --json`, so bad input is the harness's
+exit-2 error and the dims and declared work are the harness's. Without the libraries a peer exits 3 (a stand-in
+torch that sees a device checks FlashInfer's own exit). The torch parts run only where torch is importable.
 Usage: test_peers.py ATTNBENCH_BINARY (default: $ATTNBENCH_BIN or build/src/attnbench)."""
 import json
 import math
@@ -14,9 +16,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts", "peers"))
 os.environ["ATTNBENCH_SHAPES_DIR"] = os.path.join(ROOT, "shapes")
 import peer_common as pc  # noqa: E402
+import flashinfer_paged as fip  # noqa: E402  (importable without torch and FlashInfer)
 import torch_sdpa  # noqa: E402  (importable without torch)
 
 SCRIPT = os.path.join(ROOT, "scripts", "peers", "torch_sdpa.py")
+FI_SCRIPT = os.path.join(ROOT, "scripts", "peers", "flashinfer_paged.py")
 failures = []
 
 
@@ -33,9 +37,21 @@ def write(tmp, name, doc):
     return path
 
 
-def peer(args, env=None):
-    return subprocess.run([sys.executable, SCRIPT] + args, capture_output=True, text=True,
+def peer(args, env=None, script=SCRIPT):
+    return subprocess.run([sys.executable, script] + args, capture_output=True, text=True,
                           env=dict(os.environ, **(env or {})))
+
+
+def attention_case(q_lens, kv_lens, heads=32, kv_heads=8, head_size=128, block_size=64, causal=True, dtype="bf16",
+                   features=None, op="attention"):
+    """A listing entry's case, as `attnbench list --cases --json` would give it."""
+    seqlens = [[q, kv] for q, kv in zip(q_lens, kv_lens)]
+    return pc.Case({"group": "g", "shape": "s", "file": "f.json", "op": op, "dtype": dtype,
+                    "types": {"q": dtype, "kv": dtype, "o": dtype, "acc": "fp32"}, "features": features or {},
+                    "dims": {"heads": heads, "kv_heads": kv_heads, "head_size": head_size, "block_size": block_size,
+                             "causal": causal, "seqlens": seqlens, "max_seqlen_q": max(q_lens),
+                             "scale": head_size ** -0.5},
+                    "work": {"flops": 1.0, "bytes": 1.0}})
 
 
 def test_mask_stats_rows():
@@ -60,6 +76,82 @@ def test_mask_stats_rows():
         attnbench_row = json.load(f)["rows"][0]
     check(set(row) == set(attnbench_row), f"row fields differ from attnbench's: {set(row) ^ set(attnbench_row)}")
     check(row["dims"]["max_seqlen_q"] == 1 and row["dims"]["heads"] == 32, f"dims {row['dims']}")
+
+
+def test_page_table_and_indptr():
+    # decode d128_h32kv8_ragged: kv 523, 37, 2011, 1328 over pages of 64 -> 9, 1, 32, 21 pages.
+    c = attention_case([1, 1, 1, 1], [523, 37, 2011, 1328])
+    t = pc.PageTable(c)
+    check(pc.blocks_per_seq(c) == [9, 1, 32, 21], f"blocks {pc.blocks_per_seq(c)}")
+    check(t.indptr == [0, 9, 10, 42, 63], f"indptr {t.indptr}")
+    check(t.indices == list(range(63)), "indices: every page once, in sequence order")
+    check(t.last_page_len == [523 - 8 * 64, 37, 2011 - 31 * 64, 1328 - 20 * 64], f"last {t.last_page_len}")
+    check(t.last_page_len == [11, 37, 27, 48] and t.pages(2) == list(range(10, 42)), f"pages(2) {t.pages(2)}")
+    check(pc.qo_indptr(c) == [0, 1, 2, 3, 4], f"decode qo_indptr {pc.qo_indptr(c)}")
+    # A full last page holds block_size tokens (1 <= last_page_len <= page size), never 0.
+    full = attention_case([100, 64], [300, 128], block_size=64)
+    ft = pc.PageTable(full)
+    check((ft.indptr, ft.last_page_len) == ([0, 5, 7], [44, 64]), f"full page: {ft.indptr} {ft.last_page_len}")
+    check(pc.qo_indptr(full) == [0, 100, 164], f"prefill qo_indptr {pc.qo_indptr(full)}")
+    small = attention_case([1], [1], block_size=16)
+    check((pc.PageTable(small).indptr, pc.PageTable(small).last_page_len) == ([0, 1], [1]), "one token, one page")
+
+
+def test_flashinfer_choices():
+    dec = attention_case([1, 1, 1, 1], [523, 37, 2011, 1328])
+    pre = attention_case([100, 64], [300, 128], heads=8, kv_heads=2, block_size=16, causal=False, dtype="fp16")
+    mixed = attention_case([1, 4], [100, 200])
+    check(fip.kernel_for(dec) == "flashinfer.paged_decode", "q_len 1 everywhere: decode wrapper")
+    check(fip.kernel_for(pre) == "flashinfer.paged_prefill" and fip.kernel_for(mixed) == "flashinfer.paged_prefill",
+          "any longer query: prefill wrapper")
+    a = fip.plan_arguments(dec)
+    check((a["indptr"], a["last_page_len"], a["indices"][-1], a["head_dim"], a["page_size"]) ==
+          ([0, 9, 10, 42, 63], [11, 37, 27, 48], 62, 128, 64), f"decode plan(): {a}")
+    check((a["num_qo_heads"], a["num_kv_heads"], a["q_data_type"], a["kv_data_type"]) == (32, 8, "bf16", "bf16"),
+          f"decode heads/types: {a}")
+    check(abs(a["sm_scale"] - 128 ** -0.5) < 1e-12 and "causal" not in a and "qo_indptr" not in a, f"decode: {a}")
+    b = fip.plan_arguments(pre)
+    check((b["qo_indptr"], b["paged_kv_indptr"], b["paged_kv_last_page_len"], b["head_dim_qk"], b["causal"]) ==
+          ([0, 100, 164], [0, 19, 27], [12, 16], 128, False), f"prefill plan(): {b}")
+    check(b["paged_kv_indices"] == list(range(27)) and b["page_size"] == 16 and b["q_data_type"] == "fp16",
+          f"prefill pages: {b}")
+    check(fip.plan_arguments(mixed)["causal"] is True, "causal prefill")
+    check(set(fip.GRAPH_BUFFERS["flashinfer.paged_decode"]) <= set(a), "decode graph buffers name plan() arguments")
+    check(set(fip.GRAPH_BUFFERS["flashinfer.paged_prefill"]) <= set(b), "prefill graph buffers name plan() arguments")
+
+    check(fip.decline(dec) == "" and fip.decline(pre) == "", "plain 16-bit cases are taken")
+    check("head_size 96" in fip.decline(attention_case([1], [64], head_size=96)), "head size without a kernel")
+    check("feature 'softcap'" in fip.decline(attention_case([1], [64], features={"softcap": 30.0})), "features")
+    check("types" in fip.decline(attention_case([1], [64], dtype="e4m3")), "8-bit types")
+    check("op gated_block" in fip.decline(attention_case([1], [64], op="gated_block")), "other ops")
+
+    check(fip.tensor_cores(attention_case([1], [64], heads=32, kv_heads=2), "auto"), "group 16: tensor cores")
+    check(not fip.tensor_cores(dec, "auto") and fip.tensor_cores(dec, "on"), "group 4: CUDA cores unless on")
+    check(not fip.tensor_cores(attention_case([1], [64], heads=32, kv_heads=2), "off"), "off")
+
+
+def test_flashinfer_arguments():
+    a = fip.parse_args(["--group", "decode", "--mode", "graph", "--tensor-cores", "on", "--dtype", "bf16,fp16"])
+    check((a.group, a.mode, a.tensor_cores, a.dtype, a.kernel) == (["decode"], ["graph"], "on", ["bf16", "fp16"], "*"),
+          f"args {vars(a)}")
+    check(fip.parse_args(["-g", "decode"]).tensor_cores == "auto", "tensor cores default auto")
+    r = peer(["--group", "decode", "--tensor-cores", "maybe"], script=FI_SCRIPT)
+    check(r.returncode == 2 and "--tensor-cores" in r.stderr, f"bad --tensor-cores: {r.returncode} {r.stderr}")
+    r = peer(["--help"], script=FI_SCRIPT)
+    check(r.returncode == 0 and "exit codes: 0" in r.stdout and "3 cannot run here" in r.stdout and
+          "flashinfer.paged_decode" in r.stdout, f"--help: {r.stdout}")
+    r = peer(["--help"])
+    check(r.returncode == 0 and "exit codes: 0" in r.stdout, f"torch --help: {r.stdout}")
+
+
+def stand_in_torch(tmp):
+    """A folder with a `torch` that sees a CUDA device and a `flashinfer` that cannot be imported."""
+    folder = os.path.join(tmp, "stand_in")
+    for pkg, body in (("torch", "__version__ = '0'\n\n\nclass cuda:\n    is_available = staticmethod(lambda: True)\n"),
+                      ("flashinfer", "raise ImportError(\"No module named 'flashinfer' (stand-in)\")\n")):
+        os.makedirs(os.path.join(folder, pkg), exist_ok=True)
+        write(os.path.join(folder, pkg), "__init__.py", body)
+    return folder
 
 
 def test_cases_from_binary(binary, tmp):
@@ -157,6 +249,23 @@ def test_cli(binary, tmp):
         r = peer(use + ["--group", "decode", "-o", out])
         check(r.returncode == torch_sdpa.EXIT_CANNOT_RUN and "cannot run here" in r.stderr, f"no torch: {r.stderr}")
         check(not os.path.exists(out), "nothing written without torch")
+        r = peer(use + ["--group", "decode", "-o", out], script=FI_SCRIPT)
+        check(r.returncode == fip.EXIT_CANNOT_RUN == 3 and "cannot run here" in r.stderr, f"fi, no torch: {r.stderr}")
+        check(not os.path.exists(out), "nothing written by the FlashInfer peer without torch")
+
+    # The FlashInfer peer: bad input is exit 2 before anything is imported; torch with a device but FlashInfer
+    # not importable is exit 3, one line naming FlashInfer, nothing written.
+    r = peer(use + ["--shapes", bad], script=FI_SCRIPT)
+    check(r.returncode == 2 and message in r.stderr, f"fi bad shape file: {r.returncode} {r.stderr!r}")
+    r = peer(use + ["--group", "decode", "--mode", "fast"], script=FI_SCRIPT)
+    check(r.returncode == 2 and "--mode" in r.stderr, f"fi bad mode: {r.returncode} {r.stderr}")
+    out = os.path.join(tmp, "fi.json")
+    path = os.pathsep.join(p for p in (stand_in_torch(tmp), os.environ.get("PYTHONPATH", "")) if p)
+    r = peer(use + ["--group", "decode", "-o", out], env={"PYTHONPATH": path}, script=FI_SCRIPT)
+    lines = r.stderr.strip().splitlines()
+    check(r.returncode == 3 and len(lines) == 1 and "FlashInfer is not importable" in lines[0] and
+          lines[0].startswith("flashinfer_paged.py: cannot run here:"), f"no FlashInfer: {r.returncode} {r.stderr!r}")
+    check(not os.path.exists(out), "nothing written without FlashInfer")
 
 
 def test_reference_with_torch():
@@ -166,12 +275,10 @@ def test_reference_with_torch():
     except ImportError:
         print("torch not importable: reference check skipped")
         return
-    peer_obj = torch_sdpa.TorchPeer.__new__(torch_sdpa.TorchPeer)
-    peer_obj.torch = torch
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 4, 3, 8, generator=g), torch.randn(1, 2, 5, 8, generator=g),
                torch.randn(1, 2, 5, 8, generator=g))
-    out = peer_obj.reference_sdpa(q, k, v, 0.3, True)
+    out = pc.reference_sdpa(torch, q, k, v, 0.3, True)
     mask = pc.causal_mask(3, 5)
     for h in range(4):
         for i in range(3):
@@ -184,6 +291,9 @@ def test_reference_with_torch():
 def main():
     binary = sys.argv[1] if len(sys.argv) > 1 else pc.attnbench_binary()
     test_mask_stats_rows()
+    test_page_table_and_indptr()
+    test_flashinfer_choices()
+    test_flashinfer_arguments()
     test_reference_with_torch()
     if os.access(binary, os.X_OK):
         with tempfile.TemporaryDirectory() as tmp:

@@ -43,6 +43,10 @@ TEST(Sweep, KnobValidation) {
   const auto axes = parse_knob_axes({"ATTNBENCH_SM90_NARROW_WARPS=8,4"});
   ASSERT_EQ(axes.size(), 1u);
   EXPECT_EQ(axes[0].values, (std::vector<std::string>{"8", "4"}));  // order kept: the first is the reference
+  // A list knob's commas separate settings here: one mode per setting.
+  const auto modes = parse_knob_axes({"ATTNBENCH_CUDNN_HEURISTICS=a,fallback"});
+  EXPECT_EQ(modes[0].values, (std::vector<std::string>{"a", "fallback"}));
+  EXPECT_TRUE(contains(usage_message("ATTNBENCH_CUDNN_PLAN=first,autotune,2,best"), "'best' is neither"));
 }
 
 TEST(Sweep, CartesianProductFirstAxisSlowest) {

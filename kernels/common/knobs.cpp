@@ -49,6 +49,20 @@ const std::vector<KnobSpec>& knob_table() {
        "declined where the SDPA kernel has no Q prologue for the problem"},
       {"ATTNBENCH_GATED_QGATE_LAYOUT", {"flat", "interleaved"}, "flat",
        "*.gated_block: W_qkvg column blocks Q | GATE | K | V (flat) or per-head [q_h | g_h] then K | V (interleaved)"},
+      {"ATTNBENCH_CUDNN_HEURISTICS", {"a", "b", "fallback"}, "a",
+       "cudnn.sdpa: the cuDNN heuristics modes whose engine configs are the plan candidates, their lists joined in "
+       "the order given (a comma list, e.g. a,fallback; a sweep's --knob splits on commas, so there each value is "
+       "one mode)",
+       KnobSyntax::list},
+      {"ATTNBENCH_CUDNN_PLAN", {"first", "autotune"}, "first",
+       "cudnn.sdpa: the candidate that runs: first = the first that builds (cuDNN's order); N = candidate N "
+       "(0-based) of the heuristics' list; autotune = every candidate built and timed at plan time (median of 10 "
+       "executions after 3 warm-ups), the fastest kept; the plan summary names the engine and the times",
+       KnobSyntax::one_or_integer},
+      {"ATTNBENCH_CUDNN_IMPL", {"auto", "composite", "unified"}, "auto",
+       "cudnn.sdpa: the frontend's SDPA node: auto = the frontend's pick (unified where its support surface takes "
+       "the graph: cuDNN >= 9.15 for paged caches, no causal band; composite where that unified node gives no "
+       "plan), or one forced (a graph it cannot take is declined with the frontend's message)"},
   };
   return table;
 }
@@ -59,6 +73,40 @@ const KnobSpec* find_knob(const std::string& name) {
   return nullptr;
 }
 
+namespace {
+bool is_count(const std::string& v) {
+  bool digits = !v.empty() && v.size() < 10;
+  for (char c : v) digits = digits && c >= '0' && c <= '9';
+  return digits;
+}
+
+std::string joined(const std::vector<std::string>& values) {
+  std::string out;
+  for (const auto& v : values) out += (out.empty() ? "" : "|") + v;
+  return out;
+}
+
+bool allowed(const KnobSpec& k, const std::string& v) {
+  return std::find(k.values.begin(), k.values.end(), v) != k.values.end();
+}
+
+// Why `value` is not a comma list of k's values, each at most once ("" when it is).
+std::string list_error(const KnobSpec& k, const std::string& value) {
+  std::vector<std::string> seen;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = value.find(',', start);
+    const std::string item = value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (item.empty()) return "has an empty item";
+    if (!allowed(k, item)) return "has '" + item + "', not in " + joined(k.values);
+    if (std::find(seen.begin(), seen.end(), item) != seen.end()) return "lists '" + item + "' twice";
+    seen.push_back(item);
+    if (comma == std::string::npos) return "";
+    start = comma + 1;
+  }
+}
+}  // namespace
+
 std::string check_knob(const std::string& name, const std::string& value) {
   const KnobSpec* k = find_knob(name);
   if (!k) {
@@ -66,17 +114,32 @@ std::string check_knob(const std::string& name, const std::string& value) {
     for (const auto& s : knob_table()) known += (known.empty() ? "" : ", ") + s.name;
     return "unknown knob '" + name + "' (known: " + known + ")";
   }
-  if (k->values.empty()) {
-    bool digits = !value.empty() && value.size() < 10;
-    for (char c : value) digits = digits && c >= '0' && c <= '9';
-    if (!digits) return "knob " + name + ": value '" + value + "' is not a non-negative integer";
-    return "";
+  const std::string bad = "knob " + name + ": value '" + value + "' ";
+  switch (k->syntax) {
+    case KnobSyntax::list: {
+      const std::string why = list_error(*k, value);
+      return why.empty() ? "" : bad + why + " (a comma list of " + joined(k->values) + ")";
+    }
+    case KnobSyntax::one_or_integer:
+      if (allowed(*k, value) || is_count(value)) return "";
+      return bad + "is neither " + joined(k->values) + " nor a non-negative integer";
+    case KnobSyntax::one:
+      break;
   }
-  for (const auto& v : k->values)
-    if (v == value) return "";
-  std::string allowed;
-  for (const auto& v : k->values) allowed += (allowed.empty() ? "" : "|") + v;
-  return "knob " + name + ": value '" + value + "' not in " + allowed;
+  if (k->values.empty()) return is_count(value) ? "" : bad + "is not a non-negative integer";
+  return allowed(*k, value) ? "" : bad + "not in " + joined(k->values);
+}
+
+std::string knob_values_text(const KnobSpec& k) {
+  switch (k.syntax) {
+    case KnobSyntax::list:
+      return joined(k.values) + "[,...]";
+    case KnobSyntax::one_or_integer:
+      return joined(k.values) + "|N";
+    case KnobSyntax::one:
+      break;
+  }
+  return k.values.empty() ? "integer" : joined(k.values);
 }
 
 const std::vector<std::string>& known_non_knob_variables() {

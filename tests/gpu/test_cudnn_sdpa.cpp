@@ -1,11 +1,17 @@
 // cudnn.sdpa on the GPU against the fp32 reference: attnbench's own paged inputs (shuffled blocks, poisoned cache
 // padding, a poisoned output), every row of every head gated with the default tolerance. A shape cuDNN declines
 // prints the decline and fails only when it is one the kernel must take (decode and causal prefill at d128). Also:
-// a graph replay equals the eager call, and params on another block-table stride get their own graph in run().
+// a graph replay equals the eager call, params on another block-table stride get their own graph in run(), and
+// the plan-choice knobs (autotune, other heuristics modes, a candidate by index, a forced SDPA node) gate on a
+// decode and a prefill.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstdio>
+#include <iterator>
+#include <map>
 #include <numeric>
+#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,11 +57,12 @@ struct CudnnCase {
   cuda::DeviceBuffer q, k, v, cu, used, table, out, workspace;
   AttentionParams params;
 
-  CudnnCase(const AttentionProblem& p, uint64_t seed, BlockOrder order = BlockOrder::shuffled)
+  CudnnCase(const AttentionProblem& p, uint64_t seed, BlockOrder order = BlockOrder::shuffled,
+            const KnobValues& settings = knobs())
       : host(build_inputs(p, seed, order)) {
-    support = kernel->supports(host.problem, knobs());
+    support = kernel->supports(host.problem, settings);
     if (!support.ok) return;
-    plan = kernel->plan(host.problem, knobs());
+    plan = kernel->plan(host.problem, settings);
     auto up = [](cuda::DeviceBuffer& b, const void* src, std::size_t n) {
       b = cuda::DeviceBuffer(n);
       b.upload(src, n);
@@ -202,6 +209,99 @@ TEST(CudnnSdpaLayouts, AnotherTableStrideGetsItsGraphInRun) {
   graph.replay(stream.get());
   stream.synchronize();
   EXPECT_TRUE(gate_every_row(c).passed);
+}
+
+// The plan-choice knobs. Autotune and the composite node must take both shapes; another heuristics mode, a second
+// candidate or the unified node may not (a printed decline). Each runs gated on every row, and the plan summary
+// names the choice, the node and the candidate that ran.
+struct Choice {
+  const char* name;
+  std::map<std::string, std::string> knobs;
+  bool required;
+};
+
+const Choice kChoices[] = {
+    {"autotune", {{"ATTNBENCH_CUDNN_PLAN", "autotune"}}, true},
+    {"heuristics b", {{"ATTNBENCH_CUDNN_HEURISTICS", "b"}}, false},
+    {"heuristics fallback", {{"ATTNBENCH_CUDNN_HEURISTICS", "fallback"}}, false},
+    {"heuristics a,fallback autotune",
+     {{"ATTNBENCH_CUDNN_HEURISTICS", "a,fallback"}, {"ATTNBENCH_CUDNN_PLAN", "autotune"}},
+     true},
+    {"plan 1", {{"ATTNBENCH_CUDNN_PLAN", "1"}}, false},
+    {"node composite", {{"ATTNBENCH_CUDNN_IMPL", "composite"}}, true},
+    {"node unified autotune", {{"ATTNBENCH_CUDNN_IMPL", "unified"}, {"ATTNBENCH_CUDNN_PLAN", "autotune"}}, false},
+};
+
+class CudnnSdpaChoice : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(CudnnSdpaChoice, GatesAndNamesThePlan) {
+  SKIP_WITHOUT_DEVICE();
+  const auto [idx, which] = GetParam();
+  const Shape sh = shapes()[idx];
+  const Choice& choice = kChoices[which];
+  const KnobValues k = KnobValues::resolve(choice.knobs, false);
+  CudnnCase c(problem_of(sh, DType::bf16), 600 + idx, BlockOrder::shuffled, k);
+  if (!c.support.ok) {
+    std::printf("  %-58s %s declined: %s\n", sh.name.c_str(), choice.name, c.support.reason.c_str());
+    if (choice.required) ADD_FAILURE() << sh.name << " under " << choice.name << ": " << c.support.reason;
+    return;
+  }
+  cuda::Stream stream;
+  c.run(stream.get());
+  stream.synchronize();
+  const GateResult g = gate_every_row(c);
+  const std::string& summary = c.plan->summary;
+  std::printf("  %-58s %s max_abs=%.3g plan: %s\n", sh.name.c_str(), choice.name, g.max_abs, summary.c_str());
+  EXPECT_EQ(g.nonfinite, 0) << sh.name << " " << choice.name;
+  EXPECT_TRUE(g.passed) << sh.name << " " << choice.name << ": " << gate_failure_reason(g) << " " << g.detail;
+  const std::string heuristics = k.get("ATTNBENCH_CUDNN_HEURISTICS"), pick = k.get("ATTNBENCH_CUDNN_PLAN");
+  const std::string node = k.get("ATTNBENCH_CUDNN_IMPL");
+  EXPECT_NE(summary.find("node " + node + ", heuristics " + heuristics + ", plan " + pick + ": candidate "),
+            std::string::npos)
+      << summary;
+  if (node != "auto") {
+    EXPECT_NE(summary.find("), " + node + " node"), std::string::npos) << summary;
+  }
+  if (pick == "autotune") {
+    EXPECT_NE(summary.find("; autotune of "), std::string::npos) << summary;
+  }
+  if (pick == "1") {
+    EXPECT_NE(summary.find(": candidate 1 "), std::string::npos) << summary;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(DecodeAndPrefill, CudnnSdpaChoice,
+                         ::testing::Combine(::testing::Values(0, 1),
+                                            ::testing::Range(0, static_cast<int>(std::size(kChoices)))),
+                         [](const auto& info) {
+                           std::string n = std::string(std::get<0>(info.param) == 0 ? "decode_" : "prefill_") +
+                                           kChoices[std::get<1>(info.param)].name;
+                           for (char& ch : n)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
+
+// Autotune's pick, asked for by its index, runs the same engine; an index past the heuristics' list is declined
+// naming the knob.
+TEST(CudnnSdpaChoiceIndex, AutotunesPickByIndexAndOutOfRange) {
+  SKIP_WITHOUT_DEVICE();
+  const Shape sh = shapes()[0];
+  CudnnCase tuned(problem_of(sh, DType::bf16), 8, BlockOrder::shuffled,
+                  KnobValues::resolve({{"ATTNBENCH_CUDNN_PLAN", "autotune"}}, false));
+  if (!taken(tuned, sh, DType::bf16)) return;
+  std::smatch m;
+  const std::string summary = tuned.plan->summary;
+  ASSERT_TRUE(std::regex_search(summary, m, std::regex("plan autotune: candidate ([0-9]+) ([^;]+);"))) << summary;
+  CudnnCase by_index(problem_of(sh, DType::bf16), 8, BlockOrder::shuffled,
+                     KnobValues::resolve({{"ATTNBENCH_CUDNN_PLAN", m[1].str()}}, false));
+  ASSERT_TRUE(by_index.support.ok) << by_index.support.reason;
+  EXPECT_NE(by_index.plan->summary.find("plan " + m[1].str() + ": candidate " + m[1].str() + " " + m[2].str()),
+            std::string::npos)
+      << by_index.plan->summary;
+  const Support far = make_cudnn_sdpa()->supports(problem_of(sh, DType::bf16),
+                                                  KnobValues::resolve({{"ATTNBENCH_CUDNN_PLAN", "999"}}, false));
+  EXPECT_FALSE(far.ok);
+  EXPECT_NE(far.reason.find("ATTNBENCH_CUDNN_PLAN=999: heuristics a gave "), std::string::npos) << far.reason;
 }
 
 }  // namespace

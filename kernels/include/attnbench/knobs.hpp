@@ -7,11 +7,19 @@
 
 namespace attnbench {
 
+// How a knob's value is read against its `values`.
+enum class KnobSyntax {
+  one,             // one of `values`; any non-negative integer when `values` is empty
+  list,            // a comma list of `values`, each at most once, in the order given
+  one_or_integer,  // one of `values`, or a non-negative integer
+};
+
 struct KnobSpec {
   std::string name;
-  std::vector<std::string> values;  // allowed values; empty means any non-negative integer
+  std::vector<std::string> values;  // allowed values (see `syntax`)
   std::string default_value;
   std::string meaning;
+  KnobSyntax syntax = KnobSyntax::one;
 };
 
 const std::vector<KnobSpec>& knob_table();
@@ -33,8 +41,10 @@ class KnobValues {
   std::map<std::string, std::string> values_;
 };
 
-// Checks one name=value against the table; returns an error message or "" when fine.
+// Checks one name=value against the table; returns an error message naming both, or "" when fine.
 std::string check_knob(const std::string& name, const std::string& value);
+// What a knob takes, as `list --knobs` shows it: "4|8", "integer", "a|b|fallback[,...]", "first|autotune|N".
+std::string knob_values_text(const KnobSpec& k);
 
 // ATTNBENCH_* variables the project reads that are not knobs (ATTNBENCH_SHAPES_DIR, the scripts' variables).
 const std::vector<std::string>& known_non_knob_variables();

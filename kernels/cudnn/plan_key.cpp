@@ -1,0 +1,122 @@
+#include "cudnn/plan_key.hpp"
+
+#include <sstream>
+#include <stdexcept>
+
+namespace attnbench::cudnn {
+
+Layout layout_of(const AttentionParams& a) {
+  return {a.q_stride_token, a.q_stride_head, a.o_stride_token,  a.o_stride_head,
+          a.kv_stride_block, a.kv_stride_token, a.kv_stride_head, a.block_table_stride};
+}
+
+Layout planned_layout(const AttentionProblem& p) {
+  AttentionParams a = make_attention_params(p);
+  a.block_table_stride = p.max_blocks_per_seq() + 1;
+  return layout_of(a);
+}
+
+bool ragged_q(const AttentionProblem& p) {
+  for (int q : p.q_lens)
+    if (q != p.q_lens.front()) return true;
+  return false;
+}
+
+int64_t container_blocks(const AttentionProblem& p) { return p.num_blocks() + 1; }
+
+namespace {
+// The table's check, thrown: values that did not come through KnobValues::resolve get the same message.
+void check(const char* knob, const std::string& value) {
+  if (const std::string err = check_knob(knob, value); !err.empty()) throw std::invalid_argument(err);
+}
+
+const char* name_of(Heuristic h) {
+  switch (h) {
+    case Heuristic::a:
+      return "a";
+    case Heuristic::b:
+      return "b";
+    case Heuristic::fallback:
+      return "fallback";
+  }
+  return "?";
+}
+}  // namespace
+
+std::vector<Heuristic> parse_heuristics(const std::string& value) {
+  check(kHeuristicsKnob, value);
+  std::vector<Heuristic> out;
+  std::stringstream items(value);
+  std::string item;
+  while (std::getline(items, item, ','))
+    out.push_back(item == "a" ? Heuristic::a : item == "b" ? Heuristic::b : Heuristic::fallback);
+  return out;
+}
+
+PlanChoice parse_plan_choice(const std::string& heuristics, const std::string& plan,
+                             const std::string& implementation) {
+  PlanChoice c;
+  check(kImplKnob, implementation);
+  c.implementation = implementation == "composite" ? Implementation::composite
+                     : implementation == "unified" ? Implementation::unified
+                                                   : Implementation::automatic;
+  c.heuristics = parse_heuristics(heuristics);
+  check(kPlanKnob, plan);
+  if (plan == "autotune") {
+    c.pick = PlanChoice::Pick::autotune;
+  } else if (plan != "first") {
+    c.pick = PlanChoice::Pick::index;
+    c.index = std::stoll(plan);  // the table's check: digits only, fewer than ten
+  }
+  return c;
+}
+
+PlanChoice plan_choice(const KnobValues& knobs) {
+  return parse_plan_choice(knobs.get(kHeuristicsKnob), knobs.get(kPlanKnob), knobs.get(kImplKnob));
+}
+
+std::string implementation_text(Implementation i) {
+  switch (i) {
+    case Implementation::automatic:
+      return "auto";
+    case Implementation::composite:
+      return "composite";
+    case Implementation::unified:
+      return "unified";
+  }
+  return "?";
+}
+
+std::string heuristics_text(const std::vector<Heuristic>& h) {
+  std::string out;
+  for (Heuristic m : h) out += (out.empty() ? "" : ",") + std::string(name_of(m));
+  return out;
+}
+
+std::string pick_text(const PlanChoice& c) {
+  switch (c.pick) {
+    case PlanChoice::Pick::first:
+      return "first";
+    case PlanChoice::Pick::index:
+      return std::to_string(c.index);
+    case PlanChoice::Pick::autotune:
+      return "autotune";
+  }
+  return "?";
+}
+
+std::string graph_key(const AttentionProblem& p, const Layout& l, const PlanChoice& c) {
+  std::ostringstream k;
+  k << dtype_name(p.types.q) << ' ' << p.num_seqs() << ' ' << p.heads << ' ' << p.kv_heads << ' ' << p.head_size
+    << ' ' << p.block_size << ' ' << p.max_seqlen_q() << ' ' << p.max_seqlen_k() << ' ' << container_blocks(p) << ' '
+    << ragged_q(p) << ' ' << p.causal << ' ' << std::hexfloat << p.softmax_scale();
+  for (int64_t v : {l.q_token, l.q_head, l.o_token, l.o_head, l.kv_block, l.kv_token, l.kv_head, l.table_stride})
+    k << ' ' << v;
+  k << " node " << implementation_text(c.implementation) << " heuristics " << heuristics_text(c.heuristics)
+    << " plan " << pick_text(c);
+  if (c.pick == PlanChoice::Pick::autotune)  // the times it picks by depend on the lengths, not only on the dims
+    for (std::size_t i = 0; i < p.q_lens.size(); ++i) k << ' ' << p.q_lens[i] << ':' << p.kv_lens[i];
+  return k.str();
+}
+
+}  // namespace attnbench::cudnn

@@ -1,0 +1,65 @@
+// What a cudnn.sdpa graph is built for, without cuDNN: the memory layout, the plan choice its knobs make
+// (ATTNBENCH_CUDNN_HEURISTICS, ATTNBENCH_CUDNN_PLAN) and the graph cache's key over both and the problem. Host
+// code, so the tests check the parsing and the key without a device.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "attnbench/attention.hpp"
+#include "attnbench/knobs.hpp"
+
+namespace attnbench::cudnn {
+
+constexpr const char* kHeuristicsKnob = "ATTNBENCH_CUDNN_HEURISTICS";
+constexpr const char* kPlanKnob = "ATTNBENCH_CUDNN_PLAN";
+constexpr const char* kImplKnob = "ATTNBENCH_CUDNN_IMPL";
+
+// The memory layout a graph is built for: the params' strides (elements) and the block table's row stride.
+struct Layout {
+  int64_t q_token = 0, q_head = 0, o_token = 0, o_head = 0, kv_block = 0, kv_token = 0, kv_head = 0;
+  int64_t table_stride = 0;
+  auto tie() const { return std::tie(q_token, q_head, o_token, o_head, kv_block, kv_token, kv_head, table_stride); }
+  bool operator==(const Layout& o) const { return tie() == o.tie(); }
+};
+
+Layout layout_of(const AttentionParams& a);
+// The layout plan() builds for: make_attention_params' dense strides and a block table with one slot more than the
+// longest sequence needs (the harness's inputs, build_inputs). Params on another layout get their graph in run().
+Layout planned_layout(const AttentionProblem& p);
+
+// Ragged Q and O (per-sequence offsets) when the query lengths differ; else sequence b starts at token b * q_len.
+bool ragged_q(const AttentionProblem& p);
+// Blocks of the paged containers cuDNN is told of: the problem's own plus one spare (the block that unused table
+// slots name in the harness's inputs). Every block id in a used table slot must be below it.
+int64_t container_blocks(const AttentionProblem& p);
+
+enum class Heuristic { a, b, fallback };
+enum class Implementation { automatic, composite, unified };  // the frontend's SDPA node
+
+// Which SDPA node, which engine configs are the candidates (the heuristics modes' lists, joined in order) and
+// which one runs.
+struct PlanChoice {
+  enum class Pick { first, index, autotune };
+  Implementation implementation = Implementation::automatic;
+  std::vector<Heuristic> heuristics = {Heuristic::a};
+  Pick pick = Pick::first;
+  int64_t index = 0;  // the candidate when pick == index
+  bool builds_all() const { return pick == Pick::autotune; }
+};
+
+// The knobs' values as a choice; std::invalid_argument naming the knob and the value for one the table refuses.
+std::vector<Heuristic> parse_heuristics(const std::string& value);
+PlanChoice parse_plan_choice(const std::string& heuristics, const std::string& plan,
+                             const std::string& implementation = "auto");
+PlanChoice plan_choice(const KnobValues& knobs);
+
+std::string heuristics_text(const std::vector<Heuristic>& h);  // "a,fallback"
+std::string pick_text(const PlanChoice& c);                     // "first", "3", "autotune"
+std::string implementation_text(Implementation i);              // "auto", "composite", "unified"
+
+// The graph cache's key: everything the graph and its plan depend on.
+std::string graph_key(const AttentionProblem& p, const Layout& l, const PlanChoice& c);
+
+}  // namespace attnbench::cudnn
