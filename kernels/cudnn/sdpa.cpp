@@ -13,6 +13,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -24,6 +25,7 @@
 #include "attnbench/backends.hpp"
 #include "cuda/runtime.hpp"
 #include "cudnn/derived.hpp"
+#include "cudnn/sdpa.hpp"
 
 namespace attnbench {
 namespace {
@@ -48,8 +50,9 @@ Layout layout_of(const AttentionParams& a) {
           a.kv_stride_block, a.kv_stride_token, a.kv_stride_head, a.block_table_stride};
 }
 
-// The layout plan() builds for: make_attention_params' dense strides and a block table with one slot more than the
-// longest sequence needs (the harness's inputs, build_inputs). Params on another layout get their graph in run().
+// The layout plan() builds for unless the kernel was given one (make_cudnn_sdpa_on): make_attention_params' dense
+// strides and a block table with one slot more than the longest sequence needs (the harness's inputs,
+// build_inputs). Params on another layout get their graph in run().
 Layout planned_layout(const AttentionProblem& p) {
   AttentionParams a = make_attention_params(p);
   a.block_table_stride = p.max_blocks_per_seq() + 1;
@@ -83,8 +86,9 @@ std::string layout_conflict(const AttentionProblem& p, const Layout& l) {
   return "";
 }
 
-// The declines that need no device: types, features, the gate epilogue, the Q prologue, the problem's own rules.
-std::string problem_conflict(const AttentionProblem& p) {
+// The declines that need no device: types, features, the gate epilogue, the Q prologue, the problem's own rules,
+// the planned layout l.
+std::string problem_conflict(const AttentionProblem& p, const Layout& l) {
   if (std::string s = sixteen_bit_storage_conflict(p); !s.empty()) return s;
   if (std::string f = feature_conflict(p.features, kName); !f.empty()) return f;
   if (p.fusion.output_gate) return "output_gate: cudnn.sdpa has no gate epilogue";
@@ -94,7 +98,7 @@ std::string problem_conflict(const AttentionProblem& p) {
   } catch (const std::invalid_argument& e) {
     return e.what();
   }
-  return layout_conflict(p, planned_layout(p));
+  return layout_conflict(p, l);
 }
 
 // A cuDNN handle, created on the current device.
@@ -254,7 +258,7 @@ GraphCache& graph_cache() {
 
 struct CudnnSdpaPlan : AttentionPlan {
   AttentionProblem problem;
-  std::shared_ptr<const BuiltGraph> graph;  // on planned_layout(problem)
+  std::shared_ptr<const BuiltGraph> graph;  // on the kernel's planned layout
   cudnn::WorkspaceLayout ws;                // cuDNN's bytes first, then the derived tables
   std::unique_ptr<Handle> handle;           // this plan's: run() sets its stream
   mutable std::mutex mu;
@@ -306,15 +310,16 @@ const BuiltGraph& graph_for(const CudnnSdpaPlan& cp, const AttentionParams& a, c
 
 class CudnnSdpa final : public AttentionKernel {
  public:
+  explicit CudnnSdpa(std::optional<Layout> fixed = std::nullopt) : fixed_(fixed) {}
   std::string name() const override { return kName; }
   Backend backend() const override { return Backend::cuda; }
 
   Support supports(const AttentionProblem& p, const KnobValues& /*knobs*/) const override {
     try {
-      if (const std::string why = problem_conflict(p); !why.empty()) return Support::no(why);
+      if (const std::string why = problem_conflict(p, planned(p)); !why.empty()) return Support::no(why);
       if (cuda::device_count() == 0) return Support::no("no CUDA device");
       std::string why;
-      if (!graph_cache().get(p, planned_layout(p), &why)) return Support::no(why);
+      if (!graph_cache().get(p, planned(p), &why)) return Support::no(why);
       return Support::yes();
     } catch (const std::exception& e) {
       return Support::no(std::string("cudnn.sdpa: ") + e.what());
@@ -324,12 +329,12 @@ class CudnnSdpa final : public AttentionKernel {
   }
 
   std::unique_ptr<AttentionPlan> plan(const AttentionProblem& p, const KnobValues& /*knobs*/) const override {
-    if (const std::string why = problem_conflict(p); !why.empty())
+    if (const std::string why = problem_conflict(p, planned(p)); !why.empty())
       throw std::invalid_argument(std::string("cudnn.sdpa: ") + why);
     if (cuda::device_count() == 0) throw std::invalid_argument("cudnn.sdpa: no CUDA device");
     auto plan = std::make_unique<CudnnSdpaPlan>();
     std::string why;
-    plan->graph = graph_cache().get(p, planned_layout(p), &why);
+    plan->graph = graph_cache().get(p, planned(p), &why);
     if (!plan->graph) throw std::invalid_argument(std::string("cudnn.sdpa: ") + why);
     plan->problem = p;
     plan->handle = std::make_unique<Handle>();
@@ -365,10 +370,19 @@ class CudnnSdpa final : public AttentionKernel {
     if (const fe::error_t e = g.graph.execute(cp->handle->h, pack, a.workspace); e.is_bad())
       throw std::runtime_error("cudnn.sdpa: cuDNN execute: " + e.err_msg);
   }
+
+ private:
+  Layout planned(const AttentionProblem& p) const { return fixed_ ? *fixed_ : planned_layout(p); }
+
+  std::optional<Layout> fixed_;  // the caller's params layout, when it said which
 };
 
 }  // namespace
 
 std::unique_ptr<AttentionKernel> make_cudnn_sdpa() { return std::make_unique<CudnnSdpa>(); }
+
+std::unique_ptr<AttentionKernel> make_cudnn_sdpa_on(const AttentionParams& layout) {
+  return std::make_unique<CudnnSdpa>(layout_of(layout));
+}
 
 }  // namespace attnbench
