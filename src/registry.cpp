@@ -29,6 +29,10 @@ const std::vector<KernelEntry>& kernel_registry() {
     add_gated(make_cuda_gated_block(),
               "gated attention block: cuBLASLt projections, norm+RoPE kernel, cuda.unified SDPA, sigmoid gate");
 #endif
+#ifdef ATTNBENCH_WITH_CUDNN
+    add_gated(make_cudnn_gated_chain(), "gated block as the vendor chain, unfused: cuBLASLt projections, norm+RoPE "
+                                        "and sigmoid-gate kernels, cudnn.sdpa (fusion knobs ignored)");
+#endif
     for (auto& e : t) e.peer = is_peer_kernel(e.name);
     return t;
   }();

@@ -1,7 +1,9 @@
 // The gated block's common orchestration over a test-only provider that records every call: the stages in
-// order, the pointers each GEMM and the SDPA receive, and the provider hooks' declines and params checks.
+// order, the pointers each GEMM and the SDPA receive, the provider hooks' declines and params checks, the strides
+// the SDPA kernel is made for, and a provider that does not fuse.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <map>
 #include <string>
 #include <vector>
@@ -17,7 +19,8 @@ using namespace gatedtest;
 
 // A test-only provider that records every call, so the common orchestration's order and wiring are observable.
 struct FakeFlags {
-  bool decline_work = false, decline_sdpa = false, reject_params = false;
+  bool decline_work = false, decline_sdpa = false, reject_params = false, fuses = true;
+  bool sdpa_has_no_gate = false;  // the SDPA declines problems with the output gate
 };
 
 struct FakeLog {
@@ -25,15 +28,19 @@ struct FakeLog {
   std::vector<std::array<const void*, 4>> gemm_ptrs;  // a, b, c, workspace per GEMM run
   const void* sdpa_q = nullptr;
   const void* sdpa_out = nullptr;
+  AttentionParams sdpa_layout, sdpa_params;  // what make_sdpa was told, what the SDPA ran with
+  std::vector<AttentionFusion> sdpa_asked;   // the fusion of every problem supports() saw
 };
 
 class FakeSdpa final : public AttentionKernel {
  public:
-  FakeSdpa(FakeLog* log, bool decline) : log_(log), decline_(decline) {}
+  FakeSdpa(FakeLog* log, FakeFlags f) : log_(log), f_(f) {}
   std::string name() const override { return "fake.sdpa"; }
   Backend backend() const override { return Backend::cpu; }
-  Support supports(const AttentionProblem&, const KnobValues&) const override {
-    return decline_ ? Support::no("planted") : Support::yes();
+  Support supports(const AttentionProblem& p, const KnobValues&) const override {
+    log_->sdpa_asked.push_back(p.fusion);
+    if (f_.sdpa_has_no_gate && p.fusion.output_gate) return Support::no("no gate epilogue");
+    return f_.decline_sdpa ? Support::no("planted") : Support::yes();
   }
   std::unique_ptr<AttentionPlan> plan(const AttentionProblem&, const KnobValues&) const override {
     auto p = std::make_unique<AttentionPlan>();
@@ -44,11 +51,12 @@ class FakeSdpa final : public AttentionKernel {
     log_->calls.push_back("sdpa");
     log_->sdpa_q = a.q;
     log_->sdpa_out = a.out;
+    log_->sdpa_params = a;
   }
 
  private:
   FakeLog* log_;
-  bool decline_;
+  FakeFlags f_;
 };
 
 class FakeGemm final : public GatedGemm {
@@ -69,11 +77,13 @@ class FakeGemm final : public GatedGemm {
 class FakeProvider final : public GatedProvider {
  public:
   FakeProvider(FakeLog* log, FakeFlags f = {}) : log_(log), f_(f) {}
-  std::string name() const override { return "fake"; }
+  std::string name() const override { return "fake.gated_block"; }
   Backend backend() const override { return Backend::cpu; }
-  std::unique_ptr<AttentionKernel> make_sdpa() const override {
-    return std::make_unique<FakeSdpa>(log_, f_.decline_sdpa);
+  std::unique_ptr<AttentionKernel> make_sdpa(const AttentionParams& layout) const override {
+    log_->sdpa_layout = layout;
+    return std::make_unique<FakeSdpa>(log_, f_);
   }
+  bool fuses() const override { return f_.fuses; }
   std::unique_ptr<GatedGemm> make_gemm(DType, int64_t m, int64_t n, int64_t k) const override {
     const std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
     log_->calls.push_back("make_gemm " + shape);
@@ -180,6 +190,69 @@ TEST(GatedOrchestration, ProviderHooksDeclineAndRejectBeforeAnyCall) {
     }
   }
   EXPECT_TRUE(log.calls.empty());
+}
+
+// make_sdpa() is told the strides the SDPA's params will have, before any call: a kernel that plans per layout
+// (cudnn.sdpa) plans on the one it runs.
+TEST(GatedOrchestration, TheSdpaIsMadeForTheStridesItRunsOn) {
+  const GatedGeometry g(small_dims(96, 2));
+  for (QGateLayout layout : {QGateLayout::flat, QGateLayout::interleaved}) {
+    FakeLog log;
+    GatedOptions o = plain_options();
+    o.q_gate_layout = layout;
+    auto block = make_gated_block_kernel(std::make_shared<const FakeProvider>(&log))->create(g, o, knobs());
+    const AttentionParams want = log.sdpa_layout;
+    EXPECT_EQ(want.q, nullptr);
+    FakeCall c(g, block->workspace_size());
+    block->prepare_workspace(c.ws.data(), nullptr);
+    block->execute(c.p, nullptr);
+    const AttentionParams& got = log.sdpa_params;
+    EXPECT_EQ(got.q_stride_token, g.n_qkvg());
+    EXPECT_EQ(got.q_stride_head, layout == QGateLayout::flat ? 64 : 128);
+    for (auto m : {&AttentionParams::q_stride_token, &AttentionParams::q_stride_head, &AttentionParams::o_stride_token,
+                   &AttentionParams::o_stride_head, &AttentionParams::kv_stride_block,
+                   &AttentionParams::kv_stride_token, &AttentionParams::kv_stride_head})
+      EXPECT_EQ(want.*m, got.*m) << q_gate_layout_name(layout);
+    EXPECT_EQ(want.block_table_stride, got.block_table_stride);
+  }
+}
+
+// A provider that does not fuse (a vendor chain) runs every stage on its own whatever fusion it is asked for: the
+// options are cleared before any check, so a fusion is never the reason for a decline, and the summary says so.
+TEST(GatedOrchestration, ANonFusingProviderClearsTheFusionOptions) {
+  const GatedGeometry g(small_dims());
+  FakeLog log;
+  FakeFlags f;
+  f.fuses = false;
+  const auto k = make_gated_block_kernel(std::make_shared<const FakeProvider>(&log, f));
+  GatedOptions fused = plain_options();
+  fused.fuse_gate = fused.fuse_norm_rope = true;
+  EXPECT_TRUE(k->supports(g, fused, knobs()).ok);
+  auto block = k->create(g, fused, knobs());
+  EXPECT_FALSE(block->options().fuse_gate);
+  EXPECT_FALSE(block->options().fuse_norm_rope);
+  ASSERT_FALSE(log.sdpa_asked.empty());
+  for (const AttentionFusion& asked : log.sdpa_asked) {
+    EXPECT_FALSE(asked.output_gate);
+    EXPECT_FALSE(asked.has_q_prologue());
+  }
+  EXPECT_EQ(block->stage_names(), (std::vector<std::string>{"qkvg_proj", "norm_rope", "sdpa", "gate", "out_proj"}));
+  EXPECT_EQ(block->summary().rfind("unfused chain, fusion options ignored; qkvg flat", 0), 0u) << block->summary();
+  EXPECT_NE(block->summary().find("norm+rope separate; gate separate"), std::string::npos) << block->summary();
+  FakeCall c(g, block->workspace_size());
+  block->prepare_workspace(c.ws.data(), nullptr);
+  log.calls.clear();
+  block->execute(c.p, nullptr);
+  EXPECT_EQ(log.calls, (std::vector<std::string>{"gemm 100x768x256", "norm_rope h_q=4 h_kv=2", "sdpa",
+                                                 "gate heads=4", "gemm 100x256x256"}));
+  EXPECT_EQ(log.sdpa_params.epilogue.gate, nullptr);
+
+  // An SDPA without a gate epilogue: a fusing provider declines the fused gate, the chain takes the request.
+  f.sdpa_has_no_gate = true;
+  EXPECT_TRUE(make_gated_block_kernel(std::make_shared<const FakeProvider>(&log, f))->supports(g, fused, knobs()).ok);
+  f.fuses = true;
+  const Support s = make_gated_block_kernel(std::make_shared<const FakeProvider>(&log, f))->supports(g, fused, knobs());
+  EXPECT_NE(s.reason.find("field 'fuse_gate'"), std::string::npos) << s.reason;
 }
 
 }  // namespace

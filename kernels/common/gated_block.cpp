@@ -148,21 +148,28 @@ void set_gated_q_prologue(const GatedGeometry& g, const GatedOptions& o, const G
   }
 }
 
+AttentionParams gated_sdpa_strides(const GatedGeometry& g, const GatedOptions& o, const AttentionProblem& prob) {
+  const GatedColumns cols = gated_columns(g, o.q_gate_layout);
+  const int64_t N = g.n_qkvg();
+  AttentionParams a = make_attention_params(prob);
+  a.q_stride_token = N;
+  a.q_stride_head = cols.q_head_stride;
+  a.kv_stride_block = N * prob.block_size;
+  a.kv_stride_token = N;
+  a.kv_stride_head = g.d_head();
+  return a;
+}
+
 AttentionParams gated_sdpa_params(const GatedGeometry& g, const GatedOptions& o, const AttentionProblem& prob,
                                   const GatedWorkspaceLayout& l, const GatedBlockParams& p) {
   const GatedColumns cols = gated_columns(g, o.q_gate_layout);
   const int64_t N = g.n_qkvg();
   auto* ws = static_cast<unsigned char*>(p.workspace);
   const auto* proj = reinterpret_cast<const uint16_t*>(ws + l.proj);
-  AttentionParams a = make_attention_params(prob);
+  AttentionParams a = gated_sdpa_strides(g, o, prob);
   a.q = proj + cols.q0;
-  a.q_stride_token = N;
-  a.q_stride_head = cols.q_head_stride;
   a.k_cache = proj + cols.k0;
   a.v_cache = proj + cols.v0;
-  a.kv_stride_block = N * l.block_size;
-  a.kv_stride_token = N;
-  a.kv_stride_head = g.d_head();
   a.out = ws + l.attn;
   a.cu_seqlens_q = reinterpret_cast<const int32_t*>(ws + l.cu_seqlens_q);
   a.seqused_k = reinterpret_cast<const int32_t*>(ws + l.seqused_k);

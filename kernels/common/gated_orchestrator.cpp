@@ -34,11 +34,22 @@ void check_support(const GatedProvider& pv, const AttentionKernel& sdpa, const G
   throw GatedDecline("sdpa", who + " declines: " + s.reason);
 }
 
+// The options the provider's block runs: a provider that does not fuse gets the fusion fields cleared.
+GatedOptions block_options(const GatedProvider& pv, GatedOptions o) {
+  if (!pv.fuses()) o.fuse_gate = o.fuse_norm_rope = false;
+  return o;
+}
+
+// The SDPA kernel of one block, told the strides the block's SDPA params will have.
+std::unique_ptr<AttentionKernel> block_sdpa(const GatedProvider& pv, const GatedGeometry& g, const GatedOptions& o) {
+  return pv.make_sdpa(gated_sdpa_strides(g, o, gated_sdpa_problem(g, o, gated_block_size(g))));
+}
+
 class OrchestratedBlock final : public GatedBlock {
  public:
   OrchestratedBlock(std::shared_ptr<const GatedProvider> pv, std::unique_ptr<AttentionKernel> sdpa,
                     const GatedGeometry& g, const GatedOptions& o, const KnobValues& knobs)
-      : pv_(std::move(pv)), name_(pv_->name() + ".gated_block"), g_(g), o_(o),
+      : pv_(std::move(pv)), name_(pv_->name()), g_(g), o_(o),
         cols_(gated_columns(g, o.q_gate_layout)), sdpa_(std::move(sdpa)) {
     const int bs = gated_block_size(g);
     prob_ = gated_sdpa_problem(g, o, bs);
@@ -87,10 +98,11 @@ class OrchestratedBlock final : public GatedBlock {
   }
 
   std::string summary() const override {
-    return std::string("qkvg ") + q_gate_layout_name(o_.q_gate_layout) + " " + proj_->summary() + "; sdpa " +
-           sdpa_->name() + " " + plan_->summary + " block_size=" + std::to_string(layout_.block_size) +
-           "; norm+rope " + (gated_fuses_norm_rope(g_, o_) ? "K pass, Q in the SDPA" : "separate") + "; gate " +
-           (o_.fuse_gate ? "fused" : "separate") + "; out " + outp_->summary();
+    const std::string norm_rope = gated_fuses_norm_rope(g_, o_) ? "K pass, Q in the SDPA" : "separate";
+    return std::string(pv_->fuses() ? "" : "unfused chain, fusion options ignored; ") + "qkvg " +
+           q_gate_layout_name(o_.q_gate_layout) + " " + proj_->summary() + "; sdpa " + sdpa_->name() + " " +
+           plan_->summary + " block_size=" + std::to_string(layout_.block_size) + "; norm+rope " + norm_rope +
+           "; gate " + (o_.fuse_gate ? "fused" : "separate") + "; out " + outp_->summary();
   }
 
  private:
@@ -178,21 +190,23 @@ class OrchestratedKernel final : public GatedBlockKernel {
     if (!pv_) throw std::invalid_argument("make_gated_block_kernel: provider is null");
   }
 
-  std::string name() const override { return pv_->name() + ".gated_block"; }
+  std::string name() const override { return pv_->name(); }
   Backend backend() const override { return pv_->backend(); }
 
-  Support supports(const GatedGeometry& g, const GatedOptions& o, const KnobValues& knobs) const override {
+  Support supports(const GatedGeometry& g, const GatedOptions& asked, const KnobValues& knobs) const override {
+    const GatedOptions o = block_options(*pv_, asked);
     try {
-      check_support(*pv_, *pv_->make_sdpa(), g, o, knobs);
+      check_support(*pv_, *block_sdpa(*pv_, g, o), g, o, knobs);
     } catch (const GatedDecline& e) {
       return Support::no(e.what());
     }
     return Support::yes();
   }
 
-  std::unique_ptr<GatedBlock> create(const GatedGeometry& g, const GatedOptions& o,
+  std::unique_ptr<GatedBlock> create(const GatedGeometry& g, const GatedOptions& asked,
                                      const KnobValues& knobs) const override {
-    std::unique_ptr<AttentionKernel> sdpa = pv_->make_sdpa();
+    const GatedOptions o = block_options(*pv_, asked);
+    std::unique_ptr<AttentionKernel> sdpa = block_sdpa(*pv_, g, o);
     check_support(*pv_, *sdpa, g, o, knobs);
     return std::make_unique<OrchestratedBlock>(pv_, std::move(sdpa), g, o, knobs);
   }

@@ -9,7 +9,8 @@
 
 namespace attnbench {
 
-// The kernel "<provider name>.gated_block"; it and every block it creates share the provider.
+// The kernel named provider->name(); it and every block it creates share the provider. A provider that does not
+// fuse (fuses() false) gets every request with fuse_gate and fuse_norm_rope cleared.
 std::unique_ptr<GatedBlockKernel> make_gated_block_kernel(std::shared_ptr<const GatedProvider> provider);
 
 }  // namespace attnbench

@@ -67,13 +67,18 @@ class GatedGemm {
 class GatedProvider {
  public:
   virtual ~GatedProvider() = default;
-  virtual std::string name() const = 0;  // "cpu", "cuda": the kernel is "<name>.gated_block"
+  virtual std::string name() const = 0;  // the kernel's: "cpu.gated_block", "cuda.gated_block", ...
   virtual Backend backend() const = 0;
-  virtual std::unique_ptr<AttentionKernel> make_sdpa() const = 0;
+  // The SDPA kernel of one block. `layout` has the strides its params will have (gated_sdpa_strides; pointers
+  // null), for a kernel that plans per memory layout; the others ignore it.
+  virtual std::unique_ptr<AttentionKernel> make_sdpa(const AttentionParams& layout) const = 0;
   virtual std::unique_ptr<GatedGemm> make_gemm(DType dt, int64_t m, int64_t n, int64_t k) const = 0;
   virtual void fill_tables(const GatedTablesParams& p, void* stream) const = 0;
   virtual void norm_rope(DType dt, int d_head, const GatedNormRopeParams& p, void* stream) const = 0;
   virtual void sigmoid_gate(DType dt, const GatedSigmoidParams& p, void* stream) const = 0;
+  // false: every stage is its own launch (a chain of library calls): the block clears fuse_gate and fuse_norm_rope
+  // from the options it is given, and its summary says so.
+  virtual bool fuses() const { return true; }
   // The backend's own declines (a work limit), after the common ones and before the SDPA's: throws GatedDecline.
   virtual void check_support(const GatedGeometry&, const GatedOptions&, const KnobValues&) const {}
   // Why the backend cannot take a call's pointers ("" when it can), e.g. an alignment its kernels assume.

@@ -128,9 +128,11 @@ class CpuGemm final : public GatedGemm {
 
 class CpuGatedProvider final : public GatedProvider {
  public:
-  std::string name() const override { return "cpu"; }
+  std::string name() const override { return "cpu.gated_block"; }
   Backend backend() const override { return Backend::cpu; }
-  std::unique_ptr<AttentionKernel> make_sdpa() const override { return make_cpu_unified(); }
+  std::unique_ptr<AttentionKernel> make_sdpa(const AttentionParams& /*layout*/) const override {
+    return make_cpu_unified();
+  }
 
   std::unique_ptr<GatedGemm> make_gemm(DType dt, int64_t m, int64_t n, int64_t k) const override {
     return std::make_unique<CpuGemm>(dt, m, n, k);

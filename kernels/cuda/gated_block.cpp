@@ -1,7 +1,8 @@
-// cuda.gated_block's provider (host code): the projections through cuBLASLt, bf16/fp16 in, fp32 accumulate,
-// descriptors and heuristic algorithm chosen at construction; the norm+RoPE, sigmoid-gate and table kernels;
-// cuda.unified as the SDPA, its K/V "cache" the projection viewed as blocks of block_size tokens with an identity
-// block table (no repacking copy). Every call only launches: a block's execute() captures into a graph.
+// cuda.gated_block's provider (host code; declared in gated_provider.hpp): the projections through cuBLASLt,
+// bf16/fp16 in, fp32 accumulate, descriptors and heuristic algorithm chosen at construction; the norm+RoPE,
+// sigmoid-gate and table kernels; cuda.unified as the SDPA, its K/V "cache" the projection viewed as blocks of
+// block_size tokens with an identity block table (no repacking copy). Every call only launches: a block's
+// execute() captures into a graph.
 #include <cublasLt.h>
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include "attnbench/gated_block.hpp"
 #include "common/gated_orchestrator.hpp"
 #include "cuda/gated_kernels.hpp"
+#include "cuda/gated_provider.hpp"
 #include "cuda/runtime.hpp"
 
 namespace attnbench {
@@ -22,7 +24,7 @@ namespace {
   do {                                                                                                    \
     cublasStatus_t st_ = (expr);                                                                          \
     if (st_ != CUBLAS_STATUS_SUCCESS)                                                                     \
-      throw std::runtime_error(std::string("cuda.gated_block: ") + #expr + ": " + cublasLtGetStatusString(st_)); \
+      throw std::runtime_error(std::string("gated GEMM: ") + #expr + ": " + cublasLtGetStatusString(st_)); \
   } while (0)
 
 constexpr std::size_t kGemmWorkspaceBytes = std::size_t{32} << 20;
@@ -77,7 +79,7 @@ class LtGemm final : public GatedGemm {
     cublasLtMatmulPreferenceDestroy(pref);
     GATED_LT_CHECK(st);
     if (found == 0)
-      throw std::runtime_error("cuda.gated_block: cuBLASLt has no algorithm for the " + std::to_string(rows) + " x " +
+      throw std::runtime_error("gated GEMM: cuBLASLt has no algorithm for the " + std::to_string(rows) + " x " +
                                std::to_string(cols) + " x " + std::to_string(k) + " GEMM");
     algo_ = heur.algo;
     ws_bytes_ = heur.workspaceSize;
@@ -107,41 +109,41 @@ class LtGemm final : public GatedGemm {
 
 bool misaligned(const void* p, uintptr_t align) { return reinterpret_cast<uintptr_t>(p) % align != 0; }
 
-class CudaGatedProvider final : public GatedProvider {
- public:
-  std::string name() const override { return "cuda"; }
-  Backend backend() const override { return Backend::cuda; }
-  std::unique_ptr<AttentionKernel> make_sdpa() const override { return make_cuda_unified(); }
-
-  std::unique_ptr<GatedGemm> make_gemm(DType dt, int64_t m, int64_t n, int64_t k) const override {
-    return std::make_unique<LtGemm>(dt, m, n, k);
-  }
-
-  void fill_tables(const GatedTablesParams& p, void* stream) const override {
-    cuda::launch_gated_tables(p, static_cast<cudaStream_t>(stream));
-  }
-  void norm_rope(DType dt, int d_head, const GatedNormRopeParams& p, void* stream) const override {
-    cuda::launch_gated_norm_rope(dt, d_head, p, static_cast<cudaStream_t>(stream));
-  }
-  void sigmoid_gate(DType dt, const GatedSigmoidParams& p, void* stream) const override {
-    cuda::launch_gated_sigmoid(dt, p, static_cast<cudaStream_t>(stream));
-  }
-
-  // cuBLASLt's algorithms assume 256-byte operands; the kernels load weights, cos and sin 16 bytes at a time.
-  std::string params_conflict(const GatedGeometry& g, const GatedOptions& o, const GatedBlockParams& p) const override {
-    const void* out = p.out;
-    const void* ws = p.workspace;
-    for (const void* ptr : {p.h, p.w_qkvg, p.w_o, out, ws})
-      if (misaligned(ptr, kGemmAlign)) return "h, W_qkvg, W_o, out and workspace must be 256-byte aligned";
-    if (o.qk_norm && (misaligned(p.q_norm_weight, 16) || misaligned(p.k_norm_weight, 16)))
-      return "norm weights must be 16-byte aligned";
-    if (o.fuse_norm_rope && g.rope_dim() > 0 && (misaligned(p.cos, 16) || misaligned(p.sin, 16)))
-      return "with fuse_norm_rope, cos and sin must be 16-byte aligned";
-    return "";
-  }
-};
-
 }  // namespace
+
+std::unique_ptr<AttentionKernel> CudaGatedProvider::make_sdpa(const AttentionParams& /*layout*/) const {
+  return make_cuda_unified();
+}
+
+std::unique_ptr<GatedGemm> CudaGatedProvider::make_gemm(DType dt, int64_t m, int64_t n, int64_t k) const {
+  return std::make_unique<LtGemm>(dt, m, n, k);
+}
+
+void CudaGatedProvider::fill_tables(const GatedTablesParams& p, void* stream) const {
+  cuda::launch_gated_tables(p, static_cast<cudaStream_t>(stream));
+}
+
+void CudaGatedProvider::norm_rope(DType dt, int d_head, const GatedNormRopeParams& p, void* stream) const {
+  cuda::launch_gated_norm_rope(dt, d_head, p, static_cast<cudaStream_t>(stream));
+}
+
+void CudaGatedProvider::sigmoid_gate(DType dt, const GatedSigmoidParams& p, void* stream) const {
+  cuda::launch_gated_sigmoid(dt, p, static_cast<cudaStream_t>(stream));
+}
+
+// cuBLASLt's algorithms assume 256-byte operands; the kernels load weights, cos and sin 16 bytes at a time.
+std::string CudaGatedProvider::params_conflict(const GatedGeometry& g, const GatedOptions& o,
+                                               const GatedBlockParams& p) const {
+  const void* out = p.out;
+  const void* ws = p.workspace;
+  for (const void* ptr : {p.h, p.w_qkvg, p.w_o, out, ws})
+    if (misaligned(ptr, kGemmAlign)) return "h, W_qkvg, W_o, out and workspace must be 256-byte aligned";
+  if (o.qk_norm && (misaligned(p.q_norm_weight, 16) || misaligned(p.k_norm_weight, 16)))
+    return "norm weights must be 16-byte aligned";
+  if (o.fuse_norm_rope && g.rope_dim() > 0 && (misaligned(p.cos, 16) || misaligned(p.sin, 16)))
+    return "with fuse_norm_rope, cos and sin must be 16-byte aligned";
+  return "";
+}
 
 std::unique_ptr<GatedBlockKernel> make_cuda_gated_block() {
   return make_gated_block_kernel(std::make_shared<const CudaGatedProvider>());

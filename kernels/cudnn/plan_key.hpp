@@ -25,8 +25,9 @@ struct Layout {
 };
 
 Layout layout_of(const AttentionParams& a);
-// The layout plan() builds for: make_attention_params' dense strides and a block table with one slot more than the
-// longest sequence needs (the harness's inputs, build_inputs). Params on another layout get their graph in run().
+// The layout plan() builds for unless the kernel was given one (make_cudnn_sdpa_on): make_attention_params' dense
+// strides and a block table with one slot more than the longest sequence needs (the harness's inputs,
+// build_inputs). Params on another layout get their graph in run().
 Layout planned_layout(const AttentionProblem& p);
 
 // Ragged Q and O (per-sequence offsets) when the query lengths differ; else sequence b starts at token b * q_len.

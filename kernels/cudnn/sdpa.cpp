@@ -28,6 +28,7 @@
 #include "cuda/runtime.hpp"
 #include "cudnn/derived.hpp"
 #include "cudnn/plan_key.hpp"
+#include "cudnn/sdpa.hpp"
 
 namespace attnbench {
 namespace {
@@ -65,8 +66,9 @@ std::string layout_conflict(const AttentionProblem& p, const Layout& l) {
   return "";
 }
 
-// The declines that need no device: types, features, the gate epilogue, the Q prologue, the problem's own rules.
-std::string problem_conflict(const AttentionProblem& p) {
+// The declines that need no device: types, features, the gate epilogue, the Q prologue, the problem's own rules,
+// the planned layout l.
+std::string problem_conflict(const AttentionProblem& p, const Layout& l) {
   if (std::string s = sixteen_bit_storage_conflict(p); !s.empty()) return s;
   if (std::string f = feature_conflict(p.features, kName); !f.empty()) return f;
   if (p.fusion.output_gate) return "output_gate: cudnn.sdpa has no gate epilogue";
@@ -76,7 +78,7 @@ std::string problem_conflict(const AttentionProblem& p) {
   } catch (const std::invalid_argument& e) {
     return e.what();
   }
-  return layout_conflict(p, planned_layout(p));
+  return layout_conflict(p, l);
 }
 
 // A cuDNN handle, created on the current device.
@@ -518,7 +520,7 @@ Candidate candidate_like(const BuiltGraph& g, const std::string& engine) {
 
 struct CudnnSdpaPlan : AttentionPlan {
   AttentionProblem problem;
-  Bound main;                      // on planned_layout(problem)
+  Bound main;                      // on the kernel's planned layout
   cudnn::WorkspaceLayout ws;       // cuDNN's bytes first, then the derived tables
   std::unique_ptr<Handle> handle;  // this plan's: run() sets its stream
   mutable std::mutex mu;
@@ -577,16 +579,17 @@ const Bound& graph_for(const CudnnSdpaPlan& cp, const AttentionParams& a, cudaSt
 
 class CudnnSdpa final : public AttentionKernel {
  public:
+  explicit CudnnSdpa(std::optional<Layout> fixed = std::nullopt) : fixed_(fixed) {}
   std::string name() const override { return kName; }
   Backend backend() const override { return Backend::cuda; }
 
   Support supports(const AttentionProblem& p, const KnobValues& knobs) const override {
     try {
       const PlanChoice choice = cudnn::plan_choice(knobs);
-      if (const std::string why = problem_conflict(p); !why.empty()) return Support::no(why);
+      if (const std::string why = problem_conflict(p, planned(p)); !why.empty()) return Support::no(why);
       if (cuda::device_count() == 0) return Support::no("no CUDA device");
       std::string why;
-      if (!graph_cache().get(p, planned_layout(p), choice, &why)) return Support::no(why);
+      if (!graph_cache().get(p, planned(p), choice, &why)) return Support::no(why);
       return Support::yes();
     } catch (const std::exception& e) {
       return Support::no(std::string("cudnn.sdpa: ") + e.what());
@@ -597,12 +600,12 @@ class CudnnSdpa final : public AttentionKernel {
 
   std::unique_ptr<AttentionPlan> plan(const AttentionProblem& p, const KnobValues& knobs) const override {
     const PlanChoice choice = cudnn::plan_choice(knobs);
-    if (const std::string why = problem_conflict(p); !why.empty())
+    if (const std::string why = problem_conflict(p, planned(p)); !why.empty())
       throw std::invalid_argument(std::string("cudnn.sdpa: ") + why);
     if (cuda::device_count() == 0) throw std::invalid_argument("cudnn.sdpa: no CUDA device");
     auto plan = std::make_unique<CudnnSdpaPlan>();
     std::string why;
-    plan->main.graph = graph_cache().get(p, planned_layout(p), choice, &why);
+    plan->main.graph = graph_cache().get(p, planned(p), choice, &why);
     if (!plan->main.graph) throw std::invalid_argument(std::string("cudnn.sdpa: ") + why);
     const BuiltGraph& g = *plan->main.graph;
     plan->problem = p;
@@ -635,10 +638,19 @@ class CudnnSdpa final : public AttentionKernel {
         e.is_bad())
       throw std::runtime_error("cudnn.sdpa: cuDNN execute: " + e.err_msg);
   }
+
+ private:
+  Layout planned(const AttentionProblem& p) const { return fixed_ ? *fixed_ : planned_layout(p); }
+
+  std::optional<Layout> fixed_;  // the caller's params layout, when it said which
 };
 
 }  // namespace
 
 std::unique_ptr<AttentionKernel> make_cudnn_sdpa() { return std::make_unique<CudnnSdpa>(); }
+
+std::unique_ptr<AttentionKernel> make_cudnn_sdpa_on(const AttentionParams& layout) {
+  return std::make_unique<CudnnSdpa>(layout_of(layout));
+}
 
 }  // namespace attnbench

@@ -13,55 +13,14 @@
 #include "attnbench/backends.hpp"
 #include "attnbench/gated_block.hpp"
 #include "attnbench/gated_block_ref.hpp"
-#include "cuda/runtime.hpp"
 #include "gated_case.hpp"
+#include "gated_gpu_block.hpp"
 
 namespace attnbench {
 namespace {
 
-struct GatedGpuRun {
-  std::vector<uint16_t> out;
-  std::vector<std::string> stages;
-  std::string summary;
-};
-
-GatedGpuRun run_block(const GatedGeometry& g, const GatedOptions& o, const GatedHostInputs& in,
-                      const KnobValues& knobs) {
-  auto block = make_cuda_gated_block()->create(g, o, knobs);
-  const std::vector<uint16_t> w_qkvg =
-      build_w_qkvg(g, o.q_gate_layout, in.wq.data(), in.wgate.data(), in.wk.data(), in.wv.data());
-  auto up = [](const std::vector<uint16_t>& v) {
-    cuda::DeviceBuffer b(std::max<std::size_t>(16, v.size() * 2));
-    if (!v.empty()) b.upload(v.data(), v.size() * 2);
-    return b;
-  };
-  cuda::DeviceBuffer h = up(in.h), w = up(w_qkvg), qn = up(in.q_norm_weight), kn = up(in.k_norm_weight),
-                     cs = up(in.cos), sn = up(in.sin), wo = up(in.w_o);
-  const std::size_t n_out = static_cast<std::size_t>(g.tokens()) * g.d_model();
-  cuda::DeviceBuffer out(n_out * 2), ws(block->workspace_size());
-  out.fill_byte(0xFF);
-  ws.fill_byte(0xFF);
-  cuda::Stream stream;
-  block->prepare_workspace(ws.data(), stream.get());
-  GatedBlockParams p = make_gated_params(g);
-  p.h = h.data();
-  p.w_qkvg = w.data();
-  p.q_norm_weight = qn.data();
-  p.k_norm_weight = kn.data();
-  p.cos = cs.data();
-  p.sin = sn.data();
-  p.w_o = wo.data();
-  p.out = static_cast<uint16_t*>(out.data());
-  p.workspace = ws.data();
-  block->execute(p, stream.get());
-  stream.synchronize();
-  GatedGpuRun r;
-  r.out.resize(n_out);
-  out.download(r.out.data(), n_out * 2);
-  r.stages = block->stage_names();
-  r.summary = block->summary();
-  return r;
-}
+using gputest::GatedGpuRun;
+using gputest::run_gated_block;
 
 TEST(CudaGatedBlock, BothFusionsPassTheGateAndMatchTheUnfusedBlock) {
   struct Case {
@@ -102,7 +61,7 @@ TEST(CudaGatedBlock, BothFusionsPassTheGateAndMatchTheUnfusedBlock) {
     for (bool fuse : {false, true}) {
       GatedOptions o = base;
       o.fuse_gate = o.fuse_norm_rope = fuse;
-      const GatedGpuRun r = run_block(g, o, in, knobs);
+      const GatedGpuRun r = run_gated_block(*make_cuda_gated_block(), g, o, in, knobs);
       const GateResult gr =
           gate_rows(r.out.data(), static_cast<int64_t>(r.out.size()), g.dtype(), g.d_model(), rows, ref.data(), tol);
       std::printf("  gated d%d B%d S%d %s %s fused=%d max_abs=%.3g atol=%.3g row_rel=%.3g rtol=%.3g [%s]\n",

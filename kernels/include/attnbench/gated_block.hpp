@@ -154,6 +154,9 @@ bool gated_fuses_norm_rope(const GatedGeometry& g, const GatedOptions& o);
 // fuse_norm_rope: the SDPA's Q-prologue params (norm weight, offset, eps, cos, sin, rope_dim) from the block's.
 void set_gated_q_prologue(const GatedGeometry& g, const GatedOptions& o, const GatedBlockParams& p,
                           AttentionParams& a);
+// The SDPA's strides over the projection view (Q, K, V at the projection's row stride, O packed, the block table
+// one row per sequence; `prob` from gated_sdpa_problem), pointers null: what gated_sdpa_params fills in.
+AttentionParams gated_sdpa_strides(const GatedGeometry& g, const GatedOptions& o, const AttentionProblem& prob);
 // The SDPA's params over the projection view in p.workspace (laid out as `l`; `prob` from gated_sdpa_problem): Q,
 // K, V at their columns, the tables, the SDPA's workspace, the Q prologue and, with fuse_gate, the gate columns;
 // the output is the workspace's attention region.
@@ -199,5 +202,8 @@ std::unique_ptr<GatedBlockKernel> make_cpu_gated_block();
 // cuda.gated_block: cuBLASLt projections, a norm+RoPE kernel, cuda.unified SDPA, a sigmoid-gate kernel.
 std::unique_ptr<GatedBlockKernel> make_cuda_gated_block();
 #endif
+// cudnn.gated_chain: the vendor chain, unfused (cuBLASLt projections, the elementwise kernels, cudnn.sdpa). Defined
+// only in builds with cudnn.sdpa (ATTNBENCH_WITH_CUDNN).
+std::unique_ptr<GatedBlockKernel> make_cudnn_gated_chain();
 
 }  // namespace attnbench

@@ -1,0 +1,24 @@
+// cuda.gated_block's provider: cuBLASLt projections, the gated block's norm + RoPE, sigmoid-gate and table kernels,
+// cuda.unified as the SDPA. Open to a provider that swaps only the SDPA (the vendor chain of kernels/cudnn/).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "common/gated_provider.hpp"
+
+namespace attnbench {
+
+class CudaGatedProvider : public GatedProvider {
+ public:
+  std::string name() const override { return "cuda.gated_block"; }
+  Backend backend() const override { return Backend::cuda; }
+  std::unique_ptr<AttentionKernel> make_sdpa(const AttentionParams& layout) const override;
+  std::unique_ptr<GatedGemm> make_gemm(DType dt, int64_t m, int64_t n, int64_t k) const override;
+  void fill_tables(const GatedTablesParams& p, void* stream) const override;
+  void norm_rope(DType dt, int d_head, const GatedNormRopeParams& p, void* stream) const override;
+  void sigmoid_gate(DType dt, const GatedSigmoidParams& p, void* stream) const override;
+  std::string params_conflict(const GatedGeometry& g, const GatedOptions& o,
+                              const GatedBlockParams& p) const override;
+};
+
+}  // namespace attnbench

@@ -1,0 +1,85 @@
+// A gated block on the GPU for the tests: its inputs uploaded, out and the workspace poisoned (0xFF: NaN in fp16
+// and bf16), the workspace prepared; an eager call, and the output and names read back.
+#pragma once
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attnbench/gated_block.hpp"
+#include "cuda/runtime.hpp"
+#include "gated_case.hpp"
+
+namespace attnbench::gputest {
+
+struct GatedGpuBlock {
+  std::unique_ptr<GatedBlock> block;
+  cuda::DeviceBuffer h, w, qn, kn, cs, sn, wo, out, ws;
+  GatedBlockParams params;
+
+  GatedGpuBlock(const GatedBlockKernel& k, const GatedGeometry& g, const GatedOptions& o, const GatedHostInputs& in,
+                const KnobValues& knobs, const cuda::Stream& stream)
+      : block(k.create(g, o, knobs)) {
+    const std::vector<uint16_t> w_qkvg =
+        build_w_qkvg(g, o.q_gate_layout, in.wq.data(), in.wgate.data(), in.wk.data(), in.wv.data());
+    h = up(in.h);
+    w = up(w_qkvg);
+    qn = up(in.q_norm_weight);
+    kn = up(in.k_norm_weight);
+    cs = up(in.cos);
+    sn = up(in.sin);
+    wo = up(in.w_o);
+    out = cuda::DeviceBuffer(out_elems() * 2);
+    ws = cuda::DeviceBuffer(block->workspace_size());
+    poison();
+    ws.fill_byte(0xFF);
+    block->prepare_workspace(ws.data(), stream.get());
+    params = make_gated_params(g);
+    params.h = h.data();
+    params.w_qkvg = w.data();
+    params.q_norm_weight = qn.data();
+    params.k_norm_weight = kn.data();
+    params.cos = cs.data();
+    params.sin = sn.data();
+    params.w_o = wo.data();
+    params.out = out.data();
+    params.workspace = ws.data();
+  }
+
+  std::size_t out_elems() const {
+    const GatedGeometry& g = block->geometry();
+    return static_cast<std::size_t>(g.tokens()) * g.d_model();
+  }
+  void poison() { out.fill_byte(0xFF); }
+  void execute(const cuda::Stream& stream) const { block->execute(params, stream.get()); }
+  std::vector<uint16_t> output() const {
+    std::vector<uint16_t> o(out_elems());
+    out.download(o.data(), o.size() * 2);
+    return o;
+  }
+
+ private:
+  static cuda::DeviceBuffer up(const std::vector<uint16_t>& v) {
+    cuda::DeviceBuffer b(std::max<std::size_t>(16, v.size() * 2));
+    if (!v.empty()) b.upload(v.data(), v.size() * 2);
+    return b;
+  }
+};
+
+struct GatedGpuRun {
+  std::vector<uint16_t> out;
+  std::vector<std::string> stages;
+  std::string summary;
+};
+
+// One eager call of kernel k's block on fresh buffers.
+inline GatedGpuRun run_gated_block(const GatedBlockKernel& k, const GatedGeometry& g, const GatedOptions& o,
+                                   const GatedHostInputs& in, const KnobValues& knobs) {
+  cuda::Stream stream;
+  GatedGpuBlock b(k, g, o, in, knobs, stream);
+  b.execute(stream);
+  stream.synchronize();
+  return {b.output(), b.block->stage_names(), b.block->summary()};
+}
+
+}  // namespace attnbench::gputest

@@ -1,0 +1,127 @@
+// cudnn.gated_chain on the GPU against the fp32 reference, the gate and tolerance of cuda.gated_block's test: both
+// fusions asked for and cleared (five stages, the summary says so), both W_qkvg layouts, one and two sequences,
+// causal and not, d128 (cuDNN must take it) and d256 (a decline prints cuDNN's reason); out and the workspace
+// poisoned. Then a CUDA graph of the block replays the eager call's output.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "attnbench/gated_block.hpp"
+#include "attnbench/gated_block_ref.hpp"
+#include "cuda/runtime.hpp"
+#include "gated_case.hpp"
+#include "gated_gpu_block.hpp"
+
+namespace attnbench::gputest {
+namespace {
+
+struct ChainCase {
+  GatedDims dims;
+  QGateLayout layout;
+  bool causal, required;
+};
+
+GatedDims chain_dims(int batch, int seqlen, int h_q, int h_kv, int d, int rope, DType dt) {
+  GatedDims x;
+  x.batch = batch;
+  x.seqlen = seqlen;
+  x.d_model = 512;
+  x.h_q = h_q;
+  x.h_kv = h_kv;
+  x.d_head = d;
+  x.rope_dim = rope;
+  x.dtype = dt;
+  return x;
+}
+
+std::vector<ChainCase> chain_cases() {
+  return {
+      {chain_dims(2, 256, 8, 2, 128, 32, DType::bf16), QGateLayout::flat, true, true},
+      {chain_dims(1, 300, 8, 1, 128, 64, DType::f16), QGateLayout::interleaved, true, true},
+      {chain_dims(2, 160, 8, 2, 128, 32, DType::bf16), QGateLayout::flat, false, true},
+      {chain_dims(1, 300, 8, 1, 256, 64, DType::bf16), QGateLayout::interleaved, true, false},
+  };
+}
+
+const KnobValues& knobs() {
+  static const KnobValues k = KnobValues::resolve({}, false);
+  return k;
+}
+
+// The options asked of the chain: the case's, with both fusions on (the chain must clear them).
+GatedOptions asked_options(const ChainCase& c) {
+  GatedOptions o;
+  o.is_causal = c.causal;
+  o.q_gate_layout = c.layout;
+  o.fuse_gate = o.fuse_norm_rope = true;
+  return o;
+}
+
+// Whether the chain takes the case: a decline prints cuDNN's reason and fails only a required case.
+bool chain_takes(const GatedBlockKernel& chain, const GatedGeometry& g, const ChainCase& c) {
+  const Support s = chain.supports(g, asked_options(c), knobs());
+  if (s.ok) return true;
+  std::printf("  chain d%d B%d S%d %s declined: %s\n", g.d_head(), g.batch(), g.seqlen(), dtype_name(g.dtype()),
+              s.reason.c_str());
+  if (c.required) ADD_FAILURE() << "cudnn.gated_chain declined a required case: " << s.reason;
+  return false;
+}
+
+#define SKIP_WITHOUT_DEVICE() \
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device"
+
+TEST(CudnnGatedChain, PassesTheGateUnfused) {
+  SKIP_WITHOUT_DEVICE();
+  const auto chain = make_cudnn_gated_chain();
+  for (const ChainCase& c : chain_cases()) {
+    const GatedGeometry g(c.dims);
+    if (!chain_takes(*chain, g, c)) continue;
+    const GatedHostInputs in = build_gated_inputs(g, 47);
+    std::vector<int64_t> rows(g.tokens());
+    std::iota(rows.begin(), rows.end(), 0);
+    GatedOptions plain = asked_options(c);
+    plain.fuse_gate = plain.fuse_norm_rope = false;
+    std::vector<float> ref(rows.size() * g.d_model());
+    reference::gated_block(g, plain, in.ref(), rows, ref.data());
+    const Tolerance tol = gated_tolerance(default_tolerance(g.dtype()), ref.data(), ref.size());
+    const GatedGpuRun r = run_gated_block(*chain, g, asked_options(c), in, knobs());
+    const GateResult gr =
+        gate_rows(r.out.data(), static_cast<int64_t>(r.out.size()), g.dtype(), g.d_model(), rows, ref.data(), tol);
+    std::printf("  chain d%d B%d S%d %s %s causal=%d max_abs=%.3g atol=%.3g row_rel=%.3g rtol=%.3g [%s]\n",
+                g.d_head(), g.batch(), g.seqlen(), dtype_name(g.dtype()), q_gate_layout_name(c.layout), c.causal,
+                gr.max_abs, tol.atol, gr.max_row_rel, tol.rtol, r.summary.c_str());
+    EXPECT_EQ(gr.nonfinite, 0) << "unwritten or non-finite outputs";
+    EXPECT_TRUE(gr.passed) << gate_failure_reason(gr);
+    EXPECT_EQ(r.stages, (std::vector<std::string>{"qkvg_proj", "norm_rope", "sdpa", "gate", "out_proj"}));
+    EXPECT_EQ(r.summary.rfind("unfused chain, fusion options ignored; ", 0), 0u) << r.summary;
+    EXPECT_NE(r.summary.find("; sdpa cudnn.sdpa cudnn "), std::string::npos) << r.summary;
+  }
+}
+
+// execute() captures into a CUDA graph whose replays write the eager call's output.
+TEST(CudnnGatedChain, GraphReplayMatchesEager) {
+  SKIP_WITHOUT_DEVICE();
+  const auto chain = make_cudnn_gated_chain();
+  const ChainCase c = chain_cases()[0];
+  const GatedGeometry g(c.dims);
+  if (!chain_takes(*chain, g, c)) return;
+  cuda::Stream stream;
+  GatedGpuBlock b(*chain, g, asked_options(c), build_gated_inputs(g, 5), knobs(), stream);
+  b.execute(stream);
+  stream.synchronize();
+  const std::vector<uint16_t> eager = b.output();
+  b.poison();
+  cuda::Graph graph(stream.get(), [&] { b.execute(stream); });
+  for (int i = 0; i < 3; ++i) {
+    graph.replay(stream.get());
+    stream.synchronize();
+    EXPECT_EQ(b.output(), eager) << "replay " << i;
+    b.poison();
+  }
+}
+
+}  // namespace
+}  // namespace attnbench::gputest
