@@ -114,22 +114,56 @@ StopRule round_rule(const StopRule& rule, int rounds) {
   return r;
 }
 
+namespace {
+// One sampler's part of a round: its samples, their running noise and the seconds its calls took.
+struct RoundPart {
+  std::vector<double> samples;
+  RunningNoise noise;
+  double seconds = 0;
+  bool met(const StopRule& r) const { return noise.n >= r.min_samples && noise.relative() <= r.max_noise; }
+  bool spent(const StopRule& r) const { return noise.n >= r.max_samples || seconds >= r.timeout_s; }
+};
+
+// One round: the samplers take one sample each in turn (order rotated by `first`) until every one meets the rule
+// or has spent its cap or timeout, so all take the same number of samples under the same clocks.
+std::vector<RoundPart> one_round(const std::vector<Sampler>& samplers, const StopRule& per, int first) {
+  using clock = std::chrono::steady_clock;
+  const int K = static_cast<int>(samplers.size());
+  std::vector<RoundPart> parts(K);
+  for (bool more = true; more;) {
+    more = false;
+    for (int i = 0; i < K; ++i) {
+      RoundPart& p = parts[(first + i) % K];
+      if (p.spent(per)) continue;
+      const auto t0 = clock::now();
+      p.samples.push_back(samplers[(first + i) % K]());
+      p.seconds += std::chrono::duration<double>(clock::now() - t0).count();
+      p.noise.add(p.samples.back());
+    }
+    for (const RoundPart& p : parts) more = more || (!p.met(per) && !p.spent(per));
+  }
+  return parts;
+}
+}  // namespace
+
 std::vector<RoundedMeasurement> measure_rounds(const std::vector<Sampler>& samplers, const StopRule& rule,
                                                int rounds) {
   const int K = static_cast<int>(samplers.size());
   std::vector<RoundedMeasurement> out(K);
   const StopRule per = round_rule(rule, rounds);
-  for (int r = 0; r < std::max(1, rounds); ++r)
-    for (int i = 0; i < K; ++i) {
-      const int k = (r + i) % K;
-      Measurement m = measure(samplers[k], per);
+  for (int r = 0; r < std::max(1, rounds); ++r) {
+    const std::vector<RoundPart> parts = one_round(samplers, per, K ? r % K : 0);
+    for (int k = 0; k < K; ++k) {
+      const RoundPart& p = parts[k];
       RoundedMeasurement& o = out[k];
-      if (!m.settled && o.unsettled.empty())
-        o.unsettled = rounds > 1 ? "round " + std::to_string(r + 1) + " of " + std::to_string(rounds) + ": " + m.unsettled
-                                 : m.unsettled;
-      o.round_medians.push_back(summarize(m.samples).median);
-      o.samples.insert(o.samples.end(), m.samples.begin(), m.samples.end());
+      if (!p.met(per) && o.unsettled.empty()) {
+        const std::string why = unsettled_reason(p.noise.n, p.noise.relative(), per);
+        o.unsettled = rounds > 1 ? "round " + std::to_string(r + 1) + " of " + std::to_string(rounds) + ": " + why : why;
+      }
+      o.round_medians.push_back(summarize(p.samples).median);
+      o.samples.insert(o.samples.end(), p.samples.begin(), p.samples.end());
     }
+  }
   for (auto& o : out) {
     o.settled = o.unsettled.empty();
     o.median = summarize(o.round_medians).median;

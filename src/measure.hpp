@@ -38,9 +38,10 @@ Measurement measure(const std::function<double()>& sample, const StopRule& rule)
 // measure()'s samples alone.
 std::vector<double> collect(const std::function<double()>& sample, const StopRule& rule);
 
-// Interleaved rounds: each of K samplers is measured in R rounds; inside a round every sampler takes one
-// measurement under round_rule(rule, R), in an order rotated by one each round (sampler r % K first in round r), so
-// the kernels of a case see the same clock and thermal history and none is always first after a gap.
+// Interleaved rounds: each of K samplers is measured in R rounds under round_rule(rule, R); inside a round the
+// samplers take one sample each in turn, in an order rotated by one each round (sampler r % K first in round r),
+// until every one meets the rule or has spent its cap or timeout. So the kernels of a case take the same number
+// of samples under the same clock, thermal and power history, and none is always first after a gap.
 struct RoundedMeasurement {
   std::vector<double> samples;        // every sample, in the order taken
   std::vector<double> round_medians;  // one per round

@@ -1,6 +1,7 @@
-// Interleaved rounds and the control pair: the round schedule (every sampler once per round, the order rotated by
-// one each round, the stop rule split over the rounds), the median of round medians and the spread, and a CLI run
-// whose rows carry their rounds, with the control copy beside the kernel it repeats.
+// Interleaved rounds and the control pair: the round schedule (samplers alternating sample by sample, the order
+// rotated by one each round, the stop rule split over the rounds, a quiet sampler sampling on beside a noisy
+// one), the median of round medians and the spread, and a CLI run whose rows carry their rounds, with the control
+// copy beside the kernel it repeats.
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -15,26 +16,50 @@
 using namespace attnbench;
 using namespace testcli;
 
-TEST(Rounds, EverySamplerOncePerRoundInRotatedOrder) {
+TEST(Rounds, SamplersAlternateSampleBySampleInRotatedOrder) {
   std::vector<int> order;
   std::vector<Sampler> samplers;
   for (int k = 0; k < 3; ++k)
     samplers.push_back([&order, k] {
-      if (order.empty() || order.back() != k) order.push_back(k);  // one entry per measurement
+      order.push_back(k);
       return 1.0 + k;
     });
   StopRule rule;
   rule.min_samples = 12;
   rule.max_noise = 1.0;
   const auto out = measure_rounds(samplers, rule, 4);
-  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 1, 2, 0, 2, 0, 1, 0, 1, 2}));
+  std::vector<int> expected;
+  for (int r = 0; r < 4; ++r)
+    for (int rep = 0; rep < 3; ++rep)  // 3 samples per round: 12 / 4
+      for (int i = 0; i < 3; ++i) expected.push_back((r + i) % 3);
+  EXPECT_EQ(order, expected);
   ASSERT_EQ(out.size(), 3u);
   for (int k = 0; k < 3; ++k) {
     EXPECT_EQ(out[k].round_medians.size(), 4u);
-    EXPECT_EQ(out[k].samples.size(), 12u);  // 3 per round: 12 / 4
+    EXPECT_EQ(out[k].samples.size(), 12u);
     EXPECT_DOUBLE_EQ(out[k].median, 1.0 + k);
     EXPECT_TRUE(out[k].settled);
   }
+}
+
+TEST(Rounds, AQuietSamplerKeepsSamplingBesideANoisyOne) {
+  // Sampler 0 alternates 1, 3 (never within max-noise); sampler 1 is constant. Sampler 1 goes on sampling while 0
+  // has not met its rule, so both take every round's cap of samples under the same conditions.
+  int calls = 0;
+  const Sampler noisy = [&calls] { return ++calls % 2 ? 1.0 : 3.0; };
+  const Sampler quiet = [] { return 2.0; };
+  StopRule rule;
+  rule.min_samples = 4;
+  rule.max_noise = 0.05;
+  rule.max_samples = 40;
+  rule.timeout_s = 100;
+  const auto out = measure_rounds({noisy, quiet}, rule, 2);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].samples.size(), 40u);  // the round cap, 40 / 2, in each of 2 rounds
+  EXPECT_EQ(out[1].samples.size(), 40u);
+  EXPECT_FALSE(out[0].settled);
+  EXPECT_NE(out[0].unsettled.find("round 1 of 2: sample cap 20 reached"), std::string::npos) << out[0].unsettled;
+  EXPECT_TRUE(out[1].settled);
 }
 
 TEST(Rounds, MedianOfRoundMediansAndSpread) {
