@@ -1,6 +1,8 @@
 #include "case_timing.hpp"
 
 #include <memory>
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <set>
@@ -46,6 +48,15 @@ RoundsInfo rounds_info(const RoundedMeasurement& m) {
   return r;
 }
 
+// Samples taken and dropped, the samplers in turn, for `seconds`: a heavy workload reaches the power limit it
+// will hold within a fraction of a second, and without this the first rounds would run above it.
+void warm_up(const std::vector<Sampler>& samplers, double seconds) {
+  if (samplers.empty() || !(seconds > 0)) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < seconds)
+    for (const Sampler& s : samplers) s();
+}
+
 // The measurement of `make(slot)` for every slot that has one, in rounds; `store` takes each result.
 void rounds_over(std::vector<TimedSlot>& slots, const RunOptions& o, const std::function<Sampler(TimedSlot&)>& make,
                  const std::function<void(TimedSlot&, const RoundedMeasurement&, const std::string&)>& store) {
@@ -64,6 +75,8 @@ void rounds_over(std::vector<TimedSlot>& slots, const RunOptions& o, const std::
     who.push_back(&s);
   }
   std::vector<Sampler> samplers(guards.begin(), guards.end());
+  const bool gpu = std::any_of(who.begin(), who.end(), [](const TimedSlot* s) { return is_gpu(s->dev->backend()); });
+  warm_up(samplers, o.warmup_s.value_or(gpu ? kGpuWarmupS : 0.0));
   const auto results = measure_rounds(samplers, o.stop, o.rounds);
   for (std::size_t i = 0; i < who.size(); ++i) store(*who[i], results[i], *guards[i].failure);
 }

@@ -94,6 +94,10 @@ void add_timing_options(CLI::App* cmd, RunOptions& o) {
                   "again when a case starts after a pause (0: never)")
       ->capture_default_str()
       ->check(non_negative_finite());
+  cmd->add_option("--warmup", o.warmup_s,
+                  "Seconds of untimed, interleaved sampling of a case's kernels before each mode's rounds, so the "
+                  "rounds run in the power state the workload holds (default 0.5 on a GPU, 0 on the CPU)")
+      ->check(non_negative_finite());
 }
 
 std::vector<Mode> parse_modes(const std::vector<std::string>& modes) {

@@ -13,7 +13,7 @@ namespace attnbench {
 
 void add_case_options(CLI::App* cmd, RunOptions& o);
 void add_stop_options(CLI::App* cmd, StopRule& stop);
-// --rounds N and --settle S (run, sweep).
+// --rounds N, --settle S and --warmup S (run, sweep).
 void add_timing_options(CLI::App* cmd, RunOptions& o);
 
 // A finite number above `min` (or at least `min` when min_inclusive): nan and inf are refused.

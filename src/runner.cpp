@@ -178,7 +178,8 @@ nlohmann::json run_provenance(const RunOptions& o, const KnobValues& knobs, bool
   p["l2"] = l2_name(o.l2);
   p["block_order"] = block_order_name(o.block_order);
   p["stop_rule"] = {{"min_samples", o.stop.min_samples}, {"max_noise", o.stop.max_noise},
-                    {"timeout_s", o.stop.timeout_s}};
+                    {"timeout_s", o.stop.timeout_s}, {"rounds", o.rounds},
+                    {"warmup_s", o.warmup_s ? nlohmann::json(*o.warmup_s) : nlohmann::json("auto")}};
   if (!cuda_available) p["cuda"] = cuda_why_not;
   return p;
 }

@@ -42,7 +42,11 @@ struct RunOptions {
   bool control = false;             // time the first selected kernel twice (kControlSuffix): the noise floor
   double settle_s = 3.0;            // bound on each clock settle before timing (0: no settling)
   double settle_gap_s = 1.0;        // a case whose timing starts this long after the last one settles again
+  // Untimed interleaved sampling of a mode's kernels before its rounds; unset: kGpuWarmupS on a GPU, none on the CPU.
+  std::optional<double> warmup_s;
 };
+
+inline constexpr double kGpuWarmupS = 0.5;
 
 // The kernel name of the control copy's rows: "<kernel>#control".
 inline constexpr const char* kControlSuffix = "#control";

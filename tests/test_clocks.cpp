@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -120,6 +121,7 @@ class FakeGpu final : public Device {
   std::deque<gpu::SensorReadings> readings;  // each read_sensors() takes the next (the last repeats)
   bool has_sensors = true;
   int settles = 0;
+  std::shared_ptr<int> samples = std::make_shared<int>(0);  // every sample taken, warm-up included
   Backend backend() const override { return Backend::cuda; }
   std::string name() const override { return "fake"; }
   std::map<std::string, std::string> facts() const override { return {}; }
@@ -133,7 +135,7 @@ class FakeGpu final : public Device {
   void synchronize() override {}
   Support can_time(Mode, L2Mode) const override { return Support::yes(); }
   Sampler make_sampler(Mode, L2Mode, const std::function<void()>&) override {
-    return [] { return 1e-3; };
+    return [n = samples] { return ++*n, 1e-3; };
   }
   std::optional<gpu::SensorReadings> read_sensors() const override {
     if (!has_sensors) return std::nullopt;
@@ -218,6 +220,26 @@ TEST(ClockPlumbing, SteadyRowsAreNotThrottledAndAGpuWithoutSensorsSaysWhy) {
   time_slots(cpu_slots, Mode::eager, quick_options());
   ASSERT_TRUE(c.time_us);
   EXPECT_TRUE(c.clocks.is_null());
+}
+
+TEST(ClockPlumbing, WarmUpSamplesAreTakenAndDropped) {
+  FakeGpu dev;
+  dev.readings = {reading(1980, {}, 0.0)};
+  ResultRow a;
+  a.status = "ok";
+  std::vector<TimedSlot> slots = {{&a, &dev, [] {}}};
+  RunOptions o = quick_options();
+  o.warmup_s = 0.0;
+  time_slots(slots, Mode::graph, o);
+  ASSERT_TRUE(a.time_us);
+  EXPECT_EQ(*dev.samples, a.time_us->n);  // without warm-up every sample is in the row
+  a = ResultRow{};
+  a.status = "ok";
+  *dev.samples = 0;
+  o.warmup_s = 0.02;
+  time_slots(slots, Mode::graph, o);
+  ASSERT_TRUE(a.time_us);
+  EXPECT_GT(*dev.samples, a.time_us->n + 10);  // 20 ms of dropped samples came first
 }
 
 TEST(ClockPlumbing, SettlesOnFirstTimingAndAfterAPauseOnly) {
