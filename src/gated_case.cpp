@@ -256,10 +256,13 @@ class GatedCase final : public OpCase {
     sdpa.heads = g.h_q();
     sdpa.kv_heads = g.h_kv();
     sdpa.head_size = g.d_head();
-    // The smallest block size the block may pick (the largest block table) and cuBLASLt's GEMM workspace.
+    // The largest workspace of any block size the block may pick (16: the largest table; 64: the largest pad of
+    // the projection) and cuBLASLt's GEMM workspace.
     const double gemm = is_gpu(k.backend) ? 32.0 * (1 << 20) : 0.0;
-    const double ws = static_cast<double>(
-        gated_workspace_layout(g, 16, static_cast<std::size_t>(attention_workspace_bound(sdpa)), 0).total);
+    const auto sdpa_ws = static_cast<std::size_t>(attention_workspace_bound(sdpa));
+    double ws = 0;
+    for (int bs : {64, 32, 16})
+      ws = std::max(ws, static_cast<double>(gated_workspace_layout(g, bs, sdpa_ws, 0).total));
     need.device_bytes = h + w_qkvg + w_o + norms + rope + out + ws + gemm;
     return need;
   }

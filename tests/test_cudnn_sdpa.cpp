@@ -214,6 +214,23 @@ TEST(CudnnSdpaKnobs, GraphKeyHoldsTheChoice) {
   EXPECT_EQ(key("a", "autotune", p), key("a", "autotune", p));
 }
 
+// cuDNN is told of a spare block only where the table has a slot no token needs (the harness's inputs name it
+// there): a table whose every slot is used, the gated block's view of its projection, names only the caller's.
+TEST(CudnnSdpaLayouts, TheContainerHasASpareBlockOnlyForUnusedSlots) {
+  AttentionProblem p = small_problem();  // kv 100 and 37 in blocks of 64: 2 + 1 blocks, ragged
+  const cudnn::Layout planned = cudnn::planned_layout(p);
+  EXPECT_EQ(planned.table_stride, 3);
+  EXPECT_EQ(cudnn::container_blocks(p, planned), 4);
+  cudnn::Layout exact = planned;
+  exact.table_stride = p.max_blocks_per_seq();
+  EXPECT_EQ(cudnn::container_blocks(p, exact), 4);  // the second sequence leaves a slot
+  p.kv_lens = {100, 100};
+  EXPECT_EQ(cudnn::container_blocks(p, exact), 4);  // every slot used: no spare
+  EXPECT_EQ(cudnn::container_blocks(p, cudnn::planned_layout(p)), 5);
+  const cudnn::PlanChoice c = cudnn::plan_choice(knobs());
+  EXPECT_NE(cudnn::graph_key(p, exact, c), cudnn::graph_key(p, cudnn::planned_layout(p), c));
+}
+
 TEST(CudnnSdpaKnobs, NoDeviceDeclinesUnderEveryChoice) {
   if (cuda::device_count() > 0) GTEST_SKIP() << "a CUDA device is visible (the GPU tests run the choices)";
   const KnobValues tune = KnobValues::resolve({{"ATTNBENCH_CUDNN_HEURISTICS", "b,fallback"},

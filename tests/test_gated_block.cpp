@@ -1,5 +1,6 @@
-// The gated attention block: geometry validation and every typed decline, the W_qkvg builder, norm/RoPE against a naive loop, cpu.gated_block against the fp32 reference,
-// workspace arithmetic, the work model, the harness's rows and tolerance rule, and a CLI run of a small shape file.
+// The gated attention block: geometry validation and every typed decline, the W_qkvg builder, norm/RoPE against
+// a naive loop, cpu.gated_block against the fp32 reference, the work model, the harness's rows and tolerance rule,
+// and a CLI run of a small shape file (the workspace: test_gated_workspace.cpp).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -19,6 +20,7 @@
 #include "../kernels/cpu/gated_block.hpp"
 #include "attnbench/backends.hpp"
 #include "attnbench/gated_block.hpp"
+#include "gated_cpu_run.hpp"
 #include "gated_test_helpers.hpp"
 #include "attnbench/gated_block_ref.hpp"
 #include "cli_helpers.hpp"
@@ -245,58 +247,6 @@ TEST(GatedWork, ModelCountsBothProjectionsAndTheVisibleSdpa) {
   const WorkModel causal = gated_block_work(g, plain_options(true));
   EXPECT_DOUBLE_EQ(causal.flops, 2 * T * dm * (N + aw) + 4.0 * (T * (T + 1) / 2) * 4 * 64);
   EXPECT_DOUBLE_EQ(full.bytes, 2 * (T * dm + N * dm + dm * aw + 2 * T * 16 + 2 * 64 + T * dm));
-}
-
-TEST(GatedWorkspace, LayoutArithmetic) {
-  const GatedGeometry g(small_dims());
-  const GatedWorkspaceLayout l = gated_workspace_layout(g, 64, 1000, 4096);
-  EXPECT_EQ(l.proj, 0u);
-  EXPECT_EQ(l.attn, 100u * 768 * 2);          // 153600, already 256-aligned
-  EXPECT_EQ(l.sdpa, l.attn + 100u * 256 * 2);  // 204800
-  EXPECT_EQ(l.cu_seqlens_q, l.sdpa + 1024u);   // 1000 rounded up to 256
-  EXPECT_EQ(l.seqused_k, l.cu_seqlens_q + 256u);
-  EXPECT_EQ(l.block_table, l.seqused_k + 256u);
-  EXPECT_EQ(l.blocks_per_seq, 2);
-  EXPECT_EQ(l.gemm, l.block_table + 256u);
-  EXPECT_EQ(l.total, l.gemm + 4096u);
-  for (std::size_t off : {l.attn, l.sdpa, l.cu_seqlens_q, l.seqused_k, l.block_table, l.gemm})
-    EXPECT_EQ(off % kGatedWorkspaceAlign, 0u);
-  // cpu.gated_block: no GEMM workspace, and cpu.unified's prefill path needs none either.
-  const auto block = make_cpu_gated_block()->create(g, plain_options(), knobs());
-  EXPECT_EQ(block->workspace_size(), gated_workspace_layout(g, 64, 0, 0).total);
-  EXPECT_EQ(gated_block_size(GatedGeometry(small_dims(100, 1))), 64);
-  EXPECT_EQ(gated_block_size(GatedGeometry(small_dims(96, 2))), 32);
-  EXPECT_EQ(gated_block_size(GatedGeometry(small_dims(100, 2))), 0);
-}
-
-// Host buffers of one CPU call.
-struct CpuRun {
-  GatedHostInputs in;
-  std::vector<uint16_t> w_qkvg, out;
-  std::vector<unsigned char> ws;
-  GatedBlockParams prm;
-};
-
-CpuRun run_cpu(const GatedGeometry& g, GatedBlock& block, QGateLayout weight_layout) {
-  CpuRun r;
-  r.in = build_gated_inputs(g, 11);
-  r.w_qkvg = build_w_qkvg(g, weight_layout, r.in.wq.data(), r.in.wgate.data(), r.in.wk.data(), r.in.wv.data());
-  r.out.assign(static_cast<std::size_t>(g.tokens()) * g.d_model(), 0xFFFF);  // NaN: every element must be written
-  r.ws.assign(block.workspace_size(), 0xFF);
-  r.prm = make_gated_params(g);
-  r.prm.h = r.in.h.data();
-  r.prm.w_qkvg = r.w_qkvg.data();
-  r.prm.q_norm_weight = r.in.q_norm_weight.data();
-  r.prm.k_norm_weight = r.in.k_norm_weight.data();
-  r.prm.cos = r.in.cos.data();
-  r.prm.sin = r.in.sin.data();
-  r.prm.w_o = r.in.w_o.data();
-  r.prm.out = r.out.data();
-  r.prm.workspace = r.ws.data();
-  EXPECT_THROW(block.execute(r.prm, nullptr), std::invalid_argument);  // workspace not prepared yet
-  block.prepare_workspace(r.ws.data(), nullptr);
-  block.execute(r.prm, nullptr);
-  return r;
 }
 
 // The harness's gate over every row, with the gated block's tolerance rule.

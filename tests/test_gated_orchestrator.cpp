@@ -1,9 +1,12 @@
 // The gated block's common orchestration over a test-only provider that records every call: the stages in
 // order, the pointers each GEMM and the SDPA receive, the provider hooks' declines and params checks, the strides
-// the SDPA kernel is made for, and a provider that does not fuse.
+// the SDPA kernel is made for, a provider that does not fuse, and an SDPA that reads whole pages of the view.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
+#include <cstdint>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -21,6 +24,7 @@ using namespace gatedtest;
 struct FakeFlags {
   bool decline_work = false, decline_sdpa = false, reject_params = false, fuses = true;
   bool sdpa_has_no_gate = false;  // the SDPA declines problems with the output gate
+  bool read_pages = false;        // the SDPA reads every K and V row of every page the table names, as cuDNN does
 };
 
 struct FakeLog {
@@ -30,7 +34,26 @@ struct FakeLog {
   const void* sdpa_out = nullptr;
   AttentionParams sdpa_layout, sdpa_params;  // what make_sdpa was told, what the SDPA ran with
   std::vector<AttentionFusion> sdpa_asked;   // the fusion of every problem supports() saw
+  const unsigned char* pages_end = nullptr;  // read_pages: one past the last byte read
+  int64_t nonfinite_read = 0;                // read_pages: NaN or Inf halves read
 };
+
+// Reads every K and V row of every page the table names for a sequence's keys, whole pages (bf16 halves).
+void read_whole_pages(const AttentionParams& a, FakeLog* log) {
+  const auto note = [&](const void* base, int64_t block, int t, int h) {
+    const auto* row = static_cast<const uint16_t*>(base) + block * a.kv_stride_block + t * a.kv_stride_token +
+                      h * a.kv_stride_head;
+    for (int i = 0; i < a.head_size; ++i) log->nonfinite_read += (row[i] & 0x7F80) == 0x7F80;
+    log->pages_end = std::max(log->pages_end, reinterpret_cast<const unsigned char*>(row + a.head_size));
+  };
+  for (int s = 0; s < a.num_seqs; ++s)
+    for (int j = 0; j < (a.seqused_k[s] + a.block_size - 1) / a.block_size; ++j)
+      for (int t = 0; t < a.block_size; ++t)
+        for (int h = 0; h < a.kv_heads; ++h) {
+          note(a.k_cache, a.block_table[s * a.block_table_stride + j], t, h);
+          note(a.v_cache, a.block_table[s * a.block_table_stride + j], t, h);
+        }
+}
 
 class FakeSdpa final : public AttentionKernel {
  public:
@@ -52,6 +75,7 @@ class FakeSdpa final : public AttentionKernel {
     log_->sdpa_q = a.q;
     log_->sdpa_out = a.out;
     log_->sdpa_params = a;
+    if (f_.read_pages) read_whole_pages(a, log_);
   }
 
  private:
@@ -91,6 +115,16 @@ class FakeProvider final : public GatedProvider {
   }
   void fill_tables(const GatedTablesParams& t, void*) const override {
     log_->calls.push_back("tables nb=" + std::to_string(t.blocks_per_seq));
+    for (int b = 0; b <= t.batch; ++b) t.cu_seqlens_q[b] = b * t.seqlen;
+    for (int b = 0; b < t.batch; ++b) {
+      t.seqused_k[b] = t.seqlen;
+      for (int j = 0; j < t.blocks_per_seq; ++j)
+        t.block_table[b * t.blocks_per_seq + j] = b * t.seqlen / t.block_size + j;
+    }
+  }
+  void zero(void* dst, std::size_t bytes, void*) const override {
+    log_->calls.push_back("zero " + std::to_string(bytes));
+    std::memset(dst, 0, bytes);
   }
   void norm_rope(DType, int, const GatedNormRopeParams& p, void*) const override {
     log_->calls.push_back("norm_rope h_q=" + std::to_string(p.h_q) + " h_kv=" + std::to_string(p.h_kv));
@@ -138,8 +172,9 @@ TEST(GatedOrchestration, AFakeProviderIsDrivenThroughTheStagesInOrder) {
   EXPECT_TRUE(log.calls.empty());
   block->prepare_workspace(c.ws.data(), nullptr);
   block->execute(c.p, nullptr);
-  EXPECT_EQ(log.calls, (std::vector<std::string>{"tables nb=2", "gemm 100x768x256", "norm_rope h_q=4 h_kv=2", "sdpa",
-                                                 "gate heads=4", "gemm 100x256x256"}));
+  EXPECT_EQ(log.calls, (std::vector<std::string>{"tables nb=2", "gemm 100x768x256", "zero 43008",
+                                                 "norm_rope h_q=4 h_kv=2", "sdpa", "gate heads=4",
+                                                 "gemm 100x256x256"}));  // the pad: 28 rows of 768
   unsigned char* ws = c.ws.data();
   ASSERT_EQ(log.gemm_ptrs.size(), 2u);
   EXPECT_EQ(log.gemm_ptrs[0], (std::array<const void*, 4>{c.p.h, c.p.w_qkvg, ws + l.proj, ws + l.gemm}));
@@ -157,8 +192,8 @@ TEST(GatedOrchestration, AFakeProviderIsDrivenThroughTheStagesInOrder) {
   block->prepare_workspace(f.ws.data(), nullptr);
   log.calls.clear();
   block->execute(f.p, nullptr);
-  EXPECT_EQ(log.calls, (std::vector<std::string>{"gemm 100x768x256", "norm_rope h_q=0 h_kv=2", "sdpa",
-                                                 "gemm 100x256x256"}));
+  EXPECT_EQ(log.calls, (std::vector<std::string>{"gemm 100x768x256", "zero 43008", "norm_rope h_q=0 h_kv=2",
+                                                 "sdpa", "gemm 100x256x256"}));
 }
 
 TEST(GatedOrchestration, ProviderHooksDeclineAndRejectBeforeAnyCall) {
@@ -243,8 +278,8 @@ TEST(GatedOrchestration, ANonFusingProviderClearsTheFusionOptions) {
   block->prepare_workspace(c.ws.data(), nullptr);
   log.calls.clear();
   block->execute(c.p, nullptr);
-  EXPECT_EQ(log.calls, (std::vector<std::string>{"gemm 100x768x256", "norm_rope h_q=4 h_kv=2", "sdpa",
-                                                 "gate heads=4", "gemm 100x256x256"}));
+  EXPECT_EQ(log.calls, (std::vector<std::string>{"gemm 100x768x256", "zero 43008", "norm_rope h_q=4 h_kv=2",
+                                                 "sdpa", "gate heads=4", "gemm 100x256x256"}));
   EXPECT_EQ(log.sdpa_params.epilogue.gate, nullptr);
 
   // An SDPA without a gate epilogue: a fusing provider declines the fused gate, the chain takes the request.
@@ -253,6 +288,36 @@ TEST(GatedOrchestration, ANonFusingProviderClearsTheFusionOptions) {
   f.fuses = true;
   const Support s = make_gated_block_kernel(std::make_shared<const FakeProvider>(&log, f))->supports(g, fused, knobs());
   EXPECT_NE(s.reason.find("field 'fuse_gate'"), std::string::npos) << s.reason;
+}
+
+// An SDPA that reads whole pages (cuDNN's paged containers) stays inside the projection and reads finite values
+// only, though the caller's workspace is NaN outside the rows the projection GEMM writes: the pad rows past the
+// last token are zeroed on every call. One sequence of 100 tokens: its second block of 64 is partial.
+TEST(GatedOrchestration, AnSdpaReadingWholePagesStaysInsideTheProjection) {
+  const GatedGeometry g(small_dims(100, 1));
+  FakeLog log;
+  FakeFlags f;
+  f.read_pages = true;
+  auto block = make_gated_block_kernel(std::make_shared<const FakeProvider>(&log, f))->create(g, plain_options(),
+                                                                                              knobs());
+  const GatedWorkspaceLayout l = gated_workspace_layout(g, gated_block_size(g), 0, 512);
+  ASSERT_EQ(block->workspace_size(), l.total);
+  FakeCall c(g, block->workspace_size());
+  std::fill(c.ws.begin(), c.ws.end(), 0xFF);
+  block->prepare_workspace(c.ws.data(), nullptr);
+  auto* proj = reinterpret_cast<uint16_t*>(c.ws.data() + l.proj);
+  std::fill(proj, proj + g.tokens() * g.n_qkvg(), uint16_t{0x3F80});  // what the GEMM would write: 1.0
+  const unsigned char* proj_end = c.ws.data() + l.proj + l.proj_rows * g.n_qkvg() * 2;
+  for (int call = 0; call < 2; ++call) {
+    log.pages_end = nullptr;
+    log.nonfinite_read = 0;
+    block->execute(c.p, nullptr);
+    EXPECT_EQ(log.nonfinite_read, 0) << "call " << call;
+    ASSERT_NE(log.pages_end, nullptr);
+    EXPECT_LE(log.pages_end, proj_end) << "call " << call;
+    EXPECT_LE(log.pages_end, c.ws.data() + l.attn) << "call " << call;
+    std::memset(c.ws.data() + l.pad_offset(g), 0xFF, l.pad_bytes(g));  // the caller's memory, changed
+  }
 }
 
 }  // namespace

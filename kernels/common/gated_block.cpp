@@ -212,6 +212,7 @@ GatedWorkspaceLayout gated_workspace_layout(const GatedGeometry& g, int block_si
   const std::size_t t = static_cast<std::size_t>(g.tokens());
   l.block_size = block_size;
   l.blocks_per_seq = (g.seqlen() + block_size - 1) / block_size;
+  l.proj_rows = (g.tokens() + block_size - 1) / block_size * block_size;
   l.sdpa_bytes = sdpa_bytes;
   l.gemm_bytes = gemm_bytes;
   std::size_t at = 0;
@@ -220,7 +221,7 @@ GatedWorkspaceLayout gated_workspace_layout(const GatedGeometry& g, int block_si
     at = align_up(at + bytes);
     return off;
   };
-  l.proj = take(t * static_cast<std::size_t>(g.n_qkvg()) * eb);
+  l.proj = take(static_cast<std::size_t>(l.proj_rows) * static_cast<std::size_t>(g.n_qkvg()) * eb);
   l.attn = take(t * static_cast<std::size_t>(g.attn_width()) * eb);
   l.sdpa = take(sdpa_bytes);
   l.cu_seqlens_q = take(sizeof(int32_t) * (g.batch() + 1));
@@ -229,6 +230,15 @@ GatedWorkspaceLayout gated_workspace_layout(const GatedGeometry& g, int block_si
   l.gemm = take(gemm_bytes);
   l.total = at;
   return l;
+}
+
+std::size_t GatedWorkspaceLayout::pad_offset(const GatedGeometry& g) const {
+  return proj + static_cast<std::size_t>(g.tokens()) * static_cast<std::size_t>(g.n_qkvg()) * dtype_bytes(g.dtype());
+}
+
+std::size_t GatedWorkspaceLayout::pad_bytes(const GatedGeometry& g) const {
+  return static_cast<std::size_t>(proj_rows - g.tokens()) * static_cast<std::size_t>(g.n_qkvg()) *
+         dtype_bytes(g.dtype());
 }
 
 GatedOptions gated_options_from_knobs(const KnobValues& knobs) {

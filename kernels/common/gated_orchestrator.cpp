@@ -157,11 +157,17 @@ class OrchestratedBlock final : public GatedBlock {
     return sg;
   }
 
+  // The projection and its pad rows, zeroed: every page of the SDPA's view holds finite values.
+  void run_proj(const GatedBlockParams& p, void* gemm_ws, void* stream) const {
+    proj_->run(p.h, p.w_qkvg, at(p.workspace, layout_.proj), gemm_ws, stream);
+    if (const std::size_t pad = layout_.pad_bytes(g_))
+      pv_->zero(at(p.workspace, layout_.pad_offset(g_)), pad, stream);
+  }
+
   void run_stage(GatedStage s, const GatedBlockParams& p, void* stream) const {
     void* gemm_ws = layout_.gemm_bytes ? at(p.workspace, layout_.gemm) : nullptr;
     switch (s) {
-      case GatedStage::proj:
-        return proj_->run(p.h, p.w_qkvg, at(p.workspace, layout_.proj), gemm_ws, stream);
+      case GatedStage::proj: return run_proj(p, gemm_ws, stream);
       case GatedStage::norm_rope: return pv_->norm_rope(g_.dtype(), g_.d_head(), norm_rope_params(p), stream);
       case GatedStage::sdpa: return sdpa_->run(*plan_, gated_sdpa_params(g_, o_, prob_, layout_, p), stream);
       case GatedStage::gate: return pv_->sigmoid_gate(g_.dtype(), sigmoid_params(p), stream);

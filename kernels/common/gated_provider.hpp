@@ -1,6 +1,7 @@
-// What a backend supplies to the gated block: the projection GEMM, the three elementwise passes (the SDPA tables,
-// norm + RoPE, the sigmoid gate), the SDPA kernel, and its own declines and params checks. The block itself (its
-// stages, workspace, declines and SDPA params) is written once over this interface (gated_orchestrator.hpp).
+// What a backend supplies to the gated block: the projection GEMM, the elementwise passes (the SDPA tables, the
+// zeroed pad of the projection, norm + RoPE, the sigmoid gate), the SDPA kernel, and its own declines and params
+// checks. The block itself (its stages, workspace, declines and SDPA params) is written once over this interface
+// (gated_orchestrator.hpp).
 // Pointers are in the backend's memory, in elements of the dtype's 16-bit halves; strides in elements. Every call
 // only enqueues on `stream` (a cudaStream_t; ignored on the CPU) and allocates nothing.
 #pragma once
@@ -74,6 +75,8 @@ class GatedProvider {
   virtual std::unique_ptr<AttentionKernel> make_sdpa(const AttentionParams& layout) const = 0;
   virtual std::unique_ptr<GatedGemm> make_gemm(DType dt, int64_t m, int64_t n, int64_t k) const = 0;
   virtual void fill_tables(const GatedTablesParams& p, void* stream) const = 0;
+  // Zeroes `bytes` bytes at dst: the projection's pad rows, on every call (the workspace is the caller's memory).
+  virtual void zero(void* dst, std::size_t bytes, void* stream) const = 0;
   virtual void norm_rope(DType dt, int d_head, const GatedNormRopeParams& p, void* stream) const = 0;
   virtual void sigmoid_gate(DType dt, const GatedSigmoidParams& p, void* stream) const = 0;
   // false: every stage is its own launch (a chain of library calls): the block clears fuse_gate and fuse_norm_rope

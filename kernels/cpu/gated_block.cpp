@@ -147,6 +147,8 @@ class CpuGatedProvider final : public GatedProvider {
     }
   }
 
+  void zero(void* dst, std::size_t bytes, void* /*stream*/) const override { std::memset(dst, 0, bytes); }
+
   void norm_rope(DType dt, int d, const GatedNormRopeParams& p, void* /*stream*/) const override {
     const int hq = p.h_q, rd = p.rope_dim, heads = hq + p.h_kv;
     const int64_t rows = p.tokens * heads;

@@ -123,6 +123,10 @@ void CudaGatedProvider::fill_tables(const GatedTablesParams& p, void* stream) co
   cuda::launch_gated_tables(p, static_cast<cudaStream_t>(stream));
 }
 
+void CudaGatedProvider::zero(void* dst, std::size_t bytes, void* stream) const {
+  ATTNBENCH_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, static_cast<cudaStream_t>(stream)));
+}
+
 void CudaGatedProvider::norm_rope(DType dt, int d_head, const GatedNormRopeParams& p, void* stream) const {
   cuda::launch_gated_norm_rope(dt, d_head, p, static_cast<cudaStream_t>(stream));
 }

@@ -1,6 +1,7 @@
 // cuda.gated_block's provider: cuBLASLt projections, the gated block's norm + RoPE, sigmoid-gate and table kernels,
 // cuda.unified as the SDPA. Open to a provider that swaps only the SDPA (the vendor chain of kernels/cudnn/).
 #pragma once
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -15,6 +16,7 @@ class CudaGatedProvider : public GatedProvider {
   std::unique_ptr<AttentionKernel> make_sdpa(const AttentionParams& layout) const override;
   std::unique_ptr<GatedGemm> make_gemm(DType dt, int64_t m, int64_t n, int64_t k) const override;
   void fill_tables(const GatedTablesParams& p, void* stream) const override;
+  void zero(void* dst, std::size_t bytes, void* stream) const override;
   void norm_rope(DType dt, int d_head, const GatedNormRopeParams& p, void* stream) const override;
   void sigmoid_gate(DType dt, const GatedSigmoidParams& p, void* stream) const override;
   std::string params_conflict(const GatedGeometry& g, const GatedOptions& o,

@@ -22,7 +22,10 @@ bool ragged_q(const AttentionProblem& p) {
   return false;
 }
 
-int64_t container_blocks(const AttentionProblem& p) { return p.num_blocks() + 1; }
+int64_t container_blocks(const AttentionProblem& p, const Layout& l) {
+  const bool unused_slots = p.num_blocks() < static_cast<int64_t>(p.num_seqs()) * l.table_stride;
+  return p.num_blocks() + (unused_slots ? 1 : 0);
+}
 
 namespace {
 // The table's check, thrown: values that did not come through KnobValues::resolve get the same message.
@@ -108,7 +111,7 @@ std::string pick_text(const PlanChoice& c) {
 std::string graph_key(const AttentionProblem& p, const Layout& l, const PlanChoice& c) {
   std::ostringstream k;
   k << dtype_name(p.types.q) << ' ' << p.num_seqs() << ' ' << p.heads << ' ' << p.kv_heads << ' ' << p.head_size
-    << ' ' << p.block_size << ' ' << p.max_seqlen_q() << ' ' << p.max_seqlen_k() << ' ' << container_blocks(p) << ' '
+    << ' ' << p.block_size << ' ' << p.max_seqlen_q() << ' ' << p.max_seqlen_k() << ' ' << container_blocks(p, l) << ' '
     << ragged_q(p) << ' ' << p.causal << ' ' << std::hexfloat << p.softmax_scale();
   for (int64_t v : {l.q_token, l.q_head, l.o_token, l.o_head, l.kv_block, l.kv_token, l.kv_head, l.table_stride})
     k << ' ' << v;

@@ -32,9 +32,10 @@ Layout planned_layout(const AttentionProblem& p);
 
 // Ragged Q and O (per-sequence offsets) when the query lengths differ; else sequence b starts at token b * q_len.
 bool ragged_q(const AttentionProblem& p);
-// Blocks of the paged containers cuDNN is told of: the problem's own plus one spare (the block that unused table
-// slots name in the harness's inputs). Every block id in a used table slot must be below it.
-int64_t container_blocks(const AttentionProblem& p);
+// Blocks of the paged containers cuDNN is told of on layout l: the problem's own, plus one spare where the table
+// has a slot no token needs (the block such slots name in the harness's inputs). A table whose every slot is used
+// (the gated block's view of its projection) gets none: every block cuDNN is told of is the caller's memory.
+int64_t container_blocks(const AttentionProblem& p, const Layout& l);
 
 enum class Heuristic { a, b, fallback };
 enum class Implementation { automatic, composite, unified };  // the frontend's SDPA node

@@ -150,7 +150,7 @@ void declare_sdpa(fe::graph::Graph& g, const AttentionProblem& p, const Layout& 
   if (ragged) q.set_ragged_offset(index_tensor(g, "q_offsets", kQOffsets, {b + 1, 1, 1, 1}, {1, 1, 1, 1}));
   const auto cache = [&](const char* name, Uid uid) {
     return g.tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid)
-                        .set_dim({container_blocks(p), p.kv_heads, p.block_size, p.head_size})
+                        .set_dim({container_blocks(p, l), p.kv_heads, p.block_size, p.head_size})
                         .set_stride({l.kv_block, l.kv_head, l.kv_token, 1}));
   };
   auto options = fe::graph::SDPA_attributes()
@@ -394,7 +394,7 @@ struct TimingInputs {
     const int64_t q_elems = span({{p.total_q(), l.q_token}, {p.heads, l.q_head}, {d, 1}});
     const int64_t o_elems = span({{p.total_q(), l.o_token}, {p.heads, l.o_head}, {d, 1}});
     const int64_t kv_elems =
-        span({{container_blocks(p), l.kv_block}, {p.block_size, l.kv_token}, {p.kv_heads, l.kv_head}, {d, 1}});
+        span({{container_blocks(p, l), l.kv_block}, {p.block_size, l.kv_token}, {p.kv_heads, l.kv_head}, {d, 1}});
     using Fill = std::pair<cuda::DeviceBuffer*, int64_t>;
     for (const Fill& f : {Fill{&q, q_elems}, Fill{&k, kv_elems}, Fill{&v, kv_elems}, Fill{&o, o_elems}}) {
       *f.first = cuda::DeviceBuffer(static_cast<std::size_t>(f.second) * 2);
@@ -579,13 +579,15 @@ const Bound& graph_for(const CudnnSdpaPlan& cp, const AttentionParams& a, cudaSt
 
 class CudnnSdpa final : public AttentionKernel {
  public:
-  explicit CudnnSdpa(std::optional<Layout> fixed = std::nullopt) : fixed_(fixed) {}
+  explicit CudnnSdpa(std::optional<Layout> fixed = std::nullopt,
+                     cudnn::Implementation auto_node = cudnn::Implementation::automatic)
+      : fixed_(fixed), auto_node_(auto_node) {}
   std::string name() const override { return kName; }
   Backend backend() const override { return Backend::cuda; }
 
   Support supports(const AttentionProblem& p, const KnobValues& knobs) const override {
     try {
-      const PlanChoice choice = cudnn::plan_choice(knobs);
+      const PlanChoice choice = choice_of(knobs);
       if (const std::string why = problem_conflict(p, planned(p)); !why.empty()) return Support::no(why);
       if (cuda::device_count() == 0) return Support::no("no CUDA device");
       std::string why;
@@ -599,7 +601,7 @@ class CudnnSdpa final : public AttentionKernel {
   }
 
   std::unique_ptr<AttentionPlan> plan(const AttentionProblem& p, const KnobValues& knobs) const override {
-    const PlanChoice choice = cudnn::plan_choice(knobs);
+    const PlanChoice choice = choice_of(knobs);
     if (const std::string why = problem_conflict(p, planned(p)); !why.empty())
       throw std::invalid_argument(std::string("cudnn.sdpa: ") + why);
     if (cuda::device_count() == 0) throw std::invalid_argument("cudnn.sdpa: no CUDA device");
@@ -642,15 +644,23 @@ class CudnnSdpa final : public AttentionKernel {
  private:
   Layout planned(const AttentionProblem& p) const { return fixed_ ? *fixed_ : planned_layout(p); }
 
+  // The knobs' choice, with the node auto stands for in this kernel.
+  PlanChoice choice_of(const KnobValues& knobs) const {
+    PlanChoice c = cudnn::plan_choice(knobs);
+    if (c.implementation == cudnn::Implementation::automatic) c.implementation = auto_node_;
+    return c;
+  }
+
   std::optional<Layout> fixed_;  // the caller's params layout, when it said which
+  cudnn::Implementation auto_node_;
 };
 
 }  // namespace
 
 std::unique_ptr<AttentionKernel> make_cudnn_sdpa() { return std::make_unique<CudnnSdpa>(); }
 
-std::unique_ptr<AttentionKernel> make_cudnn_sdpa_on(const AttentionParams& layout) {
-  return std::make_unique<CudnnSdpa>(layout_of(layout));
+std::unique_ptr<AttentionKernel> make_cudnn_sdpa_on(const AttentionParams& layout, cudnn::Implementation auto_node) {
+  return std::make_unique<CudnnSdpa>(layout_of(layout), auto_node);
 }
 
 }  // namespace attnbench

@@ -39,6 +39,7 @@ std::vector<Shape> shapes() {
       {"decode ragged d128 h32kv8 bs16", {{1, 523}, {1, 37}, {1, 300}}, 32, 8, 128, true, 16},
       {"prefill causal ragged d128 h8kv2 bs16 (q50,kv200) (q1,kv129)", {{50, 200}, {1, 129}}, 8, 2, 128, true, 16},
       {"spec ragged d128 h32kv8 (q4,kv2000) (q3,kv999)", {{4, 2000}, {3, 999}}, 32, 8, 128},
+      {"prefill noncausal uniform d128 h8kv2 bs32 b2 s160", uniform(2, 160, 160), 8, 2, 128, false, 32},
   };
 }
 

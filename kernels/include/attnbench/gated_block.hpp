@@ -103,7 +103,8 @@ std::vector<uint16_t> build_w_qkvg(const GatedGeometry& g, QGateLayout layout, c
 // output gate, fuse_norm_rope the Q prologue (set_gated_q_prologue fills its params).
 AttentionProblem gated_sdpa_problem(const GatedGeometry& g, const GatedOptions& o, int block_size);
 // The cache block size: 64 when batch == 1 or 64 divides seqlen, else 32 or 16 when it divides seqlen; 0 when
-// none does (a sequence's first token must start a block of the shared view).
+// none does (a sequence's first token must start a block of the shared view). With batch == 1 the last block may be
+// partial: the workspace pads the projection to whole blocks (GatedWorkspaceLayout).
 int gated_block_size(const GatedGeometry& g);
 
 // Declared work: FLOPs of both projections (2 * tokens * d_model * (N + h_q * d)) plus the SDPA's (causal counts
@@ -111,13 +112,18 @@ int gated_block_size(const GatedGeometry& g);
 WorkModel gated_block_work(const GatedGeometry& g, const GatedOptions& o);
 
 // The caller's workspace, carved in this order at 256-byte aligned offsets: the projection output
-// [tokens, N], the attention output [tokens, h_q * d] (gated in place), the SDPA kernel's workspace, the int32
-// tables (cu_seqlens_q [B + 1], seqused_k [B], block_table [B, blocks_per_seq]), the GEMM workspace.
+// [proj_rows, N], the attention output [tokens, h_q * d] (gated in place), the SDPA kernel's workspace, the int32
+// tables (cu_seqlens_q [B + 1], seqused_k [B], block_table [B, blocks_per_seq]), the GEMM workspace. proj_rows is
+// tokens rounded up to whole cache blocks: an SDPA that reads whole pages of the view stays inside the projection,
+// whose pad rows (past tokens) every call zeroes.
 struct GatedWorkspaceLayout {
   std::size_t proj = 0, attn = 0, sdpa = 0, cu_seqlens_q = 0, seqused_k = 0, block_table = 0, gemm = 0;
   std::size_t sdpa_bytes = 0, gemm_bytes = 0;
   int block_size = 0, blocks_per_seq = 0;
+  int64_t proj_rows = 0;
   std::size_t total = 0;
+  std::size_t pad_offset(const GatedGeometry& g) const;  // the pad rows' first byte in the workspace
+  std::size_t pad_bytes(const GatedGeometry& g) const;   // 0 when the tokens fill whole blocks
 };
 constexpr std::size_t kGatedWorkspaceAlign = 256;
 GatedWorkspaceLayout gated_workspace_layout(const GatedGeometry& g, int block_size, std::size_t sdpa_bytes,
