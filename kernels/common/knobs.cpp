@@ -62,7 +62,7 @@ const std::vector<KnobSpec>& knob_table() {
       {"ATTNBENCH_CUDNN_IMPL", {"auto", "composite", "unified"}, "auto",
        "cudnn.sdpa: the frontend's SDPA node: auto = the frontend's pick (unified where its support surface takes "
        "the graph: cuDNN >= 9.15 for paged caches, no causal band; composite where that unified node gives no "
-       "plan; cudnn.gated_chain: composite), or one forced (a graph it cannot take is declined with the frontend's "
+       "plan), or one forced (a graph it cannot take is declined with the frontend's "
        "message)"},
   };
   return table;

@@ -1,7 +1,6 @@
 // cudnn.gated_chain: the gated block as a user would assemble it from vendor libraries, the in-process peer of
 // cuda.gated_block. cuBLASLt projections and the CUDA provider's table, norm + RoPE and sigmoid-gate kernels, each
-// its own launch, and cuDNN's SDPA (cudnn.sdpa) planned on the projection's strides, its composite node under
-// ATTNBENCH_CUDNN_IMPL=auto. Nothing is fused: the block clears fuse_gate and fuse_norm_rope, and a problem cuDNN
+// its own launch, and cuDNN's SDPA (cudnn.sdpa) planned on the projection's strides. Nothing is fused: the block clears fuse_gate and fuse_norm_rope, and a problem cuDNN
 // refuses is declined with cuDNN's reason.
 #include <memory>
 #include <string>
@@ -18,8 +17,7 @@ class CudnnChainProvider final : public CudaGatedProvider {
  public:
   std::string name() const override { return "cudnn.gated_chain"; }
   std::unique_ptr<AttentionKernel> make_sdpa(const AttentionParams& layout) const override {
-    // Workaround: the unified node (auto's pick where causal is off) gave all-NaN output on two 160-token sequences.
-    return make_cudnn_sdpa_on(layout, cudnn::Implementation::composite);
+    return make_cudnn_sdpa_on(layout);
   }
   bool fuses() const override { return false; }
 };

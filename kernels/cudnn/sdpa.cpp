@@ -579,15 +579,13 @@ const Bound& graph_for(const CudnnSdpaPlan& cp, const AttentionParams& a, cudaSt
 
 class CudnnSdpa final : public AttentionKernel {
  public:
-  explicit CudnnSdpa(std::optional<Layout> fixed = std::nullopt,
-                     cudnn::Implementation auto_node = cudnn::Implementation::automatic)
-      : fixed_(fixed), auto_node_(auto_node) {}
+  explicit CudnnSdpa(std::optional<Layout> fixed = std::nullopt) : fixed_(fixed) {}
   std::string name() const override { return kName; }
   Backend backend() const override { return Backend::cuda; }
 
   Support supports(const AttentionProblem& p, const KnobValues& knobs) const override {
     try {
-      const PlanChoice choice = choice_of(knobs);
+      const PlanChoice choice = cudnn::plan_choice(knobs);
       if (const std::string why = problem_conflict(p, planned(p)); !why.empty()) return Support::no(why);
       if (cuda::device_count() == 0) return Support::no("no CUDA device");
       std::string why;
@@ -601,7 +599,7 @@ class CudnnSdpa final : public AttentionKernel {
   }
 
   std::unique_ptr<AttentionPlan> plan(const AttentionProblem& p, const KnobValues& knobs) const override {
-    const PlanChoice choice = choice_of(knobs);
+    const PlanChoice choice = cudnn::plan_choice(knobs);
     if (const std::string why = problem_conflict(p, planned(p)); !why.empty())
       throw std::invalid_argument(std::string("cudnn.sdpa: ") + why);
     if (cuda::device_count() == 0) throw std::invalid_argument("cudnn.sdpa: no CUDA device");
@@ -644,23 +642,15 @@ class CudnnSdpa final : public AttentionKernel {
  private:
   Layout planned(const AttentionProblem& p) const { return fixed_ ? *fixed_ : planned_layout(p); }
 
-  // The knobs' choice, with the node auto stands for in this kernel.
-  PlanChoice choice_of(const KnobValues& knobs) const {
-    PlanChoice c = cudnn::plan_choice(knobs);
-    if (c.implementation == cudnn::Implementation::automatic) c.implementation = auto_node_;
-    return c;
-  }
-
   std::optional<Layout> fixed_;  // the caller's params layout, when it said which
-  cudnn::Implementation auto_node_;
 };
 
 }  // namespace
 
 std::unique_ptr<AttentionKernel> make_cudnn_sdpa() { return std::make_unique<CudnnSdpa>(); }
 
-std::unique_ptr<AttentionKernel> make_cudnn_sdpa_on(const AttentionParams& layout, cudnn::Implementation auto_node) {
-  return std::make_unique<CudnnSdpa>(layout_of(layout), auto_node);
+std::unique_ptr<AttentionKernel> make_cudnn_sdpa_on(const AttentionParams& layout) {
+  return std::make_unique<CudnnSdpa>(layout_of(layout));
 }
 
 }  // namespace attnbench

@@ -4,14 +4,11 @@
 #include <memory>
 
 #include "attnbench/kernel.hpp"
-#include "cudnn/plan_key.hpp"
 
 namespace attnbench {
 
 // cudnn.sdpa planned on `layout`'s strides (Q, O, K/V and the block table's row stride; its pointers unused)
 // instead of make_attention_params' dense ones. Params on another layout still get their graph in run().
-// auto_node: the SDPA node ATTNBENCH_CUDNN_IMPL=auto builds (automatic: the frontend's pick); a forced one is kept.
-std::unique_ptr<AttentionKernel> make_cudnn_sdpa_on(
-    const AttentionParams& layout, cudnn::Implementation auto_node = cudnn::Implementation::automatic);
+std::unique_ptr<AttentionKernel> make_cudnn_sdpa_on(const AttentionParams& layout);
 
 }  // namespace attnbench

@@ -12,6 +12,20 @@
 
 namespace attnbench::gputest {
 
+// A small block geometry of the GPU tests (d_model 512).
+inline GatedDims gated_test_dims(int batch, int seqlen, int h_q, int h_kv, int d, int rope, DType dt) {
+  GatedDims x;
+  x.batch = batch;
+  x.seqlen = seqlen;
+  x.d_model = 512;
+  x.h_q = h_q;
+  x.h_kv = h_kv;
+  x.d_head = d;
+  x.rope_dim = rope;
+  x.dtype = dt;
+  return x;
+}
+
 struct GatedGpuBlock {
   std::unique_ptr<GatedBlock> block;
   cuda::DeviceBuffer h, w, qn, kn, cs, sn, wo, out, ws;

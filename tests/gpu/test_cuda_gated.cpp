@@ -19,6 +19,7 @@
 namespace attnbench {
 namespace {
 
+using gputest::gated_test_dims;
 using gputest::GatedGpuRun;
 using gputest::run_gated_block;
 
@@ -27,22 +28,10 @@ TEST(CudaGatedBlock, BothFusionsPassTheGateAndMatchTheUnfusedBlock) {
     GatedDims dims;
     QGateLayout layout;
   };
-  auto dims = [](int batch, int seqlen, int h_q, int h_kv, int d, int rope, DType dt) {
-    GatedDims x;
-    x.batch = batch;
-    x.seqlen = seqlen;
-    x.d_model = 512;
-    x.h_q = h_q;
-    x.h_kv = h_kv;
-    x.d_head = d;
-    x.rope_dim = rope;
-    x.dtype = dt;
-    return x;
-  };
   const std::vector<Case> cases = {
-      {dims(2, 256, 8, 2, 128, 32, DType::bf16), QGateLayout::flat},
-      {dims(1, 300, 8, 1, 256, 64, DType::bf16), QGateLayout::interleaved},
-      {dims(1, 300, 8, 1, 256, 64, DType::f16), QGateLayout::flat},
+      {gated_test_dims(2, 256, 8, 2, 128, 32, DType::bf16), QGateLayout::flat},
+      {gated_test_dims(1, 300, 8, 1, 256, 64, DType::bf16), QGateLayout::interleaved},
+      {gated_test_dims(1, 300, 8, 1, 256, 64, DType::f16), QGateLayout::flat},
   };
   const KnobValues knobs = KnobValues::resolve({}, false);
   for (const Case& c : cases) {
