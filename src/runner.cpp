@@ -31,76 +31,6 @@
 
 namespace attnbench {
 
-std::vector<ShapeCase> select_cases(const RunOptions& o) {
-  // A value given twice would run each of its cases twice: an error naming the option and the value.
-  const auto once = [](const std::vector<std::string>& values, const std::string& option, auto key) {
-    std::map<std::string, std::string> seen;  // key -> the value as first given
-    for (const auto& v : values) {
-      const auto [it, fresh] = seen.emplace(key(v), v);
-      if (fresh) continue;
-      if (it->second == v) throw UsageError(option + ": '" + v + "' given twice");
-      throw UsageError(option + ": '" + v + "' and '" + it->second + "' name the same " +
-                       (option == "--shapes" ? "file" : "value"));
-    }
-  };
-  for (const auto& d : o.dtypes)
-    if (!parse_dtype(d)) throw UsageError("--dtype: unsupported dtype '" + d + "' (supported: " + dtype_names() + ")");
-  once(o.groups, "--group", [](const std::string& g) { return g; });
-  once(o.shape_files, "--shapes", [](const std::string& f) {
-    std::error_code ec;
-    const std::filesystem::path p = std::filesystem::weakly_canonical(f, ec);
-    return ec ? f : p.string();
-  });
-  once(o.dtypes, "--dtype", [](const std::string& d) { return std::string(dtype_name(*parse_dtype(d))); });
-  std::vector<ShapeCase> all;
-  for (const auto& g : o.groups) {
-    auto c = load_group(g);
-    all.insert(all.end(), c.begin(), c.end());
-  }
-  for (const auto& f : o.shape_files) {
-    auto c = load_shape_file(f);
-    all.insert(all.end(), c.begin(), c.end());
-  }
-  // The same case from two files (a group and a copy of its file, two files of one group) would share its rows' keys.
-  std::map<std::string, std::string> case_file;
-  for (const auto& c : all) {
-    const std::string id = c.group + "/" + c.name + "/" + c.dtype_label();
-    const auto [it, fresh] = case_file.emplace(id, c.file);
-    if (!fresh)
-      throw UsageError("case " + id + " is selected twice: from " + it->second + " and from " + c.file +
-                       " (same group, shape name and dtype)");
-  }
-  std::optional<std::regex> re;
-  if (!o.filter.empty()) {
-    try {
-      re.emplace(o.filter);
-    } catch (const std::regex_error& e) {
-      throw UsageError("--filter: invalid regular expression '" + o.filter + "': " + e.what());
-    }
-  }
-  std::vector<ShapeCase> out;
-  for (auto& c : all) {
-    if (!o.dtypes.empty()) {
-      bool keep = false;
-      for (const auto& d : o.dtypes) keep = keep || parse_dtype(d) == c.dtype;
-      if (!keep) continue;
-    }
-    const std::string id = c.group + "/" + c.name + "/" + c.dtype_label();
-    if (re && !std::regex_search(id, *re)) continue;
-    out.push_back(std::move(c));
-  }
-  if (o.shard.second > 1) {  // by index modulo N, so every slice gets a share of each group's shapes
-    std::vector<ShapeCase> slice;
-    for (size_t i = 0; i < out.size(); ++i)
-      if (static_cast<int>(i % o.shard.second) == o.shard.first - 1) slice.push_back(std::move(out[i]));
-    if (slice.empty() && !out.empty())
-      throw UsageError("--shard " + std::to_string(o.shard.first) + "/" + std::to_string(o.shard.second) +
-                       ": this slice is empty (only " + std::to_string(out.size()) + " cases are selected)");
-    out = std::move(slice);
-  }
-  return out;
-}
-
 nlohmann::json base_provenance(const std::string& command_line, uint64_t seed) {
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
@@ -328,9 +258,15 @@ void Runner::run_case(const ShapeCase& c) {
   const auto entries = kernels_for(c);
   if (entries.empty() || !op_case) return decline_case(c, op_case.get());
   std::vector<Slot> slots;
+  const auto add = [&slots](const KernelEntry* e, std::size_t setting, std::string name) {
+    Slot& s = slots.emplace_back();
+    s.entry = e;
+    s.setting = setting;
+    s.name = std::move(name);
+  };
   for (std::size_t k = 0; k < knob_sets.size(); ++k)
-    for (const KernelEntry* e : entries) slots.push_back(Slot{e, k, e->name});
-  if (o.control) slots.push_back(Slot{entries.front(), 0, entries.front()->name + kControlSuffix});
+    for (const KernelEntry* e : entries) add(e, k, e->name);
+  if (o.control) add(entries.front(), 0, entries.front()->name + kControlSuffix);
   for (Slot& s : slots) bind_slot(c, *op_case, s);
   if (!o.gate_only) time_case(slots);
   std::vector<ResultRow> rows;
