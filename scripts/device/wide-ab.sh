@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # One device call for a change to the wide prefill kernel: the gate, compute-sanitizer on the wide shapes, the bench
 # rows of the new binary and of reference binaries (A/B in one call, interleaved), and an Nsight Compute profile of
-# one shape. Run from the repository root on the device machine with the binaries' folder carried:
-#   BIN=.gpubin REFS="ref:.gpubin/ref_bench" ROWS="v4 d128|v5 " PROFILE_ROW="v5 d128 causal S8192 H32 B1 persistent stages2" \
-#     PHASES="gate san bench ncu" OUT=$OUT bash scripts/device/wide-ab.sh
-# Everything lands in $OUT/ab.tgz; the bench rows are printed last.
+# one shape. Run from the repository root on a GPU machine:
+#   BIN=build/tests/gpu REFS="ref:build-ref/tests/gpu/attnbench_gpu_bench" ROWS="v4 d128|v5 " \
+#     PROFILE_ROW="v5 d128 causal S8192 H32 B1 persistent stages2" PHASES="gate san bench ncu" bash scripts/device/wide-ab.sh
+# Everything lands in ${OUT:-results/wide-ab}/ab.tgz; the bench rows are printed last.
 set -u
-BIN=${BIN:-.gpubin}
+BIN=${BIN:-build/tests/gpu}
 export LD_LIBRARY_PATH=$PWD/$BIN:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-OUT=${OUT:-/tmp/out}
+OUT=${OUT:-results/wide-ab}; mkdir -p "$OUT"
 W=$(mktemp -d)
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader | tee "$W/gpu.txt"
 cuobjdump --dump-sass "$BIN/attnbench_gpu_tests" > "$W/sass.txt" 2>/dev/null &&

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# One device call (kernels/NOTES.md): gate tests, compute-sanitizer memcheck on small cases, then the bench.
-# Run from the repository root on the device machine with the binaries' folder carried:
-#   BIN=.widebin bash tests/gpu/device_run.sh [bench-filter]
-# BIN (default .gpubin2), SAN_FILTER (gtest filter for memcheck), TEST_FILTER, TEST_S / SAN_S / BENCH_S (timeouts).
+# On a GPU machine (kernels/NOTES.md): gate tests, compute-sanitizer memcheck on small cases, then the bench.
+# Run from the repository root:
+#   BIN=build/tests/gpu bash tests/gpu/device_run.sh [bench-filter]
+# BIN (default build/tests/gpu), SAN_FILTER (gtest filter for memcheck), TEST_FILTER, TEST_S / SAN_S / BENCH_S
+# (timeouts); logs land in ${OUT:-results/device}.
 set -u
-cd "${BIN:-.gpubin2}" && export LD_LIBRARY_PATH=$PWD
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+OUT=$(realpath -m "${OUT:-results/device}"); mkdir -p "$OUT"
+cd "${BIN:-build/tests/gpu}" && export LD_LIBRARY_PATH=$PWD
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader
 if command -v cuobjdump > /dev/null; then
   cuobjdump --dump-sass ./attnbench_gpu_tests > "$OUT/sass.txt" 2>/dev/null
