@@ -57,8 +57,10 @@ void warm_up(const std::vector<Sampler>& samplers, double seconds) {
     for (const Sampler& s : samplers) s();
 }
 
-// The measurement of `make(slot)` for every slot that has one, in rounds; `store` takes each result.
-void rounds_over(std::vector<TimedSlot>& slots, const RunOptions& o, const std::function<Sampler(TimedSlot&)>& make,
+// The measurement of `make(slot)` for every slot that has one, in rounds, after the warm-up when `warm`; `store`
+// takes each result.
+void rounds_over(std::vector<TimedSlot>& slots, const RunOptions& o, bool warm,
+                 const std::function<Sampler(TimedSlot&)>& make,
                  const std::function<void(TimedSlot&, const RoundedMeasurement&, const std::string&)>& store) {
   std::vector<Guarded> guards;
   std::vector<TimedSlot*> who;
@@ -76,7 +78,7 @@ void rounds_over(std::vector<TimedSlot>& slots, const RunOptions& o, const std::
   }
   std::vector<Sampler> samplers(guards.begin(), guards.end());
   const bool gpu = std::any_of(who.begin(), who.end(), [](const TimedSlot* s) { return is_gpu(s->dev->backend()); });
-  warm_up(samplers, o.warmup_s.value_or(gpu ? kGpuWarmupS : 0.0));
+  if (warm) warm_up(samplers, o.warmup_s.value_or(gpu ? kGpuWarmupS : 0.0));
   const auto results = measure_rounds(samplers, o.stop, o.rounds);
   for (std::size_t i = 0; i < who.size(); ++i) store(*who[i], results[i], *guards[i].failure);
 }
@@ -180,7 +182,7 @@ void set_rates(ResultRow& r, const RunOptions& o) {
 void time_slots(std::vector<TimedSlot>& slots, Mode m, const RunOptions& o) {
   const Readings start = read_devices(slots);
   rounds_over(
-      slots, o, [&](TimedSlot& s) { return s.dev->make_sampler(m, o.l2, s.call); },
+      slots, o, true, [&](TimedSlot& s) { return s.dev->make_sampler(m, o.l2, s.call); },
       [&](TimedSlot& s, const RoundedMeasurement& r, const std::string& failure) {
         ResultRow& row = *s.row;
         if (!failure.empty()) {
@@ -197,8 +199,9 @@ void time_slots(std::vector<TimedSlot>& slots, Mode m, const RunOptions& o) {
       });
   record_clocks(slots, start, read_devices(slots));
   if (m != Mode::eager || o.l2 != L2Mode::hot) return;
+  // The device-time pass follows the same kernels' rounds at once: the device is already in their power state.
   rounds_over(
-      slots, o, [&](TimedSlot& s) { return s.dev->make_device_sampler(s.call); },
+      slots, o, false, [&](TimedSlot& s) { return s.dev->make_device_sampler(s.call); },
       [&](TimedSlot& s, const RoundedMeasurement& r, const std::string& failure) {
         ResultRow& row = *s.row;
         if (!failure.empty()) {

@@ -301,9 +301,12 @@ void Runner::time_case(std::vector<Slot>& slots) {
     time_slots(timed, m, o);
   }
   for (auto& [dev, settle] : settles) clocks.after_timing(*dev);
-  for (Slot& s : slots)
+  for (Slot& s : slots) {
+    const auto it = settles.find(s.dev);
+    if (it == settles.end() || it->second.is_null()) continue;
     for (auto& [m, row] : s.rows)
-      if (row.clocks.is_object() && !settles[s.dev].is_null()) row.clocks["settle"] = settles[s.dev];
+      if (row.clocks.is_object()) row.clocks["settle"] = it->second;
+  }
 }
 
 // A case no selected kernel can take: one declined row per mode, naming why (a GPU backend asked for by name
