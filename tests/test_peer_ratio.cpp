@@ -12,6 +12,7 @@
 #include "errors.hpp"
 #include "merge.hpp"
 #include "peer_ratio.hpp"
+#include "result_rows.hpp"
 #include "printer.hpp"
 #include "registry.hpp"
 #include "results.hpp"
@@ -23,22 +24,7 @@ using nlohmann::json;
 namespace {
 ResultRow make_row(const std::string& kernel, const std::string& shape, const std::string& mode, double median_us,
                    const std::string& status = "ok") {
-  ResultRow r;
-  r.group = "g";
-  r.shape = shape;
-  r.op = "attention";
-  r.dtype = "bf16";
-  r.kernel = kernel;
-  r.backend = "cuda";
-  r.mode = mode;
-  r.status = status;
-  if (status == "ok" && median_us > 0) {
-    Stats st;
-    st.median = st.q1 = st.q3 = st.min = st.mean = median_us;
-    st.n = 20;
-    r.time_us = st;
-  }
-  return r;
+  return testrows::timed_row(kernel, shape, mode, median_us, status);
 }
 
 const ResultRow& find(const std::vector<ResultRow>& rows, const std::string& kernel, const std::string& shape,

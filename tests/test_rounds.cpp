@@ -11,10 +11,12 @@
 #include "cli_helpers.hpp"
 #include "control_pair.hpp"
 #include "measure.hpp"
+#include "result_rows.hpp"
 #include "results.hpp"
 
 using namespace attnbench;
 using namespace testcli;
+using testrows::timed_row;
 
 TEST(Rounds, SamplersAlternateSampleBySampleInRotatedOrder) {
   std::vector<int> order;
@@ -136,44 +138,27 @@ TEST(Rounds, ControlRowsRepeatTheFirstKernelWithTheirOwnRounds) {
   EXPECT_EQ(table_rows, 2) << r.output;
 }
 
-ResultRow timed_row(const std::string& kernel, const std::string& shape, double median_us) {
-  ResultRow r;
-  r.group = "g";
-  r.shape = shape;
-  r.op = "attention";
-  r.dtype = "bf16";
-  r.kernel = kernel;
-  r.backend = "cuda";
-  r.mode = "graph";
-  r.status = "ok";
-  Stats st;
-  st.median = st.q1 = st.q3 = st.min = st.mean = median_us;
-  st.n = 20;
-  r.time_us = st;
-  r.settled = true;
-  return r;
-}
-
 TEST(ControlPair, SummaryIsTheWorstRatioOfThePairs) {
-  const std::vector<ResultRow> rows = {timed_row("k", "a", 100), timed_row("k#control", "a", 105),
-                                       timed_row("k", "b", 200), timed_row("k#control", "b", 196),
-                                       timed_row("other", "a", 50)};
+  const std::vector<ResultRow> rows = {
+      timed_row("k", "a", "graph", 100), timed_row("k#control", "a", "graph", 105), timed_row("k", "b", "graph", 200),
+      timed_row("k#control", "b", "graph", 196), timed_row("other", "a", "graph", 50)};
   const auto s = control_pair_summary(rows);
   EXPECT_EQ(s["kernel"], "k");
   EXPECT_EQ(s["pairs"], 2);
   EXPECT_DOUBLE_EQ(s["worst_ratio"].get<double>(), 1.05);
   EXPECT_NEAR(s["noise_floor"].get<double>(), 0.05, 1e-12);
   EXPECT_NEAR(s["median_abs_diff"].get<double>(), 0.035, 1e-12);
-  EXPECT_TRUE(control_pair_summary({timed_row("k", "a", 100)}).is_null());
+  EXPECT_TRUE(control_pair_summary({timed_row("k", "a", "graph", 100)}).is_null());
 }
 
 TEST(ControlPair, CompareCallsADifferenceInsideTheNoiseFloorSame) {
   ResultsFile base, now;
-  base.rows = {timed_row("k", "a", 100)};
-  now.rows = {timed_row("k", "a", 106)};
+  base.rows = {timed_row("k", "a", "graph", 100)};
+  now.rows = {timed_row("k", "a", "graph", 106)};
   const std::string b = write_text("cp_base.json", results_to_json(base).dump());
   const std::string plain = write_text("cp_new.json", results_to_json(now).dump());
-  now.provenance["control"] = control_pair_summary({timed_row("k", "a", 100), timed_row("k#control", "a", 108)});
+  now.provenance["control"] =
+      control_pair_summary({timed_row("k", "a", "graph", 100), timed_row("k#control", "a", "graph", 108)});
   const std::string floored = write_text("cp_new_floor.json", results_to_json(now).dump());
   const auto slow = run_cli("compare " + b + " " + plain);
   EXPECT_TRUE(contains(slow.output, "SLOW 1")) << slow.output;
