@@ -256,13 +256,12 @@ class GatedCase final : public OpCase {
     sdpa.heads = g.h_q();
     sdpa.kv_heads = g.h_kv();
     sdpa.head_size = g.d_head();
-    // The largest workspace of any block size the block may pick (16: the largest table; 64: the largest pad of
-    // the projection) and cuBLASLt's GEMM workspace.
+    // The workspace at the block size the block picks (a geometry with none is declined; 16 sizes it anyway) and
+    // cuBLASLt's GEMM workspace.
     const double gemm = is_gpu(k.backend) ? 32.0 * (1 << 20) : 0.0;
-    const auto sdpa_ws = static_cast<std::size_t>(attention_workspace_bound(sdpa));
-    double ws = 0;
-    for (int bs : {64, 32, 16})
-      ws = std::max(ws, static_cast<double>(gated_workspace_layout(g, bs, sdpa_ws, 0).total));
+    const int bs = gated_block_size(g) > 0 ? gated_block_size(g) : 16;
+    const double ws = static_cast<double>(
+        gated_workspace_layout(g, bs, static_cast<std::size_t>(attention_workspace_bound(sdpa)), 0).total);
     need.device_bytes = h + w_qkvg + w_o + norms + rope + out + ws + gemm;
     return need;
   }
