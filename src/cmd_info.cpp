@@ -36,7 +36,7 @@ std::unique_ptr<Device> describe_gpus() {
 }  // namespace
 
 void add_info_command(CLI::App& app, Context&) {
-  CLI::App* cmd = app.add_subcommand("info", "Describe the devices and measure their peaks (copy GB/s, bf16 GEMM TFLOP/s)");
+  CLI::App* cmd = app.add_subcommand("info", "Describe the devices and measure their peaks (read and copy GB/s, bf16 GEMM TFLOP/s)");
   auto skip = std::make_shared<bool>(false);
   cmd->add_flag("--no-measure", *skip, "Only describe, measure nothing");
   cmd->callback([skip] {
@@ -47,9 +47,11 @@ void add_info_command(CLI::App& app, Context&) {
     const std::unique_ptr<Device> gpu = describe_gpus();
     if (!gpu || *skip) return;
     const Peaks p = measure_peaks(*gpu);
-    std::cout << "peaks (measured now):\n  device copy      " << p.copy_gbps << " GB/s (bytes read + written)\n"
+    std::cout << "peaks (measured now):\n  streaming read   " << p.read_gbps << " GB/s (bytes read)\n"
+              << "  device copy      " << p.copy_gbps << " GB/s (bytes read + written)\n"
               << "  bf16 GEMM        " << p.gemm_tflops << " TFLOP/s (" << p.gemm_what << ")\n"
-              << "use: attnbench run ... --peak-gbps " << p.copy_gbps << " --peak-tflops " << p.gemm_tflops << "\n";
+              << "use: attnbench run ... --peak-gbps " << p.read_gbps << " --peak-tflops " << p.gemm_tflops
+              << "   (attention reads far more than it writes: the read peak is its bandwidth ceiling)\n";
   });
 }
 

@@ -1,4 +1,4 @@
-// Device peaks measured on the spot: device-to-device copy bandwidth and a bf16 GEMM rate.
+// Device peaks measured on the spot: a streaming read and a device-to-device copy, and a bf16 GEMM rate.
 #pragma once
 #include <string>
 
@@ -7,6 +7,7 @@
 namespace attnbench {
 
 struct Peaks {
+  double read_gbps = 0;    // bytes read per second by a streaming read: the ceiling of decode and prefill
   double copy_gbps = 0;    // bytes read + written per second
   double gemm_tflops = 0;  // dense bf16 GEMM, fp32 accumulate, random data
   std::string gemm_what;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -154,17 +155,32 @@ TEST(DeviceVisibility, BottomRightCausalExamples) {
 }
 
 TEST(DevicePaged, PositionAndOffsetMatchDivision) {
-  for (int bs : {16, 48, 64, 128, 256})
+  for (int bs : {1, 3, 16, 32, 48, 64, 80, 128, 192, 256, 1000, 4096})
     for (int tok = 0; tok < 5 * bs + 3; ++tok) {
-      const PagedPos pp = paged_pos(tok, bs);
-      ASSERT_EQ(pp.page, tok / bs);
+      const PagedPos pp = PageDivisor(bs).pos(tok);
+      ASSERT_EQ(pp.page, tok / bs) << "block_size " << bs << " tok " << tok;
       ASSERT_EQ(pp.offset, tok % bs);
-      ASSERT_EQ(pp.page * bs + pp.offset, tok);
     }
+  // The multiply-high is exact up to 2^31 - 1, the largest token a sequence can have.
+  std::mt19937 rng(7);
+  for (int bs : {3, 7, 16, 48, 80, 100, 192, 1000, 65535, (1 << 30) + 1}) {
+    const PageDivisor pd(bs);
+    for (int tok : {0, bs - 1, bs, 0x7fffffff, 0x7fffffff - 1, 0x40000000})
+      ASSERT_EQ(pd.page(tok), tok / bs) << "block_size " << bs << " tok " << tok;
+    for (int i = 0; i < 100000; ++i) {
+      const int tok = static_cast<int>(rng() & 0x7fffffffu);
+      ASSERT_EQ(pd.page(tok), tok / bs) << "block_size " << bs << " tok " << tok;
+    }
+  }
   // Strides of [num_blocks, block_size, kv_heads, head_size] with a physical block past 2^31 elements.
   const int64_t stride_token = 8 * 128, stride_block = 64 * stride_token;
   EXPECT_EQ(paged_offset(40000, 5, stride_block, stride_token), int64_t{40000} * stride_block + 5 * stride_token);
   EXPECT_GT(paged_offset(40000, 5, stride_block, stride_token), int64_t{1} << 31);
+  // Offsets inside a page are 32-bit: a page of 64 rows x 8 heads x 128 fits, one past 2^31 elements does not.
+  EXPECT_TRUE(page_fits_int32(64, 8, 128, stride_token, 128));
+  EXPECT_TRUE(page_fits_int32(64, 8, 128, 128, 64 * 128));  // head-major page
+  EXPECT_FALSE(page_fits_int32(2, 1, 128, int64_t{1} << 31, 128));
+  EXPECT_FALSE(page_fits_int32(64, 8, 128, -stride_token, 128));
 }
 
 // The work model counts visible pairs with the rule; the same count from the naive loop.

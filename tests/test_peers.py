@@ -156,7 +156,7 @@ def stand_in_torch(tmp):
 
 def test_cases_from_binary(binary, tmp):
     decode = pc.list_cases(["decode"], binary=binary)
-    check(len(decode) == 20, f"decode: 10 shapes x 2 dtypes, got {len(decode)}")
+    check(len(decode) == 30, f"decode: 15 shapes x 2 dtypes, got {len(decode)}")
     c = decode[0]
     check((c.name, c.dtype, c.q_lens, c.kv_lens, c.heads, c.kv_heads, c.head_size, c.block_size, c.causal) ==
           ("d128_h32kv8_b1_kv4096", "bf16", [1], [4096], 32, 8, 128, 64, True), f"decode[0]: {vars(c)}")
@@ -167,7 +167,7 @@ def test_cases_from_binary(binary, tmp):
     check(len(gated) == 7 and all(g.op == "gated_block" and g.dtype == "bf16" for g in gated), "gated_397b: 7 bf16 cases")
     check((gated[0].d_model, gated[0].h_q, gated[0].h_kv, gated[0].d_head, gated[0].rope_dim, gated[0].seqlen) ==
           (5120, 32, 2, 256, 64, 2048), f"gated[0]: {vars(gated[0])}")
-    sel = pc.list_cases(["decode"], [], ["fp16"], "b8_", binary=binary)
+    sel = pc.list_cases(["decode"], [], ["fp16"], "b8_kv", binary=binary)
     check([c.id for c in sel] == ["decode/d128_h32kv8_b8_kv4096/fp16", "decode/d128_h32kv8_b8_kv32768/fp16"],
           f"select: {[c.id for c in sel]}")
 

@@ -71,9 +71,16 @@ TEST(Shapes, ShippedGroupsLoadWithTheDesignShapes) {
   EXPECT_EQ(case_names(decode),
             expand({"d128_h32kv8_b1_kv4096", "d128_h32kv8_b8_kv4096", "d128_h32kv8_b32_kv8192", "d128_h32kv8_b128_kv4096",
                     "d128_h32kv8_b8_kv32768", "d128_h32kv8_b64_kv16384", "d64_h32kv32_b16_kv2048",
-                    "d256_h32kv2_b1_kv32768", "d256_h32kv2_b32_kv8192", "d128_h32kv8_ragged"},
+                    "d256_h32kv2_b1_kv32768", "d256_h32kv2_b32_kv8192", "d128_h32kv8_b32_kv8192_bs32",
+                    "d128_h32kv8_b32_kv8192_bs16", "d128_h32kv8_b1_kv4096_bs16", "d128_h32kv8_b8_q2_kv8192",
+                    "d128_h32kv8_b8_q8_kv8192", "d128_h32kv8_ragged"},
                    both));
-  for (const auto& c : decode) EXPECT_EQ(c.attention.max_seqlen_q(), 1) << c.name;
+  for (const auto& c : decode) {  // one query token, but for the speculative shapes' 2 and 8
+    const int q = c.name.find("_q8_") != std::string::npos ? 8 : c.name.find("_q2_") != std::string::npos ? 2 : 1;
+    EXPECT_EQ(c.attention.max_seqlen_q(), q) << c.name;
+  }
+  EXPECT_EQ(find_case(decode, "d128_h32kv8_b32_kv8192_bs16").attention.block_size, 16);
+  EXPECT_EQ(find_case(decode, "d128_h32kv8_b32_kv8192").attention.block_size, 64);
   EXPECT_EQ(find_case(decode, "d128_h32kv8_ragged").attention.kv_lens, (std::vector<int>{523, 37, 2011, 1328}));
   EXPECT_EQ(case_names(load_group("short_prefill")),
             expand({"d128_h32kv8_b16_s256", "d128_h32kv8_b8_s512", "d128_h32kv8_b4_s768", "d64_h16kv16_b32_s128",

@@ -1,7 +1,8 @@
 // 3D split-KV decode: one CTA per (KV split, kv head x row tile, sequence). The query rows of a whole GQA group
 // (q_len x group, packed token-major) form the 16 M rows of mma.sync, so each K/V byte is read once per row tile.
-// 4 warps each take 16 keys of a 64-key tile (their own online-softmax state, merged through shared memory at
-// the end); tiles stream through a 3-stage cp.async pipeline. With one split the CTA writes the
+// 4 key warps each take 16 keys of a 64-key tile (their own online-softmax state, merged through shared memory at
+// the end), and at d >= 128 a second warp per key slice takes the other half of the head's columns of P.V; tiles
+// stream through a 3-stage cp.async pipeline whose block-table reads run a tile ahead. With one split the CTA writes the
 // output; otherwise it writes a base-2 LSE and a normalised fp32 partial, and the last split CTA of its
 // (sequence, kv head, row tile) to arrive (an atomic counter in the workspace) merges the splits and writes the
 // output in the same launch (no separate combine kernel). The output gate (p.epilogue.gate) is applied at the write.
@@ -20,31 +21,38 @@ namespace attnbench::cuda {
 
 template <int D>
 struct DecodeTile {
-  static constexpr int kWarps = kDecodeWarps;
+  static constexpr int kKeyWarps = kDecodeKeyWarps;
+  static constexpr int kDSplit = decode_d_split(D);
+  static constexpr int kWarps = decode_warps(D);
   static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kDS = D / kDSplit;  // O columns per warp
   static constexpr int kBM = kDecodeRowsPerCta;
   static constexpr int kBN = kDecodeBlockN;
   static constexpr bool kQInRegs = D <= 128;
-  static constexpr int kStages = 3;  // d256: 200 KB, one CTA per SM with two tiles in flight
+  static constexpr int kStages = kDecodeStages;
   static constexpr int kQBytes = kBM * D * 2;
   static constexpr int kTileBytes = kBN * D * 2;
   static constexpr int kPipeBytes = kStages * 2 * kTileBytes;
   static constexpr int kOPitch = D + 4;  // fp32 merge buffer row pitch (breaks bank alignment of rows)
-  static constexpr int kMergeBytes = kWarps * kBM * kOPitch * 4 + 2 * kWarps * kBM * 4;
+  static constexpr int kMergeBytes = kKeyWarps * kBM * kOPitch * 4 + 2 * kKeyWarps * kBM * 4;
   static_assert(kMergeBytes <= kPipeBytes, "the merge buffer reuses the pipeline stages");
   static constexpr int kSmemBytes = kQBytes + kPipeBytes;
+  static_assert(kSmemBytes == decode_smem_bytes(D), "the host's occupancy model sizes the same buffers");
 };
 
 namespace dev {
 
 template <DType DT, int D>
-__global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ AttentionParams p, int splits) {
+__global__ void __launch_bounds__(DecodeTile<D>::kThreads)
+    decode_kernel(const __grid_constant__ AttentionParams p, int splits) {
   using T = typename StorageOf<DT>::type;
   using Tile = DecodeTile<D>;
   constexpr int BM = Tile::kBM, BN = Tile::kBN, NT = Tile::kThreads, S = Tile::kStages;
   extern __shared__ __align__(128) unsigned char smem[];
 
+  constexpr int DS = Tile::kDS;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int kw = warp % Tile::kKeyWarps, ds = warp / Tile::kKeyWarps;  // key slice, column half
   const int split = blockIdx.x;
   const int kvh = blockIdx.y % p.kv_heads;
   const int mt = blockIdx.y / p.kv_heads;
@@ -78,18 +86,22 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
     return (q_start + pr / group) * p.q_stride_token + (kvh * group + pr % group) * p.q_stride_head;
   });
   cp_async_commit();
+  const device::PageDivisor pd(p.block_size);
+  KvTileRows<T, D, BN, NT> rows;  // the table entries of the next tile to load
+  rows.fetch(table_row, pd, t_begin * BN, kv_len);
 #pragma unroll
   for (int st = 0; st < S - 1; ++st) {
-    if (t_begin + st < t_end)
-      load_kv_tile<T, D, BN, NT>(stage_k(st), stage_k(st) + Tile::kTileBytes, p, table_row, kvh,
-                                 (t_begin + st) * BN, kv_len);
+    if (t_begin + st < t_end) {
+      rows.load(stage_k(st), stage_k(st) + Tile::kTileBytes, p, pd, kvh, (t_begin + st) * BN, kv_len);
+      rows.fetch(table_row, pd, (t_begin + st + 1) * BN, kv_len);
+    }
     cp_async_commit();
   }
 
   const float c = p.scale * 1.4426950408889634f;
-  float o[D / 8][4];
+  float o[DS / 8][4];
 #pragma unroll
-  for (int d = 0; d < D / 8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
+  for (int d = 0; d < DS / 8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   uint32_t qf[Tile::kQInRegs ? D / 16 : 1][4];
 
@@ -99,17 +111,18 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
     __syncthreads();  // tile t (and Q) visible; every warp is done with the stage refilled below
     if (t + S - 1 < t_end) {
       const uint32_t k_next = stage_k((j + S - 1) % S);
-      load_kv_tile<T, D, BN, NT>(k_next, k_next + Tile::kTileBytes, p, table_row, kvh, (t + S - 1) * BN, kv_len);
+      rows.load(k_next, k_next + Tile::kTileBytes, p, pd, kvh, (t + S - 1) * BN, kv_len);
+      if (t + S < t_end) rows.fetch(table_row, pd, (t + S) * BN, kv_len);
     }
     cp_async_commit();
     if constexpr (Tile::kQInRegs) {
       if (j == 0) load_q_frags<D>(qf, sq, 0, lane);
     }
     const uint32_t sk = stage_k(j % S), sv = sk + Tile::kTileBytes;
-    const int n0 = t * BN + warp * 16;  // this warp's 16 keys
+    const int n0 = t * BN + kw * 16;  // this warp's 16 keys
 
     float s[2][4];
-    qk_tile<DT, D, 2, Tile::kQInRegs>(s, qf, sq, 0, sk, warp * 16, lane);
+    qk_tile<DT, D, 2, Tile::kQInRegs>(s, qf, sq, 0, sk, kw * 16, lane);
     if (n0 + 16 > mask_from) {
 #pragma unroll
       for (int n = 0; n < 2; ++n) {
@@ -121,22 +134,24 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
         }
       }
     }
-    online_softmax<2, D / 8>(s, m, l, o, c);
-    pv_tile<DT, D, 2>(o, s, sv, warp * 16, lane);
+    online_softmax<2, DS / 8>(s, m, l, o, c);
+    pv_tile<DT, D, 2, DS>(o, s, sv, kw * 16, lane, ds * DS / 8);
   }
   cp_async_wait<0>();
   __syncthreads();  // the pipeline stages become the merge buffer
 
-  // Merge the 4 warps' states: per row max M, sum L = sum_w l_w 2^((m_w - M) c), O = sum_w o_w 2^((m_w - M) c).
-  float* so = reinterpret_cast<float*>(smem + Tile::kQBytes);          // [warps][BM][kOPitch]
-  float* sm = so + Tile::kWarps * BM * Tile::kOPitch;                   // [warps][BM]
-  float* sl = sm + Tile::kWarps * BM;                                   // [warps][BM]
+  // Merge the key slices' states: per row max M, sum L = sum_w l_w 2^((m_w - M) c), O = sum_w o_w 2^((m_w - M) c).
+  // Both column halves of a slice hold the same m and l; the first publishes them.
+  constexpr int KW = Tile::kKeyWarps;
+  float* so = reinterpret_cast<float*>(smem + Tile::kQBytes);  // [key warps][BM][kOPitch]
+  float* sm = so + KW * BM * Tile::kOPitch;                     // [key warps][BM]
+  float* sl = sm + KW * BM;                                     // [key warps][BM]
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const float lsum = quad_sum(l[r]);
-    if (lane % 4 == 0) {
-      sm[warp * BM + lane / 4 + 8 * r] = m[r];
-      sl[warp * BM + lane / 4 + 8 * r] = lsum;
+    if (lane % 4 == 0 && ds == 0) {
+      sm[kw * BM + lane / 4 + 8 * r] = m[r];
+      sl[kw * BM + lane / 4 + 8 * r] = lsum;
     }
   }
   __syncthreads();
@@ -145,18 +160,18 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
     const int row = lane / 4 + 8 * r;
     float mx = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < Tile::kWarps; ++w) mx = fmaxf(mx, sm[w * BM + row]);
+    for (int w = 0; w < KW; ++w) mx = fmaxf(mx, sm[w * BM + row]);
     const float f = m[r] == -INFINITY ? 0.f : exp2_approx((m[r] - mx) * c);
-    float* dst = so + (warp * BM + row) * Tile::kOPitch + 2 * (lane % 4);
+    float* dst = so + (kw * BM + row) * Tile::kOPitch + ds * DS + 2 * (lane % 4);
 #pragma unroll
-    for (int d = 0; d < D / 8; ++d) {
+    for (int d = 0; d < DS / 8; ++d) {
       dst[d * 8] = o[d][2 * r] * f;
       dst[d * 8 + 1] = o[d][2 * r + 1] * f;
     }
   }
   __syncthreads();
 
-  // 128 threads x (BM rows x D columns): thread -> row tid / kTpr, kCols consecutive columns.
+  // NT threads x (BM rows x D columns): thread -> row tid / kTpr, kCols consecutive columns.
   constexpr int kTpr = NT / BM;  // threads per row
   constexpr int kCols = D / kTpr;
   const int row = threadIdx.x / kTpr;
@@ -165,10 +180,10 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
   const bool row_ok = pr < rows_valid;
   float mx = -INFINITY;
 #pragma unroll
-  for (int w = 0; w < Tile::kWarps; ++w) mx = fmaxf(mx, sm[w * BM + row]);
+  for (int w = 0; w < KW; ++w) mx = fmaxf(mx, sm[w * BM + row]);
   float lsum = 0.f;
 #pragma unroll
-  for (int w = 0; w < Tile::kWarps; ++w) {
+  for (int w = 0; w < KW; ++w) {
     const float mw = sm[w * BM + row];
     if (mw != -INFINITY) lsum += sl[w * BM + row] * exp2_approx((mw - mx) * c);
   }
@@ -180,7 +195,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
   for (int i = 0; i < kCols; ++i) {
     float v = 0.f;
 #pragma unroll
-    for (int w = 0; w < Tile::kWarps; ++w) v += so[(w * BM + row) * Tile::kOPitch + col0 + i];
+    for (int w = 0; w < KW; ++w) v += so[(w * BM + row) * Tile::kOPitch + col0 + i];
     acc[i] = v * inv;
   }
   if (splits > 1) {

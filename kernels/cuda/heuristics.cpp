@@ -291,7 +291,7 @@ UnifiedLaunchPlan narrow_launch_plan(const AttentionProblem& p, const UnifiedKno
 UnifiedLaunchPlan decode_launch_plan(const AttentionProblem& p, const UnifiedKnobs& knobs, int num_sms) {
   UnifiedLaunchPlan lp;
   lp.path = UnifiedPath::decode_3d;
-  lp.warps = kDecodeWarps;
+  lp.warps = decode_warps(p.head_size);
   lp.block_m = kDecodeRowsPerCta;
   lp.block_n = kDecodeBlockN;
   lp.m_tiles = decode_row_tiles(p);

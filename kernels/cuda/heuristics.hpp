@@ -102,14 +102,26 @@ int64_t wide_pack_cost(const AttentionProblem& p, int block_m, int pack);
 int wide_pack(const AttentionProblem& p, int block_m, const UnifiedKnobs& knobs);
 // Wide K/V by TMA when a 64-token box never crosses a page (block_size % 64 == 0), else a cp.async gather.
 constexpr bool wide_kv_tma(int block_size) { return block_size % 64 == 0; }
-// 3D decode: 16 packed (query token x group head) rows per CTA, 4 warps each taking 16 keys of a 64-key tile.
+// 3D decode: 16 packed (query token x group head) rows per CTA; 4 key warps each take 16 keys of a 64-key tile,
+// and at d >= 128 two warps share each key slice, one per half of the head (P.V and O split by columns), so a CTA
+// has 8 warps to hide the latency of its dependent mma / softmax chain at no extra K/V bytes.
 constexpr int kDecodeRowsPerCta = 16;
-constexpr int kDecodeWarps = 4;
-constexpr int kDecodeBlockN = 16 * kDecodeWarps;
+constexpr int kDecodeKeyWarps = 4;
+constexpr int kDecodeBlockN = 16 * kDecodeKeyWarps;
+constexpr int kDecodeStages = 3;  // cp.async ring slots of K and V tiles
+constexpr int decode_d_split(int head_size) { return head_size >= 128 ? 2 : 1; }
+constexpr int decode_warps(int head_size) { return kDecodeKeyWarps * decode_d_split(head_size); }
+constexpr int decode_smem_bytes(int head_size) {
+  return kDecodeRowsPerCta * head_size * 2 + kDecodeStages * 2 * kDecodeBlockN * head_size * 2;
+}
 constexpr int kMaxSplits = 128;
 constexpr int kMinTilesPerSplit = 4;  // split heuristic only; ATTNBENCH_3D_SPLITS may force shorter splits
-// Resident 3D CTAs per SM (shared memory: 100 KB at d<=128, 200 KB at d256); the split heuristic fills these slots.
-constexpr int decode_ctas_per_sm(int head_size) { return head_size <= 128 ? 2 : 1; }
+// Resident 3D CTAs per SM by shared memory (d64 50 KB: 4, d128 100 KB: 2, d256 200 KB: 1); the split heuristic
+// fills these slots.
+constexpr int decode_ctas_per_sm(int head_size) {
+  const int by_smem = kWideSmemLimit / decode_smem_bytes(head_size);
+  return by_smem < 4 ? by_smem : 4;
+}
 
 // Whether the wide (wgmma) prefill kernel exists for this problem's head size (64, 128, 256).
 bool wide_supports(const AttentionProblem& p);
@@ -156,7 +168,7 @@ bool recommend_graph_replay(const AttentionProblem& p, const UnifiedKnobs& knobs
 // Everything plan() derives once: path, tile and grid geometry, splits, workspace.
 struct UnifiedLaunchPlan {
   UnifiedPath path = UnifiedPath::prefill_2d;
-  int warps = 8;          // 2D: warps per CTA (ATTNBENCH_SM90_NARROW_WARPS); 3D: kDecodeWarps
+  int warps = 8;          // 2D: warps per CTA (ATTNBENCH_SM90_NARROW_WARPS); 3D: decode_warps
   int wide_wgs = 0;       // 2D: consumer warpgroups of the wide (wgmma) kernel; 0 = narrow (mma.sync) kernel
   bool wide_kv_tma = false;  // 2D wide: K/V tiles by TMA (block_size % 64 == 0), else the cp.async gather
   int wide_stages = 0;       // 2D wide: K and V ring slots

@@ -4,37 +4,59 @@
 #include <cstdint>
 
 #include "attnbench/attention.hpp"
+#include "common/device/paged.hpp"
 #include "cuda/mma_sm80.cuh"
 
 namespace attnbench::cuda::dev {
 
-// Keys [n0, n0 + BN) of one (sequence, kv head) into sk / sv ([BN][D] swizzled). K and V share the address math.
+// One thread's rows of a K/V tile of BN keys gathered by NT threads (16-byte chunks, kRowStep rows apart) and the
+// physical blocks the block table gives them: fetch() reads the table entries of a tile, load() issues the tile's
+// cp.async from the entries fetched. A pipeline fetches a tile ahead, so no cp.async waits on a table read.
+// Tokens at or past kv_len are zero-filled and read no table entry past the sequence's.
+template <typename T, int D, int BN, int NT>
+struct KvTileRows {
+  static constexpr int kCpr = D / 8;  // 16-byte chunks per row
+  static_assert(NT % kCpr == 0 && (BN * kCpr) % NT == 0, "threads must tile the K/V tile evenly");
+  static constexpr int kRowStep = NT / kCpr;
+  static constexpr int kRows = BN / kRowStep;
+  int32_t blk[kRows];
+
+  __device__ __forceinline__ static int row(int i) { return static_cast<int>(threadIdx.x) / kCpr + i * kRowStep; }
+
+  __device__ __forceinline__ void fetch(const int32_t* table_row, const device::PageDivisor& pd, int n0, int kv_len) {
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) blk[i] = __ldg(table_row + pd.page(max(0, min(n0 + row(i), kv_len - 1))));
+  }
+
+  // Keys [n0, n0 + BN) of kv head kvh into sk / sv ([BN][D] swizzled). K and V share the address math.
+  __device__ __forceinline__ void load(uint32_t sk, uint32_t sv, const AttentionParams& p,
+                                       const device::PageDivisor& pd, int kvh, int n0, int kv_len) const {
+    const T* k = static_cast<const T*>(p.k_cache);
+    const T* v = static_cast<const T*>(p.v_cache);
+    const int ch = static_cast<int>(threadIdx.x) % kCpr;
+    const int64_t head_off = static_cast<int64_t>(kvh) * p.kv_stride_head + ch * 8;
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      const int tok = n0 + row(i);
+      const bool valid = tok < kv_len;
+      const int64_t off = valid ? device::paged_offset(blk[i], pd.pos(tok).offset, p.kv_stride_block,
+                                                       p.kv_stride_token) + head_off
+                                : 0;
+      const uint32_t dst = swz<D>(row(i), ch);
+      cp_async_16(sk + dst, k + off, valid);
+      cp_async_16(sv + dst, v + off, valid);
+    }
+  }
+};
+
+// Keys [n0, n0 + BN) of one (sequence, kv head) into sk / sv, the table read and the loads at once.
 template <typename T, int D, int BN, int NT>
 __device__ __forceinline__ void load_kv_tile(uint32_t sk, uint32_t sv, const AttentionParams& p,
                                              const int32_t* table_row, int kvh, int n0, int kv_len) {
-  constexpr int kCpr = D / 8;  // 16-byte chunks per row
-  static_assert(NT % kCpr == 0 && (BN * kCpr) % NT == 0, "threads must tile the K/V tile evenly");
-  constexpr int kRowStep = NT / kCpr;
-  const T* k = static_cast<const T*>(p.k_cache);
-  const T* v = static_cast<const T*>(p.v_cache);
-  const int ch = threadIdx.x % kCpr;
-  const int64_t head_off = static_cast<int64_t>(kvh) * p.kv_stride_head + ch * 8;
-#pragma unroll
-  for (int i = 0; i < BN / kRowStep; ++i) {
-    const int row = threadIdx.x / kCpr + i * kRowStep;
-    const int tok = n0 + row;
-    const bool valid = tok < kv_len;
-    int64_t off = 0;
-    if (valid) {
-      const int blk = tok / p.block_size;
-      const int in_blk = tok - blk * p.block_size;
-      off = static_cast<int64_t>(__ldg(table_row + blk)) * p.kv_stride_block +
-            static_cast<int64_t>(in_blk) * p.kv_stride_token + head_off;
-    }
-    const uint32_t dst = swz<D>(row, ch);
-    cp_async_16(sk + dst, k + off, valid);
-    cp_async_16(sv + dst, v + off, valid);
-  }
+  const device::PageDivisor pd(p.block_size);
+  KvTileRows<T, D, BN, NT> rows;
+  rows.fetch(table_row, pd, n0, kv_len);
+  rows.load(sk, sv, p, pd, kvh, n0, kv_len);
 }
 
 // ROWS query rows into sq ([ROWS][D] swizzled). row_src(r) returns the element offset of row r in Q or -1 for a

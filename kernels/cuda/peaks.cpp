@@ -45,6 +45,16 @@ double measure_copy_gbps(std::size_t bytes) {
   return 2.0 * bytes / (ms * 1e-3) * 1e-9;
 }
 
+double measure_read_gbps(std::size_t bytes) {
+  DeviceBuffer src(bytes), sink(sizeof(unsigned));
+  src.fill_byte(0x3c);
+  Stream s;
+  const int sms = device_props(0).sm_count;
+  const double ms = median_ms([&] { launch_read_stream(src.data(), bytes, static_cast<unsigned*>(sink.data()), sms, s.get()); },
+                              s.get());
+  return bytes / (ms * 1e-3) * 1e-9;
+}
+
 double measure_gemm_tflops(int m, int n, int k) {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.f, 1.f);

@@ -117,20 +117,21 @@ __device__ __forceinline__ void online_softmax(float (&s)[NT8][4], float (&m)[2]
   });
 }
 
-// o (16 x D) += P (16 x 8*NT8, from the score registers: the accumulator layout of two n8 tiles is the A layout of
-// one k16 step) * V for keys [vrow0, vrow0 + 8 * NT8) of the swizzled V tile (ldmatrix .trans gives V^T fragments).
-template <DType DT, int D, int NT8>
-__device__ __forceinline__ void pv_tile(float (&o)[D / 8][4], const float (&s)[NT8][4], uint32_t sv, int vrow0,
-                                        int lane) {
+// o (16 x DS) += P (16 x 8*NT8, from the score registers: the accumulator layout of two n8 tiles is the A layout of
+// one k16 step) * V for keys [vrow0, vrow0 + 8 * NT8) and columns [8 c8, 8 c8 + DS) of the swizzled [rows][D] V
+// tile (ldmatrix .trans gives V^T fragments); DS = D, c8 = 0: the whole head.
+template <DType DT, int D, int NT8, int DS = D>
+__device__ __forceinline__ void pv_tile(float (&o)[DS / 8][4], const float (&s)[NT8][4], uint32_t sv, int vrow0,
+                                        int lane, int c8 = 0) {
 #pragma unroll
   for (int kk = 0; kk < NT8 / 2; ++kk) {
     const uint32_t a[4] = {pack2<DT>(s[2 * kk][0], s[2 * kk][1]), pack2<DT>(s[2 * kk][2], s[2 * kk][3]),
                            pack2<DT>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
                            pack2<DT>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
-    for (int dp = 0; dp < D / 16; ++dp) {
+    for (int dp = 0; dp < DS / 16; ++dp) {
       uint32_t b[4];  // keys [0,8) / [8,16) of this k-step, d columns dp*16 + [0,8) then [8,16)
-      ldmatrix_x4_trans(b, sv + swz<D>(vrow0 + kk * 16 + ((lane / 8) & 1) * 8 + lane % 8, dp * 2 + lane / 16));
+      ldmatrix_x4_trans(b, sv + swz<D>(vrow0 + kk * 16 + ((lane / 8) & 1) * 8 + lane % 8, c8 + dp * 2 + lane / 16));
       mma_16816<DT>(o[2 * dp], a, b[0], b[1]);
       mma_16816<DT>(o[2 * dp + 1], a, b[2], b[3]);
     }

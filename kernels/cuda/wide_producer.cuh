@@ -36,7 +36,7 @@ __device__ __forceinline__ void gather_kv_tile(const AttentionParams& p, const i
     const bool valid = tok < kv_len;
     int64_t off = 0;
     if (valid) {
-      const device::PagedPos pp = device::paged_pos(tok, p.block_size);
+      const device::PagedPos pp = device::PageDivisor(p.block_size).pos(tok);
       off = device::paged_offset(__ldg(table_row + pp.page), pp.offset, p.kv_stride_block, p.kv_stride_token) +
             head_off + ch * 8;
     }
@@ -55,7 +55,7 @@ __device__ __forceinline__ void tma_kv_tile(const AttentionParams& p, const Smem
 #pragma unroll
   for (int h = 0; h < BN / 64; ++h) {
     const int tok0 = t * BN + h * 64;
-    const device::PagedPos pg = device::paged_pos(tok0, p.block_size);
+    const device::PagedPos pg = device::PageDivisor(p.block_size).pos(tok0);
     const int blk = __ldg(table_row + pg.page);
 #pragma unroll
     for (int c = 0; c < D / 64; ++c)

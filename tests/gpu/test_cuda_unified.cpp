@@ -157,6 +157,11 @@ std::vector<Shape> decode_shapes() {
       // short q over long KV (3D with causal rows), and non-causal
       {"spec d128 h32kv8 (q4,kv2000) (q3,kv999)", {{4, 2000}, {3, 999}}, 32, 8, 128},
       {"spec noncausal d64 h16kv4 (q5,kv1500) bs32", {{5, 1500}}, 16, 4, 64, false, 32},
+      // page sizes below a 64-key tile, and one the multiply-high divides (not a power of two)
+      {"decode d128 h32kv8 b2 kv3000 bs16", uniform(2, 1, 3000), 32, 8, 128, true, 16},
+      {"decode d128 h32kv8 b2 kv2100 bs32", uniform(2, 1, 2100), 32, 8, 128, true, 32},
+      {"decode d128 h32kv8 b2 kv1000 bs48", uniform(2, 1, 1000), 32, 8, 128, true, 48},
+      {"spec d128 h32kv8 b2 (q8,kv3000) bs16", uniform(2, 8, 3000), 32, 8, 128, true, 16},
   };
 }
 

@@ -27,4 +27,13 @@ ATTNBENCH_HD_INLINE int imax(int a, int b) {
 #endif
 }
 
+// Leading zero bits of a nonzero word.
+ATTNBENCH_HD_INLINE int count_leading_zeros(unsigned x) {
+#if defined(__CUDA_ARCH__)
+  return __clz(static_cast<int>(x));
+#else
+  return __builtin_clz(x);
+#endif
+}
+
 }  // namespace attnbench::device
