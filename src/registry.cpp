@@ -19,7 +19,7 @@ const std::vector<KernelEntry>& kernel_registry() {
     };
     add(make_cpu_unified(), "paged attention, online-softmax over KV tiles; prefill and split-KV decode paths");
 #ifdef ATTNBENCH_WITH_CUDA
-    add(make_cuda_unified(), "paged attention, sm_90a: 2D prefill (mma.sync) and 3D split-KV decode + combine");
+    add(make_cuda_unified(), "paged attention, sm_90a: 2D prefill (mma.sync) and 3D split-KV decode, merged in the same launch");
 #endif
 #ifdef ATTNBENCH_WITH_CUDNN
     add(make_cudnn_sdpa(), "cuDNN SDPA (frontend graph API) on the paged inputs: page tables, padding + causal mask");

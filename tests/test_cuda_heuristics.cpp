@@ -34,33 +34,76 @@ Resolution resolve_all_built(const AttentionProblem& p, const UnifiedKnobs& k) {
   return resolve(p, k, DeviceInfo{}, [](const InstanceKey&) { return true; });
 }
 
-TEST(CudaSplitHeuristic, FullGridIsNotSplit) {
-  EXPECT_EQ(num_splits_heuristic(256, 132, 128), 1);   // B32 x KV8: already 2 CTAs per SM
-  EXPECT_EQ(num_splits_heuristic(1024, 132, 64), 1);   // B128 x KV8
-  EXPECT_EQ(num_splits_heuristic(106, 132, 1000), 1);  // >= 80% of the SMs
+// The split model against the split sweep it was fitted to (kernels/NOTES.md, decode v2): the fastest measured
+// split count of each decode shape, or one within its noise.
+int model_splits(const AttentionProblem& p) {
+  const auto lp = make_unified_launch_plan(p, knobs(), 132);
+  return lp.splits;
 }
 
-TEST(CudaSplitHeuristic, FewTilesAreNotSplit) { EXPECT_EQ(num_splits_heuristic(8, 132, 4), 1); }
-
-TEST(CudaSplitHeuristic, SmallGridIsSplitToFillTheSms) {
-  const int s = num_splits_heuristic(8, 132, 64);  // B1 kv4k, 8 kv heads
-  EXPECT_GT(s, 1);
-  EXPECT_LE(s, 64);
-  const double waves = 8.0 * s / 132;
-  EXPECT_GE(waves / std::ceil(waves), 0.8);  // good wave efficiency
-  EXPECT_EQ(num_splits_heuristic(64, 132, 64), 2);  // B8 x KV8: 128 CTAs
+TEST(CudaSplitModel, PicksTheSweepsFastestSplits) {
+  EXPECT_EQ(model_splits(uniform(32, 1, 8192, 32, 8, 128)), 1);   // 256 CTAs already fill 264 slots
+  EXPECT_EQ(model_splits(uniform(128, 1, 4096, 32, 8, 128)), 1);  // 1024 CTAs
+  EXPECT_EQ(model_splits(uniform(16, 1, 2048, 32, 32, 64)), 1);   // d64: 512 CTAs
+  EXPECT_EQ(model_splits(uniform(8, 1, 4096, 32, 8, 128)), 2);    // 64 columns: one CTA per SM, not 2 x 2
+  EXPECT_EQ(model_splits(uniform(8, 1, 32768, 32, 8, 128)), 2);
+  EXPECT_EQ(model_splits(uniform(32, 1, 8192, 32, 2, 256)), 2);   // d256: one CTA per SM
+  EXPECT_EQ(model_splits(uniform(1, 1, 4096, 32, 8, 128)), 16);   // B1: 4 tiles per split on 128 SMs
+  EXPECT_EQ(model_splits(uniform(8, 8, 8192, 32, 8, 128)), 2);    // q8: 2 row tiles share K/V through L2
+  const int d256_b1 = model_splits(uniform(1, 1, 32768, 32, 2, 256));  // 2 columns of 512 tiles: a wave of SMs
+  EXPECT_GE(d256_b1, 48);
+  EXPECT_LE(2 * d256_b1, 132);
 }
 
-TEST(CudaSplitHeuristic, SplitsKeepAtLeastFourTiles) {
-  EXPECT_EQ(num_splits_heuristic(8, 264, 64), 64 / kMinTilesPerSplit);  // B1 kv4k, 2 CTA slots per SM: 16
-  EXPECT_EQ(num_splits_heuristic(8, 264, 1000), 29);  // long KV: wave efficiency (29 x 8 = 232 of 264 slots)
-  EXPECT_EQ(num_splits_heuristic(8, 264, 7), 1);  // 7 tiles: one split of >= 4 tiles
+TEST(CudaSplitModel, TimeFollowsTheBusiestSm) {
+  const DecodeSplitCost c = decode_split_cost(uniform(8, 1, 4096, 32, 8, 128), 132);
+  EXPECT_EQ(c.ctas_per_sm, 2);
+  EXPECT_DOUBLE_EQ(c.tile_bytes, 2.0 * 64 * 128 * 2);
+  EXPECT_DOUBLE_EQ(c.partial_bytes, 4.0 * 4 * 128);  // 4 packed rows (group 4, one token)
+  EXPECT_EQ(c.ctas_unsplit, 64);
+  EXPECT_EQ(c.n_tiles, 64);
+  EXPECT_EQ(c.column_tiles, 64 * 64);
+  // 3 splits leave 60 SMs with two CTAs of 22 tiles: slower than 2 splits' one CTA of 32 tiles per SM.
+  EXPECT_GT(decode_split_time_us(c, 3), decode_split_time_us(c, 2));
+  // Past the resident slots a second wave costs its fixed time.
+  EXPECT_GT(decode_split_time_us(c, 8), decode_split_time_us(c, 4));
+  // One split has no merge: its time is the stream of a column on its own SM and one wave.
+  const DecodeSplitCost one = decode_split_cost(uniform(1, 1, 640, 32, 8, 128), 132);
+  EXPECT_DOUBLE_EQ(decode_split_time_us(one, 1), 10 * one.tile_bytes / one.cta_bytes_per_us + kDecodeCtaFixedUs);
 }
 
-TEST(CudaSplitHeuristic, NeverMoreSplitsThanTilesOrCap) {
-  EXPECT_LE(num_splits_heuristic(1, 132, 7), 7);
-  EXPECT_LE(num_splits_heuristic(1, 1000, 100000), kMaxSplits);
-  EXPECT_GE(num_splits_heuristic(1, 0, 64), 1);  // unknown SM count falls back
+TEST(CudaSplitModel, RaggedBatchesSplitByTheirTotalWork) {
+  AttentionProblem p = uniform(4, 1, 64, 32, 8, 128);
+  p.kv_lens = {523, 37, 2011, 1328};  // the decode group's ragged shape: 9 + 1 + 32 + 21 tiles per kv head
+  const DecodeSplitCost c = decode_split_cost(p, 132);
+  EXPECT_EQ(c.n_tiles, 32);
+  EXPECT_EQ(c.column_tiles, 8 * 63);
+  // 4 splits give 128 CTAs, the longest 8 tiles; 8 give 256 CTAs over 2 slots per SM, ~2 tiles on average and 4
+  // at most: faster (sweep: 12.53 against 13.37 us), though a uniform batch of the longest would not be.
+  EXPECT_LT(decode_split_time_us(c, 8), decode_split_time_us(c, 4));
+  EXPECT_EQ(decode_splits(c), 8);
+}
+
+TEST(CudaSplitModel, NeverMoreSplitsThanTilesOrCap) {
+  EXPECT_EQ(decode_splits(decode_split_cost(uniform(1, 1, 64, 32, 8, 128), 132)), 1);  // one tile
+  EXPECT_LE(decode_splits(decode_split_cost(uniform(1, 1, 448, 32, 8, 128), 132)), 7);
+  EXPECT_LE(decode_splits(decode_split_cost(uniform(1, 1, 1 << 22, 32, 1, 128), 132)), kMaxSplits);
+  EXPECT_EQ(decode_split_cost(uniform(1, 1, 64, 32, 8, 128), 0).sms, kDefaultSmCount);  // no device: the default
+}
+
+TEST(CudaSplitModel, MergeInOneLevelWhereThePartialsAreSmall) {
+  EXPECT_EQ(decode_merge_groups(1, 1), 1);
+  EXPECT_EQ(decode_merge_counters(8, 8), 1);
+  EXPECT_EQ(decode_merge_groups(9, 8), 2);
+  EXPECT_EQ(decode_merge_counters(9, 8), 3);
+  EXPECT_EQ(decode_merge_counters(16, 16), 1);
+  EXPECT_EQ(decode_merge_counters(kMaxSplits, kDecodeMergeGroup), kMaxSplits / kDecodeMergeGroup + 1);
+  // d128 B1: 16 partials of 4 rows x 128 (2 KB): one level; d256 B1: 64 of 16 x 256 (16 KB): groups of 8.
+  EXPECT_EQ(decode_merge_group(16, 4.0 * 4 * 128), 16);
+  EXPECT_EQ(decode_merge_group(64, 4.0 * 16 * 256), kDecodeMergeGroup);
+  EXPECT_EQ(decode_merge_group(5, 4.0 * 16 * 256), 5);  // within one group
+  EXPECT_LT(decode_merge_us(64, 8, 4.0 * 16 * 256), decode_merge_us(64, 64, 4.0 * 16 * 256));
+  EXPECT_EQ(decode_merge_us(1, 1, 1e6), 0.0);
 }
 
 TEST(CudaDispatcher, DecodeGoes3DAndPrefill2D) {
@@ -164,14 +207,21 @@ TEST(CudaLaunchPlan, DecodeWorkspaceMatchesSplits) {
   EXPECT_GT(lp.splits, 1);
   EXPECT_EQ(lp.grid_x, lp.splits);
   EXPECT_EQ(lp.grid_y, 8);  // kv heads x one row tile (group 4 <= 16 rows)
-  // Partials (LSE + O per split and row), then one int32 arrival counter per (sequence, kv head, row tile).
-  EXPECT_EQ(decode_counter_count(p), 8);
+  // Partials (LSE + O per split and row), then the merge's int32 arrival counters per (sequence, kv head, row
+  // tile): 16 small partials merge in one level, one counter.
+  EXPECT_EQ(lp.splits, 16);
+  EXPECT_EQ(lp.merge_group, 16);
+  EXPECT_EQ(decode_counter_count(p, 16, 16), 8);
+  EXPECT_EQ(decode_counter_count(p, 16, 8), 8 * 3);  // 2 groups of 8, a counter each and one for the groups
   EXPECT_EQ(lp.workspace_bytes, static_cast<std::size_t>(lp.splits) * 32 * (128 + 1) * 4 + 8 * 4);
+  const auto d256 = make_unified_launch_plan(uniform(1, 1, 32768, 32, 2, 256), knobs(), 132);
+  EXPECT_EQ(d256.merge_group, kDecodeMergeGroup);
+  EXPECT_NE(d256.summary.find("groups of 8"), std::string::npos) << d256.summary;
   // Forced splits, capped by the KV tiles.
   lp = make_unified_launch_plan(p, knobs({{"ATTNBENCH_3D_SPLITS", "3"}}), 132);
   EXPECT_EQ(lp.splits, 3);
   EXPECT_EQ(lp.workspace_bytes, 3u * 32 * 129 * 4 + 8 * 4);
-  EXPECT_NE(lp.summary.find("+combine"), std::string::npos);
+  EXPECT_NE(lp.summary.find("+merge"), std::string::npos);
   lp = make_unified_launch_plan(uniform(1, 1, 100, 32, 8, 128), knobs({{"ATTNBENCH_3D_SPLITS", "50"}}), 132);
   EXPECT_EQ(lp.splits, 2);  // 100 keys = 2 tiles of 64
   // One split: the kernel writes the output directly, no workspace.
@@ -182,8 +232,8 @@ TEST(CudaLaunchPlan, DecodeWorkspaceMatchesSplits) {
   lp = make_unified_launch_plan(uniform(2, 1, 2048, 32, 1, 128), knobs(), 132);
   EXPECT_EQ(lp.m_tiles, 2);
   EXPECT_EQ(lp.grid_y, 2);
-  EXPECT_EQ(decode_counter_count(uniform(2, 1, 2048, 32, 1, 128)), 2 * 1 * 2);
-  EXPECT_EQ(decode_workspace_bytes(uniform(2, 1, 2048, 32, 1, 128), 1), 0u);
+  EXPECT_EQ(decode_counter_count(uniform(2, 1, 2048, 32, 1, 128), 1, 1), 2 * 1 * 2);
+  EXPECT_EQ(decode_workspace_bytes(uniform(2, 1, 2048, 32, 1, 128), 1, 1), 0u);
 }
 
 // The partials after the LSEs take float4 stores: the LSE region is padded to 4 floats whatever the row count.
@@ -191,9 +241,9 @@ TEST(CudaHeuristics, DecodeWorkspaceKeepsThePartialsSixteenByteAligned) {
   EXPECT_EQ(decode_lse_floats(7, 42), 296);
   EXPECT_EQ(decode_lse_floats(2, 42), 84);
   auto p = uniform(3, 1, 3000, 14, 2, 128);  // 42 rows
-  const std::size_t counters = static_cast<std::size_t>(decode_counter_count(p)) * 4;
-  EXPECT_EQ(decode_workspace_bytes(p, 7), (296 + 7 * 42 * 128) * 4 + counters);
-  EXPECT_EQ((decode_workspace_bytes(p, 7) - counters) % 16, 0u);
+  const std::size_t counters = static_cast<std::size_t>(decode_counter_count(p, 7, 7)) * 4;
+  EXPECT_EQ(decode_workspace_bytes(p, 7, 7), (296 + 7 * 42 * 128) * 4 + counters);
+  EXPECT_EQ((decode_workspace_bytes(p, 7, 7) - counters) % 16, 0u);
 }
 
 TEST(CudaSupports, AcceptsTheOutputGateOnBothPaths) {
@@ -491,7 +541,7 @@ TEST(CudaUnifiedKernel, PlanCarriesWorkspaceGraphAndSummary) {
   EXPECT_EQ(k->name(), "cuda.unified");
   const auto p = uniform(1, 1, 4096, 32, 8, 128);
   auto plan = k->plan(p, values({{"ATTNBENCH_3D_SPLITS", "4"}}));
-  EXPECT_EQ(plan->workspace_bytes, decode_workspace_bytes(p, 4));
+  EXPECT_EQ(plan->workspace_bytes, decode_workspace_bytes(p, 4, 4));
   EXPECT_TRUE(plan->graph_replay);
   EXPECT_NE(plan->summary.find("3d splits=4"), std::string::npos);
   auto plan2 = k->plan(uniform(1, 2048, 2048, 8, 8, 64),

@@ -2,15 +2,16 @@
 // (q_len x group, packed token-major) form the 16 M rows of mma.sync, so each K/V byte is read once per row tile.
 // 4 key warps each take 16 keys of a 64-key tile (their own online-softmax state, merged through shared memory at
 // the end), and at d >= 128 a second warp per key slice takes the other half of the head's columns of P.V; tiles
-// stream through a 3-stage cp.async pipeline whose block-table reads run a tile ahead. With one split the CTA writes the
-// output; otherwise it writes a base-2 LSE and a normalised fp32 partial, and the last split CTA of its
-// (sequence, kv head, row tile) to arrive (an atomic counter in the workspace) merges the splits and writes the
-// output in the same launch (no separate combine kernel). The output gate (p.epilogue.gate) is applied at the write.
+// stream through a 3-stage cp.async pipeline (every stage in flight while a tile is awaited) whose block-table
+// reads run a tile ahead. With one split the CTA writes the output; otherwise it writes a base-2 LSE and a
+// normalised fp32 partial, and the splits are merged in the same launch by the last CTAs to arrive, in groups
+// (decode_merge.cuh; no separate combine kernel). The output gate (p.epilogue.gate) is applied at the write.
 #pragma once
 #include <cuda_runtime.h>
 
 #include "attnbench/attention.hpp"
 #include "common/device/visibility.hpp"
+#include "cuda/decode_merge.cuh"
 #include "cuda/heuristics.hpp"
 #include "cuda/launch.hpp"
 #include "cuda/paged_tile.cuh"
@@ -44,7 +45,7 @@ namespace dev {
 
 template <DType DT, int D>
 __global__ void __launch_bounds__(DecodeTile<D>::kThreads)
-    decode_kernel(const __grid_constant__ AttentionParams p, int splits) {
+    decode_kernel(const __grid_constant__ AttentionParams p, int splits, int merge_group) {
   using T = typename StorageOf<DT>::type;
   using Tile = DecodeTile<D>;
   constexpr int BM = Tile::kBM, BN = Tile::kBN, NT = Tile::kThreads, S = Tile::kStages;
@@ -107,14 +108,17 @@ __global__ void __launch_bounds__(DecodeTile<D>::kThreads)
 
   for (int t = t_begin; t < t_end; ++t) {
     const int j = t - t_begin;
-    cp_async_wait<S - 2>();
-    __syncthreads();  // tile t (and Q) visible; every warp is done with the stage refilled below
+    // Tile t + S - 1 is issued before tile t is waited for, into tile t - 1's stage: S tiles in flight during the
+    // wait, not S - 1, for one more barrier per tile.
+    if (j > 0) __syncthreads();  // every warp is done with tile t - 1
     if (t + S - 1 < t_end) {
       const uint32_t k_next = stage_k((j + S - 1) % S);
       rows.load(k_next, k_next + Tile::kTileBytes, p, pd, kvh, (t + S - 1) * BN, kv_len);
       if (t + S < t_end) rows.fetch(table_row, pd, (t + S) * BN, kv_len);
     }
     cp_async_commit();
+    cp_async_wait<S - 1>();
+    __syncthreads();  // tile t (and Q) visible
     if constexpr (Tile::kQInRegs) {
       if (j == 0) load_q_frags<D>(qf, sq, 0, lane);
     }
@@ -199,72 +203,27 @@ __global__ void __launch_bounds__(DecodeTile<D>::kThreads)
     acc[i] = v * inv;
   }
   if (splits > 1) {
-    // Publish this split's normalised partial and base-2 LSE, then count arrivals; the last split CTA of this
-    // (sequence, kv head, row tile) merges all splits (threadFenceReduction pattern) and resets the counter.
-    const int64_t rows_total = p.total_q * p.heads;
+    // Publish, then merge by groups of splits (decode_merge.cuh); the CTA that merges last writes the output.
+    const SplitSlots<D> w(p, splits, merge_group, seq * gridDim.y + blockIdx.y);
     const int64_t grow = static_cast<int64_t>(token) * p.heads + head;
-    float* ws = static_cast<float*>(p.workspace);
-    float* ws_o = ws + decode_lse_floats(splits, rows_total);
-    int* counter = reinterpret_cast<int*>(ws_o + splits * rows_total * D) +
-                   (static_cast<int64_t>(seq) * gridDim.y + blockIdx.y);
-    if (row_ok) {
-      if (threadIdx.x % kTpr == 0) ws[split * rows_total + grow] = lsum > 0.f ? mx * c + __log2f(lsum) : -INFINITY;
-      float* dst = ws_o + (split * rows_total + grow) * D + col0;
-#pragma unroll
-      for (int i = 0; i < kCols; i += 4)
-        *reinterpret_cast<float4*>(dst + i) = make_float4(acc[i], acc[i + 1], acc[i + 2], acc[i + 3]);
-    }
-    __threadfence();
-    __syncthreads();
-    __shared__ int s_last;
-    if (threadIdx.x == 0) {
-      const int prev = atomicAdd(counter, 1);
-      s_last = prev == splits - 1;
-      if (s_last) *counter = 0;  // every split has arrived: ready for the next call (graph replays)
-    }
-    __syncthreads();
-    if (!s_last) return;
-    __threadfence();
-    // Merge. All splits' LSEs of the 16 rows are fetched at once by the whole CTA into smem (the merge buffer is
-    // free: acc is in registers), then each thread streams its 16 columns of every split's partial with 8 splits'
-    // loads in flight; weights 2^(lse_s - max). Partials are read through L2 (__ldcg: written by other CTAs).
-    float* s_lse = so;  // [BM][splits]
-    for (int i = threadIdx.x; i < BM * splits; i += NT) {
-      const int r = i / splits, sp = i - r * splits;
+    auto row_g = [&](int r) -> int64_t {
       const int prr = r0 + r;
-      float v = -INFINITY;
-      if (prr < rows_valid) {
-        const int64_t g = static_cast<int64_t>(q_start + prr / group) * p.heads + kvh * group + prr % group;
-        v = __ldcg(ws + sp * rows_total + g);
-      }
-      s_lse[i] = v;
+      if (prr >= rows_valid) return -1;
+      return static_cast<int64_t>(q_start + prr / group) * p.heads + kvh * group + prr % group;
+    };
+    const bool first_of_row = row_ok && threadIdx.x % kTpr == 0;
+    if (row_ok) w.publish(split, grow, col0, first_of_row, acc, lsum > 0.f ? mx * c + __log2f(lsum) : -INFINITY);
+    const int G = merge_group;
+    const int groups = decode_merge_groups(splits, G);
+    const int gfirst = split / G * G, gcount = min(G, splits - gfirst);
+    if (!last_to_arrive(w.counters + split / G, gcount)) return;
+    float* s_lse = so;  // the merge buffer is free: acc is in registers
+    const float glse = merge_slots<D, BM, NT>(w, gfirst, gcount, 1, s_lse, row, col0, row_g, acc);
+    if (groups > 1) {
+      if (row_ok) w.publish(gfirst, grow, col0, first_of_row, acc, glse);
+      if (!last_to_arrive(w.counters + groups, groups)) return;
+      merge_slots<D, BM, NT>(w, 0, groups, G, s_lse, row, col0, row_g, acc);
     }
-    __syncthreads();
-    if (!row_ok) return;
-    const float* my_lse = s_lse + row * splits;
-    float lmax = -INFINITY;
-    for (int sp = 0; sp < splits; ++sp) lmax = fmaxf(lmax, my_lse[sp]);
-    if (lmax == -INFINITY) lmax = 0.f;
-#pragma unroll
-    for (int i = 0; i < kCols; ++i) acc[i] = 0.f;
-    float wsum = 0.f;
-#pragma unroll 8
-    for (int sp = 0; sp < splits; ++sp) {
-      const float w = exp2_approx(my_lse[sp] - lmax);
-      wsum += w;
-      const float4* src = reinterpret_cast<const float4*>(ws_o + (sp * rows_total + grow) * D + col0);
-#pragma unroll
-      for (int i = 0; i < kCols / 4; ++i) {
-        const float4 v = __ldcg(src + i);
-        acc[4 * i] += w * v.x;
-        acc[4 * i + 1] += w * v.y;
-        acc[4 * i + 2] += w * v.z;
-        acc[4 * i + 3] += w * v.w;
-      }
-    }
-    const float winv = wsum > 0.f ? 1.f / wsum : 0.f;
-#pragma unroll
-    for (int i = 0; i < kCols; ++i) acc[i] *= winv;
   }
   if (!row_ok) return;
   T* dst = static_cast<T*>(p.out) + token * p.o_stride_token + head * p.o_stride_head + col0;
@@ -294,7 +253,7 @@ void launch_decode(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaSt
   }();
   (void)configured;
   const dim3 grid(lp.grid_x, lp.grid_y, lp.grid_z);
-  kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(p, lp.splits);
+  kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(p, lp.splits, lp.merge_group);
   ATTNBENCH_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -143,24 +143,66 @@ int wide_persistent_ctas(int64_t work_tiles, int num_sms) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(work_tiles, num_sms)));
 }
 
-int num_splits_heuristic(int64_t ctas_unsplit, int num_sms, int num_n_tiles) {
-  if (num_sms <= 0) num_sms = kDefaultSmCount;
-  if (ctas_unsplit >= static_cast<int64_t>(0.8 * num_sms) || num_n_tiles <= 4) return 1;
-  // At least kMinTilesPerSplit tiles per split: B1 kv4k (64 tiles) measured 16.5 us at 16 splits against 17.2 at
-  // 32 and 18.9 at 29 (run 4): past that, per-split fixed costs and the merge's reads outweigh the shorter splits.
-  const int max_splits = std::max(1, std::min({kMaxSplits, num_sms, num_n_tiles / kMinTilesPerSplit}));
-  // A grid that fits the slots even at max_splits takes it: each split's time grows with its tiles (run 4b: B1 kv4k
-  // 14 splits of 5 tiles 19.1 us, 16 of 4 16.6 us), and there is no wave to balance.
-  if (ctas_unsplit * max_splits <= num_sms) return max_splits;
-  std::vector<double> eff(max_splits + 1, 0.0);
-  double best = 0.0;
+DecodeSplitCost decode_split_cost(const AttentionProblem& p, int num_sms) {
+  DecodeSplitCost c;
+  c.sms = num_sms > 0 ? num_sms : kDefaultSmCount;
+  c.ctas_per_sm = decode_ctas_per_sm(p.head_size);
+  c.tile_bytes = 2.0 * kDecodeBlockN * p.head_size * dtype_bytes(p.types.kv);
+  const int rows = std::min<int64_t>(static_cast<int64_t>(p.max_seqlen_q()) * p.group_size(), kDecodeRowsPerCta);
+  c.partial_bytes = 4.0 * rows * p.head_size;
+  c.cta_bytes_per_us = decode_cta_bytes_per_us(p.head_size);
+  c.row_tiles = decode_row_tiles(p);
+  c.ctas_unsplit = static_cast<int64_t>(p.num_seqs()) * p.kv_heads * c.row_tiles;
+  c.n_tiles = (p.max_seqlen_k() + kDecodeBlockN - 1) / kDecodeBlockN;
+  for (int s = 0; s < p.num_seqs(); ++s) {
+    const int64_t rt = (static_cast<int64_t>(p.q_lens[s]) * p.group_size() + kDecodeRowsPerCta - 1) / kDecodeRowsPerCta;
+    c.column_tiles += p.kv_heads * rt * ((p.kv_lens[s] + kDecodeBlockN - 1) / kDecodeBlockN);
+  }
+  return c;
+}
+
+double decode_split_time_us(const DecodeSplitCost& c, int splits) {
+  const int64_t ctas = c.ctas_unsplit * splits;
+  const int64_t slots = static_cast<int64_t>(c.sms) * c.ctas_per_sm;
+  const int64_t waves = (ctas + slots - 1) / slots;
+  const int64_t per_sm = (ctas + c.sms - 1) / c.sms;  // CTAs the busiest SM runs, over all waves
+  const int64_t resident = std::min<int64_t>(per_sm, c.ctas_per_sm);
+  const double active = static_cast<double>(std::min<int64_t>(ctas, c.sms));
+  const int split_tiles = (c.n_tiles + splits - 1) / splits;  // the longest sequence's split
+  const double mean_tiles = std::min<double>(split_tiles, static_cast<double>(c.column_tiles) / ctas);
+  const double tiles = std::max<double>(per_sm * mean_tiles, split_tiles);
+  const double bytes = tiles * c.tile_bytes;  // the busiest SM's, L2 hits included
+  const double stream = std::max(bytes / (resident * c.cta_bytes_per_us),
+                                 bytes / c.row_tiles / (kDecodeReadBytesPerUs / active));
+  double t = stream + waves * kDecodeCtaFixedUs;
+  if (splits > 1) t += decode_merge_us(splits, decode_merge_group(splits, c.partial_bytes), c.partial_bytes);
+  return t;
+}
+
+double decode_merge_us(int splits, int group, double partial_bytes) {
+  if (splits <= 1) return 0;
+  const int groups = decode_merge_groups(splits, group);
+  const int reads = std::min(splits, group) + (groups > 1 ? groups : 0);  // the busiest merging CTA's
+  return (groups > 1 ? 2 : 1) * kDecodeMergeLevelUs + reads * partial_bytes / kDecodeMergeBytesPerUs;
+}
+
+int decode_merge_group(int splits, double partial_bytes) {
+  if (splits <= kDecodeMergeGroup) return std::max(splits, 1);
+  return decode_merge_us(splits, splits, partial_bytes) <= decode_merge_us(splits, kDecodeMergeGroup, partial_bytes)
+             ? splits
+             : kDecodeMergeGroup;
+}
+
+int decode_splits(const DecodeSplitCost& c) {
+  const int max_splits = std::max(1, std::min(kMaxSplits, c.n_tiles));
+  std::vector<double> t(max_splits + 1);
+  double best = 0;
   for (int s = 1; s <= max_splits; ++s) {
-    const double waves = static_cast<double>(ctas_unsplit) * s / num_sms;
-    eff[s] = waves / std::ceil(waves);
-    best = std::max(best, eff[s]);
+    t[s] = decode_split_time_us(c, s);
+    if (s == 1 || t[s] < best) best = t[s];
   }
   for (int s = 1; s <= max_splits; ++s)
-    if (eff[s] >= 0.85 * best) return s;
+    if (t[s] <= 1.01 * best) return s;
   return 1;
 }
 
@@ -176,16 +218,17 @@ int decode_row_tiles(const AttentionProblem& p) {
   return static_cast<int>((packed_rows + kDecodeRowsPerCta - 1) / kDecodeRowsPerCta);
 }
 
-int64_t decode_counter_count(const AttentionProblem& p) {
-  return static_cast<int64_t>(p.num_seqs()) * p.kv_heads * decode_row_tiles(p);
+int64_t decode_counter_count(const AttentionProblem& p, int splits, int merge_group) {
+  return static_cast<int64_t>(p.num_seqs()) * p.kv_heads * decode_row_tiles(p) *
+         decode_merge_counters(splits, merge_group);
 }
 
-std::size_t decode_workspace_bytes(const AttentionProblem& p, int splits) {
+std::size_t decode_workspace_bytes(const AttentionProblem& p, int splits, int merge_group) {
   if (splits <= 1) return 0;
   const std::size_t rows = static_cast<std::size_t>(p.total_q()) * p.heads;
   const std::size_t floats = static_cast<std::size_t>(decode_lse_floats(splits, static_cast<int64_t>(rows))) +
                              static_cast<std::size_t>(splits) * rows * static_cast<std::size_t>(p.head_size);
-  return floats * sizeof(float) + static_cast<std::size_t>(decode_counter_count(p)) * sizeof(int32_t);
+  return floats * sizeof(float) + static_cast<std::size_t>(decode_counter_count(p, splits, merge_group)) * sizeof(int32_t);
 }
 
 InstanceKey instance_key(const AttentionProblem& p, const UnifiedLaunchPlan& lp) {
@@ -299,14 +342,18 @@ UnifiedLaunchPlan decode_launch_plan(const AttentionProblem& p, const UnifiedKno
   const int n_tiles = (p.max_seqlen_k() + lp.block_n - 1) / lp.block_n;
   const int forced = knobs.splits_3d;
   lp.splits = forced > 0 ? std::min({forced, kMaxSplits, std::max(1, n_tiles)})
-                         : num_splits_heuristic(ctas, num_sms * decode_ctas_per_sm(p.head_size), n_tiles);
+                         : decode_splits(decode_split_cost(p, num_sms));
   lp.grid_x = lp.splits;
   lp.grid_y = p.kv_heads * lp.m_tiles;
   lp.grid_z = p.num_seqs();
-  lp.workspace_bytes = decode_workspace_bytes(p, lp.splits);
+  lp.merge_group = decode_merge_group(lp.splits, decode_split_cost(p, num_sms).partial_bytes);
+  lp.workspace_bytes = decode_workspace_bytes(p, lp.splits, lp.merge_group);
   lp.summary = "3d splits=" + std::to_string(lp.splits) + (forced > 0 ? " (forced)" : "") +
                " rows/cta=" + std::to_string(lp.block_m) + " row-tiles=" + std::to_string(lp.m_tiles) +
-               (lp.splits > 1 ? " +combine(last CTA)" : "");
+               (lp.splits > 1 ? (lp.merge_group < lp.splits ? " +merge(last CTAs, groups of " +
+                                                                   std::to_string(lp.merge_group) + ")"
+                                                             : std::string(" +merge(last CTA)"))
+                              : std::string());
   return lp;
 }
 

@@ -115,7 +115,6 @@ constexpr int decode_smem_bytes(int head_size) {
   return kDecodeRowsPerCta * head_size * 2 + kDecodeStages * 2 * kDecodeBlockN * head_size * 2;
 }
 constexpr int kMaxSplits = 128;
-constexpr int kMinTilesPerSplit = 4;  // split heuristic only; ATTNBENCH_3D_SPLITS may force shorter splits
 // Resident 3D CTAs per SM by shared memory (d64 50 KB: 4, d128 100 KB: 2, d256 200 KB: 1); the split heuristic
 // fills these slots.
 constexpr int decode_ctas_per_sm(int head_size) {
@@ -155,11 +154,36 @@ Support unified_supports(const AttentionProblem& p);
 // (q_len * group) fit the 3D kernel's few row tiles go 3D; everything else 2D.
 UnifiedPath choose_path(const AttentionProblem& p);
 
-// FA3-style split count: 1 when the unsplit grid already fills >= 80% of the SMs or there are <= 4 KV tiles;
-// else the smallest split count whose wave efficiency is within 85% of the best, capped by the SM count,
-// kMaxSplits and the KV tiles / kMinTilesPerSplit (each split gets at least 4 tiles). `num_sms` here means resident CTA slots
-// (the plan passes SMs x decode_ctas_per_sm).
-int num_splits_heuristic(int64_t ctas_unsplit, int num_sms, int num_n_tiles);
+// The 3D split count from a model of the busiest SM's time (kernels/NOTES.md, decode v2, fitted to split sweeps
+// on the H200): each SM streams its CTAs' K/V tiles no faster than its resident CTAs' own rate (a CTA's few tiles
+// in flight cap it) and than its share of the read bandwidth among the SMs that have work, where the row tiles of
+// one (sequence, kv head) share their K/V reads through L2; a wave past the resident CTA slots adds a CTA's fixed
+// cost (launch, Q, pipeline fill, epilogue); each merge level adds a fixed cost and the partials it reads.
+struct DecodeSplitCost {
+  int sms = kDefaultSmCount;
+  int ctas_per_sm = 2;          // resident slots per SM (decode_ctas_per_sm)
+  double tile_bytes = 0;        // K + V bytes of one 64-key tile of one kv head
+  double partial_bytes = 0;     // one split's published partial: packed rows x head_size x 4
+  double cta_bytes_per_us = 0;  // one CTA's streaming rate (decode_cta_bytes_per_us)
+  int row_tiles = 1;            // CTAs reading the same K/V (decode_row_tiles)
+  int64_t ctas_unsplit = 0;     // the grid without splits: sequences x kv heads x row tiles
+  int n_tiles = 0;              // KV tiles of the longest sequence
+  int64_t column_tiles = 0;     // KV tiles over every CTA column with work (ragged batches: below ctas x n_tiles)
+};
+constexpr double kDecodeReadBytesPerUs = 4.4e6;    // the H200's streaming read, 4.4 TB/s
+constexpr double kDecodeCtaFixedUs = 4.0;          // per wave
+constexpr double kDecodeMergeLevelUs = 2.0;        // per merge level: fence, atomic, LSE reads (call 4)
+constexpr double kDecodeMergeBytesPerUs = 1.0e5;   // one CTA's read of the partials (L2)
+// A CTA's K/V rate: the 64 KB (d128) or 128 KB (d256) of its two tiles in flight, less the d256 tile's longer
+// dependent mma chain (sweep: d128 ~40 KB/us, d256 ~31 KB/us per CTA).
+constexpr double decode_cta_bytes_per_us(int head_size) { return head_size >= 256 ? 3.1e4 : 4.0e4; }
+DecodeSplitCost decode_split_cost(const AttentionProblem& p, int num_sms);
+// Modelled time in microseconds of the problem's CTA columns cut into `splits`: the busiest SM streams its share
+// of every column's tiles, and at least one whole split of the longest sequence.
+double decode_split_time_us(const DecodeSplitCost& c, int splits);
+// The split count of least modelled time, 1..min(kMaxSplits, n_tiles); the fewest splits within 1% of the best
+// (a split adds partial writes and merge work the model counts only roughly).
+int decode_splits(const DecodeSplitCost& c);
 
 // recommend_graph_replay: decode yes, max_seqlen_q <= 768 yes, longer no, never while the caller is
 // capturing; ATTNBENCH_3D_GRAPH gates the 3D path, ATTNBENCH_2D_GRAPH the 2D path.
@@ -183,6 +207,7 @@ struct UnifiedLaunchPlan {
   bool q_major = false;   // 2D: q-tile index on grid.x
   int m_tiles = 0;        // 2D: q-tiles of the longest sequence; 3D: packed-row tiles of the longest sequence
   int splits = 1;         // 3D: KV splits per (sequence, kv head, row tile)
+  int merge_group = 1;    // 3D: splits merged per group (decode_merge_group; >= splits: one level)
   int grid_x = 0, grid_y = 0, grid_z = 0;
   std::size_t workspace_bytes = 0;  // 3D with splits > 1: per-split fp32 LSE + partial O + arrival counters
   std::string summary;
@@ -229,13 +254,24 @@ const Entry* find_instance(const Entry* begin, const Entry* end, const InstanceK
 
 // Workspace layout of the 3D path with splits > 1: lse[splits][total_q * heads] (padded to decode_lse_floats, so
 // the partials that follow stay 16-byte aligned for their float4 stores) then
-// o[splits][total_q * heads][head_size], fp32, then one int32 arrival counter per (sequence, kv head, row tile)
-// (decode_counter_count). The last split CTA of a (sequence, kv head, row tile) to finish merges the splits and
-// resets its counter to 0, so the counters are zero between calls; the launcher zeroes them (cudaMemsetAsync) the
-// first time a plan sees a workspace pointer. Callers must not write a plan's workspace between its calls.
-std::size_t decode_workspace_bytes(const AttentionProblem& p, int splits);
+// o[splits][total_q * heads][head_size], fp32, then decode_merge_counters(splits, merge_group) int32 arrival
+// counters per (sequence, kv head, row tile) (decode_counter_count): one per group of merge_group splits, and one
+// for the groups when there is more than one. The last CTA to arrive at a counter resets it to 0, so the counters are zero
+// between calls; the launcher zeroes them (cudaMemsetAsync) the first time a plan sees a workspace pointer.
+// Callers must not write a plan's workspace between its calls.
+constexpr int kDecodeMergeGroup = 8;  // the group of a two-level merge
+constexpr int decode_merge_groups(int splits, int group) { return (splits + group - 1) / group; }
+constexpr int decode_merge_counters(int splits, int group) {
+  return decode_merge_groups(splits, group) + (decode_merge_groups(splits, group) > 1 ? 1 : 0);
+}
+// Modelled merge time of `splits` partials of partial_bytes each in groups of `group` (group >= splits: one level).
+double decode_merge_us(int splits, int group, double partial_bytes);
+// The merge's group: all splits in one level, or kDecodeMergeGroup and a second level, whichever decode_merge_us
+// says is faster (d128 B1: 16 partials of 2 KB, one level; d256 B1: 64 of 16 KB, two).
+int decode_merge_group(int splits, double partial_bytes);
+std::size_t decode_workspace_bytes(const AttentionProblem& p, int splits, int merge_group);
 constexpr int64_t decode_lse_floats(int64_t splits, int64_t rows) { return (splits * rows + 3) / 4 * 4; }
-int64_t decode_counter_count(const AttentionProblem& p);
+int64_t decode_counter_count(const AttentionProblem& p, int splits, int merge_group);
 // Packed-row tiles (kDecodeRowsPerCta rows) of the longest sequence.
 int decode_row_tiles(const AttentionProblem& p);
 

@@ -114,7 +114,8 @@ class CudaUnified final : public AttentionKernel {
     const UnifiedLaunchPlan& lp = r.instance.launch;
     plan->workspace_bytes = lp.workspace_bytes;
     if (lp.workspace_bytes > 0) {
-      plan->counter_bytes = static_cast<std::size_t>(cuda::decode_counter_count(p)) * sizeof(int32_t);
+      plan->counter_bytes =
+          static_cast<std::size_t>(cuda::decode_counter_count(p, lp.splits, lp.merge_group)) * sizeof(int32_t);
       plan->counter_offset = lp.workspace_bytes - plan->counter_bytes;
     }
     plan->graph_replay = r.instance.graph_replay;

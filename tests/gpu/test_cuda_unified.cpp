@@ -259,7 +259,7 @@ TEST_P(Prefill2D, WideMatchesReferenceForEveryKnob) {
 TEST_P(Decode3D, MatchesReferenceForEverySplitSetting) {
   const auto [idx, dt] = GetParam();
   const Shape sh = decode_shapes()[idx];
-  for (const char* splits : {"0", "1", "3", "16"}) {
+  for (const char* splits : {"0", "1", "3", "9", "16", "64"}) {  // 9 and up: merged in groups of 8
     const auto o = run_and_check(sh, dt, {{"ATTNBENCH_3D_SPLITS", splits}}, 777 + idx);
     std::printf("  %-46s %s splits=%s rows=%lld max_abs=%.3g row_rel=%.3g\n", sh.name.c_str(), dtype_name(dt), splits,
                 static_cast<long long>(o.rows), o.max_abs, o.max_row_rel);
