@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <climits>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -231,9 +232,18 @@ std::vector<std::string> lines_of(const std::string& text) {
 }
 
 // Path, geometry, splits, workspace, graph replay, instance and summary of every problem and knob setting of the
-// spread, and every decline's text, as the dispatch gave them before the resolve step (tests/data).
+// spread, and every decline's text (tests/data). A deliberate change of the plans rewrites the file with
+// ATTNBENCH_WRITE_GOLDEN=1 (the test then fails, to be run again); the diff is the review.
 TEST(Resolve, SpreadMatchesTheGoldenOutcomes) {
-  std::ifstream f(ATTNBENCH_SOURCE_DIR "/tests/data/resolve_golden.txt");
+  const char* path = ATTNBENCH_SOURCE_DIR "/tests/data/resolve_golden.txt";
+  if (const char* w = std::getenv("ATTNBENCH_WRITE_GOLDEN"); w != nullptr && std::string(w) == "1") {
+    std::ifstream old(path);
+    std::string header, line;
+    while (std::getline(old, line) && line.rfind("#", 0) == 0) header += line + "\n";
+    std::ofstream(path) << header << golden_text(cuda_outcome, cpu_outcome);
+    FAIL() << "rewrote " << path << ": review its diff, then run the test again";
+  }
+  std::ifstream f(path);
   ASSERT_TRUE(f) << "tests/data/resolve_golden.txt";
   std::stringstream golden;
   golden << f.rdbuf();
