@@ -7,6 +7,8 @@
 #include <optional>
 #include <set>
 
+#include "interrupt.hpp"
+
 namespace attnbench {
 
 namespace {
@@ -23,6 +25,7 @@ struct Guarded {
   std::shared_ptr<std::string> failure = std::make_shared<std::string>();
   double operator()() const {
     if (!failure->empty()) return 0.0;
+    check_interrupt();  // a stop asked for by a signal ends the measurement here (RunInterrupted)
     try {
       return inner();
     } catch (const std::exception& e) {

@@ -12,6 +12,7 @@
 int main(int argc, char** argv) {
   attnbench::Context ctx;
   for (int i = 0; i < argc; ++i) ctx.command_line += (i ? " " : "") + std::string(argv[i]);
+  for (int i = 1; i < argc; ++i) ctx.args.emplace_back(argv[i]);
   CLI::App app{"attnbench: gate and time attention kernels on shape groups; write JSON/CSV results"};
   app.set_version_flag("--version", std::string("attnbench ") + ATTNBENCH_VERSION + " (" + ATTNBENCH_GIT_SHA + ")");
   app.require_subcommand(1);

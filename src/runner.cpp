@@ -15,12 +15,15 @@
 #include "case_timing.hpp"
 #include "control_pair.hpp"
 #include "errors.hpp"
+#include "interrupt.hpp"
+#include "journal.hpp"
 #include "memory_check.hpp"
 #include "op_case.hpp"
 #include "peer_ratio.hpp"
 #include "printer.hpp"
 #include "repro.hpp"
 #include "registry.hpp"
+#include "sha256.hpp"
 
 #ifndef ATTNBENCH_VERSION
 #define ATTNBENCH_VERSION "0.0.0"
@@ -126,7 +129,10 @@ class Runner {
   TableContents table_contents() const;
   ResultRow base_row(const ShapeCase& c, const OpCase* op_case, const std::string& kernel, Backend b, Mode m,
                      const KnobValues& k) const;
-  void emit(ResultRow r, const std::string& setting);
+  // A case's rows with their setting labels, in the order they are written.
+  using CaseRows = std::vector<std::pair<ResultRow, std::string>>;
+  void emit(CaseRows rows);
+  std::optional<Journal> open_journal(std::map<std::size_t, JournalCase>* finished) const;
   // One kernel of a case under one knob setting: its entry, the name its rows carry (the control copy's has
   // kControlSuffix), its bound kernel while the case runs, and its row per mode.
   struct Slot {
@@ -137,10 +143,10 @@ class Runner {
     std::unique_ptr<BoundKernel> bound;
     std::map<Mode, ResultRow> rows;
   };
-  void run_case(const ShapeCase& c);
+  CaseRows run_case(const ShapeCase& c);
   void time_case(std::vector<Slot>& slots);
   std::string setting_label(std::size_t k) const;
-  void decline_case(const ShapeCase& c, const OpCase* op_case);
+  CaseRows decline_case(const ShapeCase& c, const OpCase* op_case);
   void bind_slot(const ShapeCase& c, OpCase& op_case, Slot& s);
   void gate_slot(const ShapeCase& c, const OpCase& op_case, Slot& s);
   Support check_before_allocation(const OpCase& op_case, const KernelEntry& e, const Device& dev) const;
@@ -231,18 +237,63 @@ ResultRow Runner::base_row(const ShapeCase& c, const OpCase* op_case, const std:
   return r;
 }
 
-void Runner::emit(ResultRow r, const std::string& setting) {
+void Runner::emit(CaseRows rows) {
   progress.clear();
-  table->row(r, setting);
-  file.rows.push_back(std::move(r));
+  for (auto& [r, setting] : rows) {
+    table->row(r, setting);
+    file.rows.push_back(std::move(r));
+  }
+}
+
+std::optional<Journal> Runner::open_journal(std::map<std::size_t, JournalCase>* finished) const {
+  if (o.journal.empty()) return std::nullopt;
+  JournalHeader h;
+  h.command = o.journal_command;
+  h.binary_sha256 = binary_sha256();
+  h.seed = o.seed;
+  h.cases = cases.size();
+  if (!o.resume) return Journal::create(o.journal, h);
+  std::vector<std::string> keys;
+  for (const auto& c : cases) keys.push_back(c.group + "/" + c.name + "/" + c.dtype_label());
+  return Journal::resume(o.journal, h, keys, finished);
 }
 
 ResultsFile Runner::run() {
+  std::map<std::size_t, JournalCase> finished;
+  std::optional<Journal> journal = open_journal(&finished);
   table->header();
-  for (size_t i = 0; i < cases.size(); ++i) {
-    progress.start(i + 1, cases[i].group, cases[i].name, cases[i].dtype_label());
-    run_case(cases[i]);
+  std::size_t done = 0, resumed_rows = 0;
+  try {
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const ShapeCase& c = cases[i];
+      if (auto it = finished.find(i); it != finished.end()) {  // finished before: its rows from the journal
+        resumed_rows += it->second.rows.size();
+        emit(std::move(it->second.rows));
+        ++done;
+        continue;
+      }
+      check_interrupt();
+      progress.start(i + 1, c.group, c.name, c.dtype_label());
+      CaseRows rows = run_case(c);
+      if (journal) {
+        JournalCase jc;
+        jc.index = i;
+        jc.key = c.group + "/" + c.name + "/" + c.dtype_label();
+        jc.rows = rows;
+        journal->append(jc);
+      }
+      emit(std::move(rows));
+      ++done;
+    }
+  } catch (const RunInterrupted& e) {
+    progress.clear();
+    file.interrupted_by = e.signal;
+    file.provenance["interrupted"] = true;
+    file.provenance["interrupted_by"] = signal_name(e.signal);
   }
+  file.provenance["cases"] = {{"selected", cases.size()}, {"done", done}};
+  if (o.resume)
+    file.provenance["resumed"] = {{"journal", o.journal}, {"cases", finished.size()}, {"rows", resumed_rows}};
   table->legend();
   finish_provenance();
   if (o.control) file.provenance["control"] = control_pair_summary(file.rows);
@@ -253,7 +304,7 @@ ResultsFile Runner::run() {
 
 // The kernels of a case (under every knob setting of a sweep) are bound together, then each mode's timed rows are
 // measured in interleaved rounds, and the rows, with their ratios to the case's peer, are emitted slot by slot.
-void Runner::run_case(const ShapeCase& c) {
+Runner::CaseRows Runner::run_case(const ShapeCase& c) {
   std::unique_ptr<OpCase> op_case = make_op_case(c);
   const auto entries = kernels_for(c);
   if (entries.empty() || !op_case) return decline_case(c, op_case.get());
@@ -267,7 +318,10 @@ void Runner::run_case(const ShapeCase& c) {
   for (std::size_t k = 0; k < knob_sets.size(); ++k)
     for (const KernelEntry* e : entries) add(e, k, e->name);
   if (o.control) add(entries.front(), 0, entries.front()->name + kControlSuffix);
-  for (Slot& s : slots) bind_slot(c, *op_case, s);
+  for (Slot& s : slots) {
+    check_interrupt();
+    bind_slot(c, *op_case, s);
+  }
   if (!o.gate_only) time_case(slots);
   std::vector<ResultRow> rows;
   std::vector<std::string> labels;
@@ -277,7 +331,9 @@ void Runner::run_case(const ShapeCase& c) {
       labels.push_back(setting_label(s.setting));
     }
   set_peer_ratios(rows);
-  for (std::size_t i = 0; i < rows.size(); ++i) emit(std::move(rows[i]), labels[i]);
+  CaseRows out;
+  for (std::size_t i = 0; i < rows.size(); ++i) out.emplace_back(std::move(rows[i]), labels[i]);
+  return out;
 }
 
 // The printed table's name of a knob setting: "S1", "S2", ... in a sweep, nothing in a run.
@@ -311,18 +367,20 @@ void Runner::time_case(std::vector<Slot>& slots) {
 
 // A case no selected kernel can take: one declined row per mode, naming why (a GPU backend asked for by name
 // that has no device or is not built says so).
-void Runner::decline_case(const ShapeCase& c, const OpCase* op_case) {
+Runner::CaseRows Runner::decline_case(const ShapeCase& c, const OpCase* op_case) {
   const std::optional<Backend> named = parse_backend(o.backend);
   std::string gpu_why_not;
   const bool gpu_missing = named && *named != Backend::cpu && !devices.get(*named, &gpu_why_not);
   const Backend b = gpu_missing ? *named : cuda_available ? Backend::cuda : Backend::cpu;
+  CaseRows rows;
   for (std::size_t k = 0; k < knob_sets.size(); ++k)
     for (Mode m : o.modes) {
       ResultRow r = base_row(c, op_case, "-", b, m, knob_sets[k]);
       r.status = "declined";
       r.reason = gpu_missing ? gpu_why_not : std::string("no selected kernel implements op ") + op_name(c.op);
-      emit(std::move(r), setting_label(k));
+      rows.emplace_back(std::move(r), setting_label(k));
     }
+  return rows;
 }
 
 // One kernel of a case: declined, or prepared and bound (its own plan and buffers), called once and gated; each

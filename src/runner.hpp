@@ -44,6 +44,12 @@ struct RunOptions {
   double settle_gap_s = 1.0;        // a case whose timing starts this long after the last one settles again
   // Untimed interleaved sampling of a mode's kernels before its rounds; unset: kGpuWarmupS on a GPU, none on the CPU.
   std::optional<double> warmup_s;
+  // The journal (journal.hpp): each finished case's rows appended as it finishes; empty: none. With `resume`,
+  // the journal's finished cases are taken from it and the rest run; journal_command is what it records (and a
+  // resume must match) as the command.
+  std::string journal;
+  bool resume = false;
+  std::vector<std::string> journal_command;
 };
 
 inline constexpr double kGpuWarmupS = 0.5;
