@@ -102,6 +102,21 @@ void add_timing_options(CLI::App* cmd, RunOptions& o) {
       ->check(non_negative_finite());
 }
 
+void add_isolation_options(CLI::App* cmd, RunOptions& o) {
+  o.isolate = Isolation::automatic;
+  const std::map<std::string, Isolation> names = {{"case", Isolation::per_case}, {"kernel", Isolation::per_kernel},
+                                                  {"off", Isolation::off}, {"auto", Isolation::automatic}};
+  cmd->add_option("--isolate", o.isolate,
+                  "Run each case (case) or each kernel of a case (kernel, timed alone) in a worker process, so a "
+                  "kernel that crashes, faults the device or hangs costs only its own rows; off: in this process "
+                  "(default: case)")
+      ->transform(CLI::CheckedTransformer(names, CLI::ignore_case));
+  cmd->add_option("--case-timeout", o.case_timeout_s,
+                  "Seconds a worker may take before it is killed and its kernel's rows are errors (default: 120 plus "
+                  "4x the timeout and warm-up of each kernel and mode)")
+      ->check(positive_finite());
+}
+
 void add_resume_option(CLI::App* cmd, RunOptions& o) {
   cmd->add_flag("--resume", o.resume,
                 "Continue an interrupted run from its journal (<out>.partial.jsonl): its finished cases are kept, "

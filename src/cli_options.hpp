@@ -24,6 +24,8 @@ inline CLI::Validator non_negative_finite() { return finite_number(0, true); }
 // A decimal integer in [lo, hi] (no exponent, no fraction).
 CLI::Validator integer_in(long long lo, long long hi);
 
+// --isolate case|kernel|off and --case-timeout S (run, sweep); the command line's isolation is automatic unless given.
+void add_isolation_options(CLI::App* cmd, RunOptions& o);
 // --resume (run, sweep).
 void add_resume_option(CLI::App* cmd, RunOptions& o);
 // The journal of a run or sweep writing `out`: its path and the command it records.

@@ -136,6 +136,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
   cmd->add_flag("--breakdown", c->opt.breakdown,
                 "Also time each stage of staged kernels (gated block): a 'breakdown' field in their rows");
   add_resume_option(cmd, c->opt);
+  add_isolation_options(cmd, c->opt);
   cmd->add_option("--shard", c->shard, "K/N: only the K-th (1-based) of N slices of the selected cases");
   cmd->callback([c, &ctx] { run_callback(*c, ctx); });
 }

@@ -65,6 +65,7 @@ void add_sweep_command(CLI::App& app, Context& ctx) {
   cmd->add_flag("--no-progress", c->no_progress, "No progress on stderr (a line per case)");
   cmd->add_flag("--fail-if-nothing-ran", c->fail_if_nothing_ran, "Exit 1 when every row is declined");
   add_resume_option(cmd, c->opt);
+  add_isolation_options(cmd, c->opt);
   cmd->callback([c, &ctx] { sweep_callback(*c, ctx); });
 }
 
