@@ -635,7 +635,7 @@ void Runner::bind_slot(const ShapeCase& c, OpCase& op_case, Slot& s) {
     all_rows("error", "out of memory: a host allocation failed (std::bad_alloc) after the memory estimate passed");
   } catch (const std::exception& ex) {
     s.bound.reset();
-    all_rows("error", ex.what());
+    all_rows("error", allocation_failure_reason(ex.what()));
   }
 }
 
@@ -697,19 +697,32 @@ void Runner::finish_provenance() {
 
 ResultsFile run_benchmarks(const RunOptions& o, std::ostream& out) { return run_benchmarks(o, {KnobSetting{}}, out); }
 
-ResultsFile run_benchmarks(const RunOptions& o, const std::vector<KnobSetting>& settings, std::ostream& out) {
-  check_run_options(o);
-  const auto cases = select_cases(o);
-  if (cases.empty()) throw UsageError("no shapes selected (check --group/--shapes/--dtype/--filter)");
-  if (settings.empty()) throw UsageError("no knob setting to run");
+namespace {
+struct Selection {
+  std::vector<ShapeCase> cases;
   std::vector<KnobValues> knob_sets;
+};
+Selection selection(const RunOptions& o, const std::vector<KnobSetting>& settings) {
+  check_run_options(o);
+  Selection s;
+  s.cases = select_cases(o);
+  if (s.cases.empty()) throw UsageError("no shapes selected (check --group/--shapes/--dtype/--filter)");
+  if (settings.empty()) throw UsageError("no knob setting to run");
   for (const auto& setting : settings) {
     RunOptions with = o;
     for (const auto& [k, v] : setting) with.knob_overrides[k] = v;
-    knob_sets.push_back(resolve_knobs(with));
+    s.knob_sets.push_back(resolve_knobs(with));
   }
   check_kernel_glob(o);
-  return Runner(o, knob_sets, cases, out).run();
+  return s;
+}
+}  // namespace
+
+void check_selection(const RunOptions& o, const std::vector<KnobSetting>& settings) { selection(o, settings); }
+
+ResultsFile run_benchmarks(const RunOptions& o, const std::vector<KnobSetting>& settings, std::ostream& out) {
+  const Selection s = selection(o, settings);
+  return Runner(o, s.knob_sets, s.cases, out).run();
 }
 
 const char* isolation_name(Isolation i) {

@@ -86,6 +86,8 @@ const char* stage_name(int stage) {
 
 std::string WorkerOutcome::cause(double timeout_s) const {
   if (timed_out) return "timed out after " + seconds_text(timeout_s) + " s (the worker was killed)";
+  if (signal == SIGKILL)  // not ours (a timeout says so above): most often the system's out-of-memory killer
+    return "killed by SIGKILL (from outside the run: the system's out-of-memory killer sends it)";
   if (signal) return std::string("killed by ") + signal_name(signal) + " (" + strsignal(signal) + ")";
   if (exit_code == kDeviceFaultExit && note[0]) return "device fault: " + note;
   if (exit_code == 0) return "the worker ended without its result";
