@@ -73,6 +73,7 @@ void run_callback(RunCli& c, Context& ctx) {
   if (c.peak_gbps > 0) o.peak_gbps = c.peak_gbps;
   o.progress = !c.no_progress;
   o.command_line = ctx.command_line;
+  if (ctx.validate_only) return check_selection(o, {KnobSetting{}});
   if (c.out.empty()) make_default_out_folder(default_out(o));
   const ResultPaths paths = result_paths(c.out.empty() ? default_out(o) : c.out, c.csv);
   const std::string &out = paths.json, &csv = paths.csv;

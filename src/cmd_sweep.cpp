@@ -29,6 +29,7 @@ void sweep_callback(SweepCli& c, Context& ctx) {
   o.modes = parse_modes(c.modes);
   o.progress = !c.no_progress;
   o.command_line = ctx.command_line;
+  if (ctx.validate_only) return check_selection(o, knob_settings(axes));
   std::string out = c.out;
   if (out.empty()) {
     std::string stem;

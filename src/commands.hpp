@@ -10,6 +10,7 @@ namespace attnbench {
 struct Context {
   std::string command_line;
   std::vector<std::string> args;  // argv[1..], as given
+  bool validate_only = false;      // check the arguments, then stop before any work (the CLI fuzzer)
   int exit_code = 0;
 };
 

@@ -93,6 +93,8 @@ using KnobSetting = std::map<std::string, std::string>;
 // The same under several knob settings at once: every case binds each kernel once per setting and times them all
 // in the same interleaved rounds; rows carry their setting's knobs, the table labels them S1, S2, ...
 ResultsFile run_benchmarks(const RunOptions& o, const std::vector<KnobSetting>& settings, std::ostream& out);
+// The checks run_benchmarks makes before any work (options, cases, knob settings, kernel globs); UsageError.
+void check_selection(const RunOptions& o, const std::vector<KnobSetting>& settings);
 
 // The gate bounds of a run for one dtype: the table's, with --atol / --rtol in their place where given.
 Tolerance run_tolerance(const RunOptions& o, DType d);
