@@ -23,13 +23,18 @@ std::vector<double> to_us(std::vector<double> s) {
 struct Guarded {
   Sampler inner;
   std::shared_ptr<std::string> failure = std::make_shared<std::string>();
+  std::function<void()> on_failure;
+  void fail(const std::string& what) const {
+    *failure = what.empty() ? "failed" : what;
+    if (on_failure) on_failure();
+  }
   double operator()() const {
     if (!failure->empty()) return 0.0;
     check_interrupt();  // a stop asked for by a signal ends the measurement here (RunInterrupted)
     try {
       return inner();
     } catch (const std::exception& e) {
-      *failure = e.what();
+      fail(e.what());
       return 0.0;
     }
   }
@@ -70,10 +75,11 @@ void rounds_over(std::vector<TimedSlot>& slots, const RunOptions& o, bool warm,
   for (auto& s : slots) {
     if (s.row->status != "ok") continue;
     Guarded g;
+    g.on_failure = s.on_failure;
     try {
       g.inner = make(s);
     } catch (const std::exception& e) {
-      *g.failure = e.what();
+      g.fail(e.what());
     }
     if (!g.inner && g.failure->empty()) continue;
     guards.push_back(g);

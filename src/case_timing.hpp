@@ -19,6 +19,7 @@ struct TimedSlot {
   ResultRow* row = nullptr;
   Device* dev = nullptr;
   std::function<void()> call;
+  std::function<void()> on_failure;  // called once when its sampler first throws (a worker notes the first)
 };
 
 // Times every slot of one mode in o.rounds interleaved rounds: time_us (median of round medians, the rest over

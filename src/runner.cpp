@@ -178,6 +178,7 @@ class Runner {
   Backend auto_backend = Backend::cpu;  // what --backend auto runs
   Isolation isolation = Isolation::off;  // resolved: off, per_case or per_kernel
   WorkerMarker* marker = nullptr;        // in a worker: what it is doing, for the run to read if it dies
+  int first_timing_failure = -1;         // in a worker: the slot whose timing failed first
   std::map<Backend, std::map<std::string, std::string>> worker_facts;  // device facts the workers reported
   CaseSettings settings;
   ResultsFile file;
@@ -494,9 +495,14 @@ std::string Runner::worker_job(const ShapeCase& c, std::vector<Slot>& slots, con
   if (!o.gate_only) {
     time_case(mine);
     mark(-1, kStageStart);
-    for (Slot* s : mine)
-      for (const auto& [m, row] : s->rows)
-        if (row.status == "error") end_worker_on_device_fault(*s, row.reason);
+    if (first_timing_failure >= 0) {
+      const Slot& s = slots[static_cast<std::size_t>(first_timing_failure)];
+      for (const auto& [m, row] : s.rows)
+        if (row.status == "error") {
+          mark(first_timing_failure, kStageTime);
+          end_worker_on_device_fault(s, row.reason);
+        }
+    }
   }
   for (Slot* s : mine) {
     mark(static_cast<int>(s->index), kStageRelease);
@@ -568,7 +574,12 @@ void Runner::time_case(const std::vector<Slot*>& slots) {
             mk->slot.store(j, std::memory_order_relaxed);
             b->call();
           };
-        timed.push_back({&s->rows.at(m), s->dev, std::move(call)});
+        std::function<void()> failed;
+        if (marker)  // the first kernel whose timing fails is the one a lost device context is blamed on
+          failed = [this, j = static_cast<int>(s->index)] {
+            if (first_timing_failure < 0) first_timing_failure = j;
+          };
+        timed.push_back({&s->rows.at(m), s->dev, std::move(call), std::move(failed)});
       }
     mark(-1, kStageTime);
     time_slots(timed, m, o);

@@ -45,12 +45,14 @@ std::string seconds_text(double s) {
   return buf;
 }
 
-[[noreturn]] void worker_main(int fd, const std::function<std::string(WorkerMarker&)>& job, WorkerMarker& m) {
+[[noreturn]] void worker_main(int fd, const std::function<std::string(WorkerMarker&)>& job, WorkerMarker& m,
+                              pid_t run) {
   g_in_worker = true;
   signal(SIGINT, SIG_IGN);
   signal(SIGTERM, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != run) _exit(1);  // the run ended before the line above: nobody waits for this worker
   clear_interrupt();
   std::string msg;
   try {
@@ -106,6 +108,7 @@ WorkerOutcome run_in_worker(const std::function<std::string(WorkerMarker&)>& job
   std::cout.flush();
   std::cerr.flush();
   std::fflush(nullptr);
+  const pid_t run = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
     ::close(fds[0]);
@@ -115,7 +118,7 @@ WorkerOutcome run_in_worker(const std::function<std::string(WorkerMarker&)>& job
   }
   if (pid == 0) {
     ::close(fds[0]);
-    worker_main(fds[1], job, *marker);
+    worker_main(fds[1], job, *marker, run);
   }
   ::close(fds[1]);
   WorkerOutcome out;
