@@ -23,7 +23,8 @@ echo "== $g interrupted after 3 cases, resumed"
 "$bin" "${common[@]}" -o "$R/part.json" > "$R/part.log" 2>&1 &
 pid=$!
 for _ in $(seq 1 600); do
-  [ "$(grep -c '"case_done"' "$R/part.json.partial.jsonl" 2>/dev/null || echo 0)" -ge 3 ] && break
+  n=$(grep -c '"case_done"' "$R/part.json.partial.jsonl" 2>/dev/null)
+  [ "${n:-0}" -ge 3 ] && break
   sleep 0.5
 done
 kill -INT "$pid"; wait "$pid"; echo "interrupted: exit $? (130 expected)"
