@@ -26,9 +26,9 @@ std::string format_bytes(double bytes) {
 }
 
 std::string allocation_failure_reason(const std::string& what) {
-  for (const char* oom : {"cudaErrorMemoryAllocation", "hipErrorOutOfMemory"})
-    if (what.find(oom) != std::string::npos)
-      return "out of memory: a device allocation failed after the memory estimate passed: " + what;
+  // The runtime shim's gpu::Error ends with the runtime's error string in parentheses: "(out of memory)".
+  if (what.find("(out of memory)") != std::string::npos && what.rfind("out of memory", 0) != 0)
+    return "out of memory: a device allocation failed after the memory estimate passed: " + what;
   return what;
 }
 

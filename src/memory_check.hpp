@@ -23,7 +23,7 @@ Support memory_decision(const MemoryNeed& need, std::optional<double> host_avail
 double attention_workspace_bound(const AttentionProblem& p);
 
 // An error row's reason for a failed allocation the estimate let through: what(), prefixed "out of memory: " when it
-// says a device allocation failed (CUDA's cudaErrorMemoryAllocation, HIP's hipErrorOutOfMemory); else unchanged.
+// is a runtime error whose string is "out of memory" (a device allocation that failed); else unchanged.
 std::string allocation_failure_reason(const std::string& what);
 
 // "12.3 GiB", "512.0 MiB", "80 B".
