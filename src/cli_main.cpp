@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "errors.hpp"
+#include "interrupt.hpp"
 
 #ifndef ATTNBENCH_VERSION
 #define ATTNBENCH_VERSION "0.0.0"
@@ -30,6 +31,9 @@ int cli_main(int argc, char** argv, Context& ctx) {
   } catch (const UsageError& e) {
     std::cerr << "attnbench: error: " << e.what() << "\n";
     return 2;
+  } catch (const RunInterrupted& e) {  // stopped before its run began (a run itself writes what it did)
+    std::cerr << "attnbench: interrupted by " << signal_name(e.signal) << "\n";
+    return 128 + e.signal;
   } catch (const std::exception& e) {
     std::cerr << "attnbench: internal error: " << e.what() << "\n";
     return 1;

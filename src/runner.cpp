@@ -233,7 +233,7 @@ void Runner::probe_backends(bool in_a_worker) {
   } else {
     constexpr double kProbeTimeout = 300;
     const WorkerOutcome w = run_in_worker([&](WorkerMarker&) { Devices d; return look(d).dump(); }, kProbeTimeout);
-    if (w.interrupted) throw RunInterrupted{w.interrupted};
+    // An interrupt here stops the run at its first case (check_interrupt), with no row to write.
     if (w.finished) found = nlohmann::json::parse(w.message, nullptr, false);
     if (!found.is_object() || !found.contains("cuda")) {
       const std::string why = "the device probe failed: " + w.cause(kProbeTimeout);
