@@ -18,7 +18,9 @@ args=(-S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMP
       -DATTNBENCH_FUZZ=ON)
 [ -d .deps/usr ] && args+=(-DCMAKE_PREFIX_PATH="$PWD/.deps/usr")
 cmake "${args[@]}" >/dev/null
-cmake --build "$build" -j "$(nproc)"
+targets=()
+[ "$what" = fuzz ] && targets=(--target fuzz_shapes fuzz_results fuzz_cli)
+cmake --build "$build" -j "$(nproc)" "${targets[@]}"
 
 if [ "$what" = all ] || [ "$what" = tests ]; then
   # The planted-bug matrices run the Eigen reference over long caches; unoptimised under ASan they are the
