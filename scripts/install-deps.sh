@@ -68,3 +68,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
 fi
 [ "${ATTNBENCH_CUDNN:-}" = "OFF" ] || install_cudnn_frontend
+
+# The sanitizer and fuzzing build of scripts/sanitize-cpu.sh: clang with its sanitizer and libFuzzer runtimes, and
+# LLVM's OpenMP (only those missing).
+san_missing=()
+for p in clang libclang-rt-dev libomp-dev; do dpkg -s "$p" >/dev/null 2>&1 || san_missing+=("$p"); done
+if [ ${#san_missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${san_missing[@]}"
+fi

@@ -7,6 +7,8 @@
 #include <optional>
 #include <set>
 
+#include "interrupt.hpp"
+
 namespace attnbench {
 
 namespace {
@@ -21,12 +23,18 @@ std::vector<double> to_us(std::vector<double> s) {
 struct Guarded {
   Sampler inner;
   std::shared_ptr<std::string> failure = std::make_shared<std::string>();
+  std::function<void()> on_failure;
+  void fail(const std::string& what) const {
+    *failure = what.empty() ? "failed" : what;
+    if (on_failure) on_failure();
+  }
   double operator()() const {
     if (!failure->empty()) return 0.0;
+    check_interrupt();  // a stop asked for by a signal ends the measurement here (RunInterrupted)
     try {
       return inner();
     } catch (const std::exception& e) {
-      *failure = e.what();
+      fail(e.what());
       return 0.0;
     }
   }
@@ -67,10 +75,11 @@ void rounds_over(std::vector<TimedSlot>& slots, const RunOptions& o, bool warm,
   for (auto& s : slots) {
     if (s.row->status != "ok") continue;
     Guarded g;
+    g.on_failure = s.on_failure;
     try {
       g.inner = make(s);
     } catch (const std::exception& e) {
-      *g.failure = e.what();
+      g.fail(e.what());
     }
     if (!g.inner && g.failure->empty()) continue;
     guards.push_back(g);
@@ -112,7 +121,7 @@ void record_clocks(std::vector<TimedSlot>& slots, const Readings& start, const R
 
 nlohmann::json ClockDiscipline::before_timing(Device& dev) {
   if (!(o_.settle_s > 0)) return nullptr;
-  const auto it = last_end_.find(&dev);
+  const auto it = last_end_.find(dev.backend());
   const auto now = std::chrono::steady_clock::now();
   if (it != last_end_.end() && std::chrono::duration<double>(now - it->second).count() <= o_.settle_gap_s)
     return nullptr;
@@ -126,7 +135,23 @@ nlohmann::json ClockDiscipline::before_timing(Device& dev) {
   return settle_json(*r);
 }
 
-void ClockDiscipline::after_timing(Device& dev) { last_end_[&dev] = std::chrono::steady_clock::now(); }
+void ClockDiscipline::after_timing(Device& dev) { last_end_[dev.backend()] = std::chrono::steady_clock::now(); }
+
+nlohmann::json ClockDiscipline::state() const {
+  nlohmann::json ends = nlohmann::json::object();
+  for (const auto& [b, t] : last_end_) ends[backend_name(b)] = t.time_since_epoch().count();
+  return {{"last_end", ends}, {"settles", settles_}, {"unsteady", unsteady_}, {"seconds", seconds_}};
+}
+
+void ClockDiscipline::load(const nlohmann::json& s) {
+  last_end_.clear();
+  for (const auto& [name, ticks] : s.at("last_end").items())
+    if (const auto b = parse_backend(name))
+      last_end_[*b] = std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(ticks.get<int64_t>()));
+  settles_ = s.at("settles").get<int>();
+  unsteady_ = s.at("unsteady").get<int>();
+  seconds_ = s.at("seconds").get<double>();
+}
 
 nlohmann::json ClockDiscipline::summary() const {
   return {{"settles", settles_}, {"seconds", seconds_}, {"unsteady", unsteady_}, {"bound_s", o_.settle_s},

@@ -19,6 +19,7 @@ struct TimedSlot {
   ResultRow* row = nullptr;
   Device* dev = nullptr;
   std::function<void()> call;
+  std::function<void()> on_failure;  // called once when its sampler first throws (a worker notes the first)
 };
 
 // Times every slot of one mode in o.rounds interleaved rounds: time_us (median of round medians, the rest over
@@ -37,10 +38,14 @@ class ClockDiscipline {
   void after_timing(Device& dev);
   // For the provenance: settles run, their seconds, how many did not reach a steady clock.
   nlohmann::json summary() const;
+  // Everything it remembers, so that a worker process can carry it on and hand it back (the steady clock is
+  // the machine's, the same in every process).
+  nlohmann::json state() const;
+  void load(const nlohmann::json& state);
 
  private:
   const RunOptions& o_;
-  std::map<Device*, std::chrono::steady_clock::time_point> last_end_;
+  std::map<Backend, std::chrono::steady_clock::time_point> last_end_;
   int settles_ = 0, unsteady_ = 0;
   double seconds_ = 0;
 };

@@ -11,6 +11,8 @@
 
 #include "attnbench/knobs.hpp"
 #include "errors.hpp"
+#include "interrupt.hpp"
+#include "journal.hpp"
 #include "json_file.hpp"
 
 namespace fs = std::filesystem;
@@ -98,6 +100,51 @@ void add_timing_options(CLI::App* cmd, RunOptions& o) {
                   "Seconds of untimed, interleaved sampling of a case's kernels before each mode's rounds, so the "
                   "rounds run in the power state the workload holds (default 0.5 on a GPU, 0 on the CPU)")
       ->check(non_negative_finite());
+}
+
+void add_isolation_options(CLI::App* cmd, RunOptions& o) {
+  o.isolate = Isolation::automatic;
+  const std::map<std::string, Isolation> names = {{"case", Isolation::per_case}, {"kernel", Isolation::per_kernel},
+                                                  {"off", Isolation::off}, {"auto", Isolation::automatic}};
+  cmd->add_option("--isolate", o.isolate,
+                  "Run each case (case) or each kernel of a case (kernel, timed alone) in a worker process, so a "
+                  "kernel that crashes, faults the device or hangs costs only its own rows; off: in this process "
+                  "(default: case)")
+      ->transform(CLI::CheckedTransformer(names, CLI::ignore_case));
+  cmd->add_option("--case-timeout", o.case_timeout_s,
+                  "Seconds a worker may take before it is killed and its kernel's rows are errors (default: 120 plus "
+                  "4x the timeout and warm-up of each kernel and mode)")
+      ->check(positive_finite());
+}
+
+void add_resume_option(CLI::App* cmd, RunOptions& o) {
+  cmd->add_flag("--resume", o.resume,
+                "Continue an interrupted run from its journal (<out>.partial.jsonl): its finished cases are kept, "
+                "the rest run; refused when the command, the binary or the seed differ");
+}
+
+void set_journal(RunOptions& o, const std::string& out, const std::vector<std::string>& args) {
+  o.journal = journal_path(out);
+  o.journal_command = journal_command(args);
+}
+
+void write_run_files(const ResultsFile& f, const ResultPaths& paths, const RunOptions& o) {
+  write_file_atomic(paths.json, results_to_json(f).dump(2) + "\n");
+  write_file_atomic(paths.csv, results_to_csv(f));
+  if (!f.interrupted_by && !o.journal.empty()) {
+    std::error_code ec;
+    fs::remove(o.journal, ec);
+  }
+}
+
+int interrupted_exit(const ResultsFile& f, const RunOptions& o, std::ostream& out) {
+  if (!f.interrupted_by) return 0;
+  const nlohmann::json cases = f.provenance.value("cases", nlohmann::json::object());
+  out << "interrupted by " << signal_name(f.interrupted_by) << " after " << cases.value("done", 0) << " of "
+      << cases.value("selected", 0) << " cases";
+  if (!o.journal.empty()) out << "; the journal " << o.journal << " keeps them: run the same command with --resume";
+  out << "\n";
+  return 128 + f.interrupted_by;
 }
 
 std::vector<Mode> parse_modes(const std::vector<std::string>& modes) {

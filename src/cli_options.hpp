@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "results.hpp"
 #include "runner.hpp"
 
 namespace attnbench {
@@ -22,6 +23,19 @@ inline CLI::Validator positive_finite() { return finite_number(0, false); }
 inline CLI::Validator non_negative_finite() { return finite_number(0, true); }
 // A decimal integer in [lo, hi] (no exponent, no fraction).
 CLI::Validator integer_in(long long lo, long long hi);
+
+// --isolate case|kernel|off and --case-timeout S (run, sweep); the command line's isolation is automatic unless given.
+void add_isolation_options(CLI::App* cmd, RunOptions& o);
+// --resume (run, sweep).
+void add_resume_option(CLI::App* cmd, RunOptions& o);
+// The journal of a run or sweep writing `out`: its path and the command it records.
+void set_journal(RunOptions& o, const std::string& out, const std::vector<std::string>& args);
+// Writes the results JSON and CSV (atomically); a run that ran to its end removes its journal, an interrupted one
+// keeps it.
+void write_run_files(const ResultsFile& f, const ResultPaths& paths, const RunOptions& o);
+// After the summary of an interrupted run: what it did and how to go on (printed to `out`); the exit code for the
+// signal (130 SIGINT, 143 SIGTERM), 0 when the run was not interrupted.
+int interrupted_exit(const ResultsFile& f, const RunOptions& o, std::ostream& out);
 
 // --mode values (eager, graph), each at most once; UsageError otherwise.
 std::vector<Mode> parse_modes(const std::vector<std::string>& modes);

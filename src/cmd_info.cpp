@@ -35,11 +35,12 @@ std::unique_ptr<Device> describe_gpus() {
 
 }  // namespace
 
-void add_info_command(CLI::App& app, Context&) {
+void add_info_command(CLI::App& app, Context& ctx) {
   CLI::App* cmd = app.add_subcommand("info", "Describe the devices and measure their peaks (read and copy GB/s, bf16 GEMM TFLOP/s)");
   auto skip = std::make_shared<bool>(false);
   cmd->add_flag("--no-measure", *skip, "Only describe, measure nothing");
-  cmd->callback([skip] {
+  cmd->callback([skip, &ctx] {
+    if (ctx.validate_only) return;
     auto cpu = make_cpu_device();
     std::cout << "cpu:";
     for (const auto& [k, v] : cpu->facts()) std::cout << " " << k << "=" << v;

@@ -15,6 +15,7 @@ struct MergeCli {
 };
 
 void merge_callback(const MergeCli& c, Context& ctx) {
+  if (ctx.validate_only) return;
   check_writable(c.out);
   const MergeResult m = merge_result_files(c.files, ctx.command_line);
   write_file_atomic(c.out, m.doc.dump(2) + "\n");

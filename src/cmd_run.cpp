@@ -7,6 +7,7 @@
 #include "case_timing.hpp"
 #include "control_pair.hpp"
 #include "errors.hpp"
+#include "interrupt.hpp"
 #include "peer_ratio.hpp"
 #include "runner.hpp"
 
@@ -72,13 +73,15 @@ void run_callback(RunCli& c, Context& ctx) {
   if (c.peak_gbps > 0) o.peak_gbps = c.peak_gbps;
   o.progress = !c.no_progress;
   o.command_line = ctx.command_line;
+  if (ctx.validate_only) return check_selection(o, {KnobSetting{}});
   if (c.out.empty()) make_default_out_folder(default_out(o));
   const ResultPaths paths = result_paths(c.out.empty() ? default_out(o) : c.out, c.csv);
   const std::string &out = paths.json, &csv = paths.csv;
 
+  set_journal(o, out, ctx.args);
+  InterruptGuard interrupts;
   const ResultsFile f = run_benchmarks(o, std::cout);
-  write_file_atomic(out, results_to_json(f).dump(2) + "\n");
-  write_file_atomic(csv, results_to_csv(f));
+  write_run_files(f, paths, o);
   int ok = 0, declined = 0, mismatch = 0, error = 0;
   for (const auto& r : f.rows) {
     ok += r.status == "ok";
@@ -96,6 +99,7 @@ void run_callback(RunCli& c, Context& ctx) {
     for (const std::string& line : peer_summary_lines(f.provenance["peers"])) std::cout << line << "\n";
   std::cout << "wrote " << out << " and " << csv << "\n";
   ctx.exit_code = exit_code_for(f, c.fail_if_nothing_ran);
+  if (const int code = interrupted_exit(f, o, std::cout)) ctx.exit_code = code;
 }
 }  // namespace
 
@@ -132,6 +136,8 @@ void add_run_command(CLI::App& app, Context& ctx) {
   cmd->add_flag("--fail-if-nothing-ran", c->fail_if_nothing_ran, "Exit 1 when every row is declined");
   cmd->add_flag("--breakdown", c->opt.breakdown,
                 "Also time each stage of staged kernels (gated block): a 'breakdown' field in their rows");
+  add_resume_option(cmd, c->opt);
+  add_isolation_options(cmd, c->opt);
   cmd->add_option("--shard", c->shard, "K/N: only the K-th (1-based) of N slices of the selected cases");
   cmd->callback([c, &ctx] { run_callback(*c, ctx); });
 }

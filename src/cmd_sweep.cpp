@@ -5,6 +5,7 @@
 #include "cli_options.hpp"
 #include "commands.hpp"
 #include "errors.hpp"
+#include "interrupt.hpp"
 #include "runner.hpp"
 #include "sweep.hpp"
 
@@ -28,6 +29,7 @@ void sweep_callback(SweepCli& c, Context& ctx) {
   o.modes = parse_modes(c.modes);
   o.progress = !c.no_progress;
   o.command_line = ctx.command_line;
+  if (ctx.validate_only) return check_selection(o, knob_settings(axes));
   std::string out = c.out;
   if (out.empty()) {
     std::string stem;
@@ -39,13 +41,15 @@ void sweep_callback(SweepCli& c, Context& ctx) {
   const ResultPaths paths = result_paths(out, c.csv);
   const std::string& csv = paths.csv;
 
+  set_journal(o, out, ctx.args);
+  InterruptGuard interrupts;
   const ResultsFile f = run_sweep(o, axes, std::cout);
-  write_file_atomic(out, results_to_json(f).dump(2) + "\n");
-  write_file_atomic(csv, results_to_csv(f));
+  write_run_files(f, paths, o);
   std::cout << "\n" << sweep_table(f, knob_settings(axes), o.stop) << "rows: " << f.rows.size() << "\n";
   if (const std::string none = nothing_ran(f); !none.empty()) std::cout << none << "\n";
   std::cout << "wrote " << out << " and " << csv << "\n";
   ctx.exit_code = exit_code_for(f, c.fail_if_nothing_ran);
+  if (const int code = interrupted_exit(f, o, std::cout)) ctx.exit_code = code;
 }
 }  // namespace
 
@@ -61,6 +65,8 @@ void add_sweep_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--csv", c->csv, "Results CSV (default: the JSON path with .csv)");
   cmd->add_flag("--no-progress", c->no_progress, "No progress on stderr (a line per case)");
   cmd->add_flag("--fail-if-nothing-ran", c->fail_if_nothing_ran, "Exit 1 when every row is declined");
+  add_resume_option(cmd, c->opt);
+  add_isolation_options(cmd, c->opt);
   cmd->callback([c, &ctx] { sweep_callback(*c, ctx); });
 }
 

@@ -1,6 +1,7 @@
 // One file per subcommand; each adds itself to the app and records its exit code in the context.
 #pragma once
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -8,6 +9,8 @@ namespace attnbench {
 
 struct Context {
   std::string command_line;
+  std::vector<std::string> args;  // argv[1..], as given
+  bool validate_only = false;      // check the arguments, then stop before any work (the CLI fuzzer)
   int exit_code = 0;
 };
 

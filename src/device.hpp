@@ -51,6 +51,11 @@ class Device {
   // Spins the device until its SM clock is settled (clocks.hpp); nullopt where there is no clock to settle.
   virtual std::optional<SettleReport> settle_clocks(const SettleRule&) { return std::nullopt; }
 
+  // Why the device can run no more work (a GPU context lost to a sticky error: an illegal address, a launch
+  // failure), or empty while it can. Asked after a kernel failed, to tell a fault of the kernel's own call from
+  // one that took the device with it.
+  virtual std::string fault() { return ""; }
+
   // Optional second statistic for eager mode: device time per call (events); empty when not available.
   virtual Sampler make_device_sampler(const std::function<void()>& /*call*/) { return {}; }
 };

@@ -83,6 +83,17 @@ class GpuDevice final : public Device {
     return [this, call, k] { return device_seconds(call, k, false); };
   }
 
+  std::string fault() override {
+    try {
+      gpu::DeviceBuffer probe(256);
+      poison(probe.data(), probe.bytes());
+      stream_.synchronize();
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "";
+  }
+
   std::optional<gpu::SensorReadings> read_sensors() const override {
     if (!sensors_->why_absent().empty()) return std::nullopt;
     return sensors_->read();

@@ -25,6 +25,13 @@ std::string format_bytes(double bytes) {
   return buf;
 }
 
+std::string allocation_failure_reason(const std::string& what) {
+  // The runtime shim's gpu::Error ends with the runtime's error string in parentheses: "(out of memory)".
+  if (what.find("(out of memory)") != std::string::npos && what.rfind("out of memory", 0) != 0)
+    return "out of memory: a device allocation failed after the memory estimate passed: " + what;
+  return what;
+}
+
 double attention_workspace_bound(const AttentionProblem& p) {
   const long long packed_rows = static_cast<long long>(p.max_seqlen_q()) * p.group_size();
   if (p.max_seqlen_q() != 1 && packed_rows > kSplitPathRows) return 0;

@@ -22,6 +22,10 @@ Support memory_decision(const MemoryNeed& need, std::optional<double> host_avail
 // with few query rows per sequence take (decode, short q against a long KV), at most 128 splits.
 double attention_workspace_bound(const AttentionProblem& p);
 
+// An error row's reason for a failed allocation the estimate let through: what(), prefixed "out of memory: " when it
+// is a runtime error whose string is "out of memory" (a device allocation that failed); else unchanged.
+std::string allocation_failure_reason(const std::string& what);
+
 // "12.3 GiB", "512.0 MiB", "80 B".
 std::string format_bytes(double bytes);
 

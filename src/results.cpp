@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "errors.hpp"
@@ -66,6 +67,107 @@ json row_to_json(const ResultRow& r) {
   if (!r.throttled.empty()) j["throttled"] = r.throttled;
   if (r.vs_peer) j["vs_peer"] = {{"kernel", r.vs_peer->kernel}, {"ratio", r.vs_peer->ratio}};
   return j;
+}
+
+namespace {
+// A field of a row being read back; UsageError naming it when absent or of another type.
+const json& field(const json& j, const char* name) {
+  const auto it = j.find(name);
+  if (it == j.end()) throw UsageError(std::string("row field '") + name + "': missing");
+  return *it;
+}
+template <class T>
+T get_field(const json& j, const char* name) {
+  try {
+    return field(j, name).get<T>();
+  } catch (const json::exception&) {
+    throw UsageError(std::string("row field '") + name + "': unexpected value " + compact_value(field(j, name).dump()));
+  }
+}
+// A gate number: finite, or "inf" as row_to_json writes a non-finite one.
+double gate_number(const json& g, const char* name) {
+  const json& v = field(g, name);
+  if (v == "inf") return std::numeric_limits<double>::infinity();
+  return get_field<double>(g, name);
+}
+std::optional<Stats> stats_from(const json& j, const char* name) {
+  const json& v = field(j, name);
+  if (v.is_null()) return std::nullopt;
+  Stats s;
+  s.median = get_field<double>(v, "median");
+  s.min = get_field<double>(v, "min");
+  s.q1 = get_field<double>(v, "q1");
+  s.q3 = get_field<double>(v, "q3");
+  s.mean = get_field<double>(v, "mean");
+  s.stdev = get_field<double>(v, "stdev");
+  s.n = get_field<int>(v, "n");
+  return s;
+}
+template <class T>
+std::optional<T> opt_from(const json& j, const char* name) {
+  const auto it = j.find(name);
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  return get_field<T>(j, name);
+}
+}  // namespace
+
+ResultRow row_from_json(const json& j) {
+  if (!j.is_object()) throw UsageError("row: expected an object, got " + compact_value(j.dump()));
+  ResultRow r;
+  r.group = get_field<std::string>(j, "group");
+  r.shape = get_field<std::string>(j, "shape");
+  r.op = get_field<std::string>(j, "op");
+  r.dtype = get_field<std::string>(j, "dtype");
+  r.kernel = get_field<std::string>(j, "kernel");
+  r.backend = get_field<std::string>(j, "backend");
+  r.mode = get_field<std::string>(j, "mode");
+  r.l2 = get_field<std::string>(j, "l2");
+  r.status = get_field<std::string>(j, "status");
+  r.reason = get_field<std::string>(j, "reason");
+  r.dims = field(j, "dims");
+  r.flops = get_field<double>(j, "flops");
+  r.bytes = get_field<double>(j, "bytes");
+  r.knobs = get_field<std::map<std::string, std::string>>(j, "knobs");
+  r.plan = get_field<std::string>(j, "plan");
+  r.repro = get_field<std::string>(j, "repro");
+  if (const json& g = field(j, "gate"); !g.is_null()) {
+    if (!g.is_object()) throw UsageError("row field 'gate': expected an object or null");
+    GateResult gr;
+    gr.passed = get_field<bool>(g, "passed");
+    gr.max_abs = gate_number(g, "max_abs");
+    gr.rel_l2 = gate_number(g, "rel_l2");
+    gr.max_row_rel = gate_number(g, "max_row_rel");
+    gr.atol = get_field<double>(g, "atol");
+    gr.rtol = get_field<double>(g, "rtol");
+    gr.failed = get_field<std::vector<std::string>>(g, "failed");
+    gr.worst_row = get_field<int64_t>(g, "worst_row");
+    gr.rows_checked = get_field<int64_t>(g, "rows_checked");
+    gr.nonfinite = get_field<int64_t>(g, "nonfinite");
+    gr.worst_index = get_field<int64_t>(g, "worst_index");
+    gr.detail = get_field<std::string>(g, "detail");
+    r.gate = gr;
+  }
+  r.time_us = stats_from(j, "time_us");
+  r.device_time_us = stats_from(j, "device_time_us");
+  if (const json& rd = field(j, "rounds"); !rd.is_null()) {
+    RoundsInfo ri;
+    ri.count = get_field<int>(rd, "count");
+    ri.medians_us = get_field<std::vector<double>>(rd, "medians_us");
+    ri.spread = get_field<double>(rd, "spread");
+    r.rounds = ri;
+  }
+  r.settled = opt_from<bool>(j, "settled");
+  r.unsettled = opt_from<std::string>(j, "unsettled").value_or("");
+  r.tflops = opt_from<double>(j, "tflops");
+  r.gbps = opt_from<double>(j, "gbps");
+  r.pct_peak_flops = opt_from<double>(j, "pct_peak_flops");
+  r.pct_peak_bw = opt_from<double>(j, "pct_peak_bw");
+  r.graph_recommended = opt_from<bool>(j, "graph_recommended");
+  if (j.contains("breakdown")) r.breakdown = j["breakdown"];
+  if (j.contains("clocks")) r.clocks = j["clocks"];
+  if (j.contains("throttled")) r.throttled = get_field<std::vector<std::string>>(j, "throttled");
+  r.vs_peer = vs_peer_from_json(j);
+  return r;
 }
 
 std::optional<PeerRatio> vs_peer_from_json(const json& row) {

@@ -54,12 +54,16 @@ struct ResultRow {
 };
 
 nlohmann::json row_to_json(const ResultRow& r);
+// The inverse of row_to_json (a row read back from a journal or a worker): row_to_json(row_from_json(j)) == j for
+// every j that row_to_json wrote. UsageError naming the field when one is missing or of the wrong type.
+ResultRow row_from_json(const nlohmann::json& j);
 // A row's "vs_peer" field: empty when absent or null; UsageError naming the field when it is malformed.
 std::optional<PeerRatio> vs_peer_from_json(const nlohmann::json& row);
 
 struct ResultsFile {
   nlohmann::json provenance = nlohmann::json::object();
   std::vector<ResultRow> rows;
+  int interrupted_by = 0;  // the signal that stopped the run before its last case (provenance "interrupted"); 0: none
 };
 
 nlohmann::json results_to_json(const ResultsFile& f);

@@ -1,5 +1,6 @@
 #include "runner.hpp"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,12 +16,16 @@
 #include "case_timing.hpp"
 #include "control_pair.hpp"
 #include "errors.hpp"
+#include "interrupt.hpp"
+#include "journal.hpp"
 #include "memory_check.hpp"
 #include "op_case.hpp"
 #include "peer_ratio.hpp"
 #include "printer.hpp"
 #include "repro.hpp"
 #include "registry.hpp"
+#include "sha256.hpp"
+#include "worker.hpp"
 
 #ifndef ATTNBENCH_VERSION
 #define ATTNBENCH_VERSION "0.0.0"
@@ -91,11 +96,14 @@ KnobValues resolve_knobs(const RunOptions& o) {
 void check_kernel_glob(const RunOptions& o) {
   const std::vector<std::string> globs = glob_list(o.kernel_glob);
   if (globs.empty()) throw UsageError("--kernel: empty pattern");
+  std::vector<const KernelEntry*> all;
+  for (const auto& k : kernel_registry()) all.push_back(&k);
+  for (const auto& k : o.extra_kernels) all.push_back(&k);
   std::string known;
-  for (const auto& k : kernel_registry()) known += (known.empty() ? "" : ", ") + k.name;
+  for (const KernelEntry* k : all) known += (known.empty() ? "" : ", ") + k->name;
   for (const auto& g : globs) {
     bool any = false;
-    for (const auto& k : kernel_registry()) any = any || glob_match(g, k.name);
+    for (const KernelEntry* k : all) any = any || glob_match(g, k->name);
     if (!any) throw UsageError("--kernel: no kernel matches '" + g + "' (known: " + known + ")");
   }
 }
@@ -126,10 +134,14 @@ class Runner {
   TableContents table_contents() const;
   ResultRow base_row(const ShapeCase& c, const OpCase* op_case, const std::string& kernel, Backend b, Mode m,
                      const KnobValues& k) const;
-  void emit(ResultRow r, const std::string& setting);
+  // A case's rows with their setting labels, in the order they are written.
+  using CaseRows = std::vector<std::pair<ResultRow, std::string>>;
+  void emit(CaseRows rows);
+  std::optional<Journal> open_journal(std::map<std::size_t, JournalCase>* finished) const;
   // One kernel of a case under one knob setting: its entry, the name its rows carry (the control copy's has
   // kControlSuffix), its bound kernel while the case runs, and its row per mode.
   struct Slot {
+    std::size_t index = 0;  // in the case's slots
     const KernelEntry* entry = nullptr;
     std::size_t setting = 0;  // index into knob_sets
     std::string name;
@@ -137,22 +149,37 @@ class Runner {
     std::unique_ptr<BoundKernel> bound;
     std::map<Mode, ResultRow> rows;
   };
-  void run_case(const ShapeCase& c);
-  void time_case(std::vector<Slot>& slots);
+  std::vector<Slot> make_slots(const std::vector<const KernelEntry*>& entries) const;
+  CaseRows run_case(const ShapeCase& c);
+  CaseRows run_case_isolated(const ShapeCase& c);
+  std::string worker_job(const ShapeCase& c, std::vector<Slot>& slots, const std::vector<std::size_t>& run);
+  void take_worker_result(const nlohmann::json& msg, std::vector<Slot>& slots);
+  void end_worker_on_device_fault(const Slot& s, const std::string& reason);
+  void mark(int slot, int stage) const;
+  CaseRows case_rows(std::vector<Slot>& slots) const;
+  void time_case(const std::vector<Slot*>& slots);
   std::string setting_label(std::size_t k) const;
-  void decline_case(const ShapeCase& c, const OpCase* op_case);
+  CaseRows decline_case(const ShapeCase& c, const OpCase* op_case);
   void bind_slot(const ShapeCase& c, OpCase& op_case, Slot& s);
   void gate_slot(const ShapeCase& c, const OpCase& op_case, Slot& s);
   Support check_before_allocation(const OpCase& op_case, const KernelEntry& e, const Device& dev) const;
+  void probe_backends(bool in_a_worker);
   void finish_provenance();
 
   const RunOptions& o;
   const std::vector<KnobValues>& knob_sets;  // one per sweep setting; a run has one
   const std::vector<ShapeCase>& cases;
   Devices devices;
-  std::string cuda_why_not;
-  bool cuda_available = false;
+  struct BackendState {
+    bool available = false;
+    std::string why_not;
+  };
+  std::map<Backend, BackendState> gpus;  // cuda, hip: whether a device is there, else why not
   Backend auto_backend = Backend::cpu;  // what --backend auto runs
+  Isolation isolation = Isolation::off;  // resolved: off, per_case or per_kernel
+  WorkerMarker* marker = nullptr;        // in a worker: what it is doing, for the run to read if it dies
+  int first_timing_failure = -1;         // in a worker: the slot whose timing failed first
+  std::map<Backend, std::map<std::string, std::string>> worker_facts;  // device facts the workers reported
   CaseSettings settings;
   ResultsFile file;
   std::optional<ResultTable> table;
@@ -167,24 +194,67 @@ Runner::Runner(const RunOptions& options, const std::vector<KnobValues>& knob_va
       cases(selected),
       progress(options.progress, isatty(STDERR_FILENO), selected.size()),
       clocks(options) {
-  cuda_available = devices.get(Backend::cuda, &cuda_why_not) != nullptr;
-  std::string hip_why_not;
-  if (cuda_available) auto_backend = Backend::cuda;
-  else if (backend_built(Backend::hip) && devices.get(Backend::hip, &hip_why_not)) auto_backend = Backend::hip;
+  // A run that forks workers must not touch a GPU itself (a context does not survive fork): a worker looks.
+  probe_backends(o.isolate != Isolation::off && !in_worker());
+  if (gpus[Backend::cuda].available) auto_backend = Backend::cuda;
+  else if (gpus[Backend::hip].available) auto_backend = Backend::hip;
+  isolation = o.isolate;
+  if (in_worker()) isolation = Isolation::off;
+  if (isolation == Isolation::automatic) {
+    bool gpu_run = false;
+    for (const auto& c : cases)
+      for (const KernelEntry* e : kernels_for(c)) gpu_run = gpu_run || (is_gpu(e->backend) && gpus[e->backend].available);
+    isolation = gpu_run ? Isolation::per_case : kCpuIsolation;
+  }
   settings.seed = o.seed;
   settings.block_order = o.block_order;
   settings.reference_gflop = o.reference_gflop;
   settings.gate = !o.no_gate;
-  file.provenance = run_provenance(o, knob_sets.front(), cuda_available, cuda_why_not);
+  file.provenance = run_provenance(o, knob_sets.front(), gpus[Backend::cuda].available, gpus[Backend::cuda].why_not);
+  file.provenance["isolation"] = isolation_name(isolation);
+  if (isolation != Isolation::off && o.case_timeout_s) file.provenance["case_timeout_s"] = *o.case_timeout_s;
   table.emplace(out, table_contents(), o.stop);
+}
+
+// Whether each GPU backend has a device (and why not), looked up here or, when in_a_worker, in a worker process.
+void Runner::probe_backends(bool in_a_worker) {
+  const auto look = [](Devices& d) {
+    nlohmann::json j = nlohmann::json::object();
+    for (Backend b : {Backend::cuda, Backend::hip}) {
+      std::string why;
+      const bool ok = d.get(b, &why) != nullptr;
+      j[backend_name(b)] = {{"available", ok}, {"why_not", why}};
+    }
+    return j;
+  };
+  nlohmann::json found;
+  if (!in_a_worker) {
+    found = look(devices);
+  } else {
+    constexpr double kProbeTimeout = 300;
+    const WorkerOutcome w = run_in_worker([&](WorkerMarker&) { Devices d; return look(d).dump(); }, kProbeTimeout);
+    // An interrupt here stops the run at its first case (check_interrupt), with no row to write.
+    if (w.finished) found = nlohmann::json::parse(w.message, nullptr, false);
+    if (!found.is_object() || !found.contains("cuda")) {
+      const std::string why = "the device probe failed: " + w.cause(kProbeTimeout);
+      found = {{"cuda", {{"available", false}, {"why_not", why}}}, {"hip", {{"available", false}, {"why_not", why}}}};
+    }
+  }
+  for (Backend b : {Backend::cuda, Backend::hip}) {
+    const nlohmann::json& s = found[backend_name(b)];
+    gpus[b] = {s.value("available", false), s.value("why_not", std::string())};
+  }
 }
 
 // Kernels of this case's op that the selection keeps.
 std::vector<const KernelEntry*> Runner::kernels_for(const ShapeCase& c) const {
   std::vector<const KernelEntry*> entries;
-  for (const auto& k : kernel_registry())
+  const auto keep = [&](const KernelEntry& k) {
     if (k.op == c.op && glob_list_match(o.kernel_glob, k.name) && backend_selected(o.backend, k.backend, auto_backend))
       entries.push_back(&k);
+  };
+  for (const auto& k : kernel_registry()) keep(k);
+  for (const auto& k : o.extra_kernels) keep(k);
   return entries;
 }
 
@@ -231,18 +301,63 @@ ResultRow Runner::base_row(const ShapeCase& c, const OpCase* op_case, const std:
   return r;
 }
 
-void Runner::emit(ResultRow r, const std::string& setting) {
+void Runner::emit(CaseRows rows) {
   progress.clear();
-  table->row(r, setting);
-  file.rows.push_back(std::move(r));
+  for (auto& [r, setting] : rows) {
+    table->row(r, setting);
+    file.rows.push_back(std::move(r));
+  }
+}
+
+std::optional<Journal> Runner::open_journal(std::map<std::size_t, JournalCase>* finished) const {
+  if (o.journal.empty()) return std::nullopt;
+  JournalHeader h;
+  h.command = o.journal_command;
+  h.binary_sha256 = binary_sha256();
+  h.seed = o.seed;
+  h.cases = cases.size();
+  if (!o.resume) return Journal::create(o.journal, h);
+  std::vector<std::string> keys;
+  for (const auto& c : cases) keys.push_back(c.group + "/" + c.name + "/" + c.dtype_label());
+  return Journal::resume(o.journal, h, keys, finished);
 }
 
 ResultsFile Runner::run() {
+  std::map<std::size_t, JournalCase> finished;
+  std::optional<Journal> journal = open_journal(&finished);
   table->header();
-  for (size_t i = 0; i < cases.size(); ++i) {
-    progress.start(i + 1, cases[i].group, cases[i].name, cases[i].dtype_label());
-    run_case(cases[i]);
+  std::size_t done = 0, resumed_rows = 0;
+  try {
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const ShapeCase& c = cases[i];
+      if (auto it = finished.find(i); it != finished.end()) {  // finished before: its rows from the journal
+        resumed_rows += it->second.rows.size();
+        emit(std::move(it->second.rows));
+        ++done;
+        continue;
+      }
+      check_interrupt();
+      progress.start(i + 1, c.group, c.name, c.dtype_label());
+      CaseRows rows = isolation == Isolation::off ? run_case(c) : run_case_isolated(c);
+      if (journal) {
+        JournalCase jc;
+        jc.index = i;
+        jc.key = c.group + "/" + c.name + "/" + c.dtype_label();
+        jc.rows = rows;
+        journal->append(jc);
+      }
+      emit(std::move(rows));
+      ++done;
+    }
+  } catch (const RunInterrupted& e) {
+    progress.clear();
+    file.interrupted_by = e.signal;
+    file.provenance["interrupted"] = true;
+    file.provenance["interrupted_by"] = signal_name(e.signal);
   }
+  file.provenance["cases"] = {{"selected", cases.size()}, {"done", done}};
+  if (o.resume)
+    file.provenance["resumed"] = {{"journal", o.journal}, {"cases", finished.size()}, {"rows", resumed_rows}};
   table->legend();
   finish_provenance();
   if (o.control) file.provenance["control"] = control_pair_summary(file.rows);
@@ -251,15 +366,12 @@ ResultsFile Runner::run() {
   return std::move(file);
 }
 
-// The kernels of a case (under every knob setting of a sweep) are bound together, then each mode's timed rows are
-// measured in interleaved rounds, and the rows, with their ratios to the case's peer, are emitted slot by slot.
-void Runner::run_case(const ShapeCase& c) {
-  std::unique_ptr<OpCase> op_case = make_op_case(c);
-  const auto entries = kernels_for(c);
-  if (entries.empty() || !op_case) return decline_case(c, op_case.get());
+// Every kernel of the case under every knob setting of a sweep, then the control copy.
+std::vector<Runner::Slot> Runner::make_slots(const std::vector<const KernelEntry*>& entries) const {
   std::vector<Slot> slots;
   const auto add = [&slots](const KernelEntry* e, std::size_t setting, std::string name) {
     Slot& s = slots.emplace_back();
+    s.index = slots.size() - 1;
     s.entry = e;
     s.setting = setting;
     s.name = std::move(name);
@@ -267,8 +379,28 @@ void Runner::run_case(const ShapeCase& c) {
   for (std::size_t k = 0; k < knob_sets.size(); ++k)
     for (const KernelEntry* e : entries) add(e, k, e->name);
   if (o.control) add(entries.front(), 0, entries.front()->name + kControlSuffix);
-  for (Slot& s : slots) bind_slot(c, *op_case, s);
-  if (!o.gate_only) time_case(slots);
+  return slots;
+}
+
+// The kernels of a case (under every knob setting of a sweep) are bound together, then each mode's timed rows are
+// measured in interleaved rounds, and the rows, with their ratios to the case's peer, are emitted slot by slot.
+Runner::CaseRows Runner::run_case(const ShapeCase& c) {
+  std::unique_ptr<OpCase> op_case = make_op_case(c);
+  const auto entries = kernels_for(c);
+  if (entries.empty() || !op_case) return decline_case(c, op_case.get());
+  std::vector<Slot> slots = make_slots(entries);
+  std::vector<Slot*> all;
+  for (Slot& s : slots) {
+    check_interrupt();
+    bind_slot(c, *op_case, s);
+    all.push_back(&s);
+  }
+  if (!o.gate_only) time_case(all);
+  return case_rows(slots);
+}
+
+// Every slot's rows in order, with their ratios to the case's peer.
+Runner::CaseRows Runner::case_rows(std::vector<Slot>& slots) const {
   std::vector<ResultRow> rows;
   std::vector<std::string> labels;
   for (Slot& s : slots)
@@ -277,7 +409,146 @@ void Runner::run_case(const ShapeCase& c) {
       labels.push_back(setting_label(s.setting));
     }
   set_peer_ratios(rows);
-  for (std::size_t i = 0; i < rows.size(); ++i) emit(std::move(rows[i]), labels[i]);
+  CaseRows out;
+  for (std::size_t i = 0; i < rows.size(); ++i) out.emplace_back(std::move(rows[i]), labels[i]);
+  return out;
+}
+
+// The case in worker processes: all its kernels in one (per_case) or each in its own (per_kernel). A worker that
+// dies or hangs costs the kernel it was running (the marker says which) its rows, as errors naming the cause;
+// the kernels it had not finished run again in a fresh worker without it.
+Runner::CaseRows Runner::run_case_isolated(const ShapeCase& c) {
+  std::unique_ptr<OpCase> op_case = make_op_case(c);
+  const auto entries = kernels_for(c);
+  if (entries.empty() || !op_case) return decline_case(c, op_case.get());
+  std::vector<Slot> slots = make_slots(entries);
+  std::vector<std::vector<std::size_t>> groups;
+  for (const Slot& s : slots) {
+    if (isolation == Isolation::per_kernel || groups.empty()) groups.emplace_back();
+    groups.back().push_back(s.index);
+  }
+  std::map<std::size_t, std::string> failed;
+  for (const auto& group : groups) {
+    std::vector<std::size_t> pending = group;
+    while (!pending.empty()) {
+      const double timeout = o.case_timeout_s.value_or(case_timeout_default(o, pending.size() * o.modes.size()));
+      const WorkerOutcome w = run_in_worker([&](WorkerMarker& m) {
+        marker = &m;
+        return worker_job(c, slots, pending);
+      }, timeout);
+      if (w.interrupted) throw RunInterrupted{w.interrupted};
+      std::string cause = w.cause(timeout);
+      if (w.finished) {
+        const nlohmann::json msg = nlohmann::json::parse(w.message, nullptr, false);
+        if (msg.contains("usage_error")) throw UsageError(msg["usage_error"].get<std::string>());
+        if (msg.contains("interrupted")) throw RunInterrupted{interrupt_signal() ? interrupt_signal() : SIGINT};
+        if (msg.is_object() && msg.contains("rows")) {
+          take_worker_result(msg, slots);
+          break;
+        }
+        cause = msg.is_object() && msg.contains("internal_error")
+                    ? "internal error in the worker: " + msg["internal_error"].get<std::string>()
+                    : "the worker's result was malformed";
+      }
+      const auto culprit = std::find(pending.begin(), pending.end(), static_cast<std::size_t>(std::max(w.slot, 0)));
+      if (w.slot < 0 || culprit == pending.end()) {
+        const std::string where = w.stage == kStagePrepare ? std::string(" ") + stage_name(w.stage)
+                                                           : std::string(" outside any kernel");
+        for (std::size_t j : pending) failed[j] = cause + where;
+        break;
+      }
+      failed[*culprit] = cause + " (" + stage_name(w.stage) + ")";
+      pending.erase(culprit);
+    }
+  }
+  for (const auto& [j, why] : failed) {
+    Slot& s = slots[j];
+    for (Mode m : o.modes) {
+      ResultRow r = base_row(c, op_case.get(), s.name, s.entry->backend, m, knob_sets[s.setting]);
+      r.status = "error";
+      r.reason = why;
+      s.rows[m] = std::move(r);
+    }
+  }
+  return case_rows(slots);
+}
+
+void Runner::mark(int slot, int stage) const {
+  if (!marker) return;
+  marker->slot.store(slot, std::memory_order_relaxed);
+  marker->stage.store(stage, std::memory_order_relaxed);
+}
+
+// In a worker: the slots `run` of the case bound, gated and timed as run_case does, then released; the message
+// holds their rows, the clock discipline's state and the devices' facts.
+std::string Runner::worker_job(const ShapeCase& c, std::vector<Slot>& slots, const std::vector<std::size_t>& run) {
+  std::unique_ptr<OpCase> op_case = make_op_case(c);
+  std::vector<Slot*> mine;
+  for (std::size_t j : run) {
+    Slot& s = slots[j];
+    bind_slot(c, *op_case, s);
+    mark(-1, kStageStart);
+    const ResultRow& first = s.rows.begin()->second;
+    if (first.status == "error") end_worker_on_device_fault(s, first.reason);
+    mine.push_back(&s);
+  }
+  if (!o.gate_only) {
+    time_case(mine);
+    mark(-1, kStageStart);
+    if (first_timing_failure >= 0) {
+      const Slot& s = slots[static_cast<std::size_t>(first_timing_failure)];
+      for (const auto& [m, row] : s.rows)
+        if (row.status == "error") {
+          mark(first_timing_failure, kStageTime);
+          end_worker_on_device_fault(s, row.reason);
+        }
+    }
+  }
+  for (Slot* s : mine) {
+    mark(static_cast<int>(s->index), kStageRelease);
+    s->bound.reset();
+  }
+  mark(-1, kStageDone);
+  nlohmann::json rows = nlohmann::json::object();
+  for (Slot* s : mine) {
+    nlohmann::json list = nlohmann::json::array();
+    for (Mode m : o.modes) list.push_back(row_to_json(s->rows.at(m)));
+    rows[std::to_string(s->index)] = std::move(list);
+  }
+  nlohmann::json facts = nlohmann::json::object();
+  for (const auto& [b, slot] : devices.made)
+    if (slot.device) facts[backend_name(b)] = slot.device->facts();
+  return nlohmann::json{{"rows", rows}, {"clocks", clocks.state()}, {"facts", facts}}.dump();
+}
+
+// A worker's rows into their slots; its clock discipline carries on here; the first facts of each device are
+// kept, with the readings at the end ("*_end") from the latest worker.
+void Runner::take_worker_result(const nlohmann::json& msg, std::vector<Slot>& slots) {
+  for (const auto& [index, list] : msg.at("rows").items()) {
+    Slot& s = slots.at(std::stoul(index));
+    for (std::size_t k = 0; k < o.modes.size(); ++k) s.rows[o.modes[k]] = row_from_json(list.at(k));
+  }
+  clocks.load(msg.at("clocks"));
+  for (const auto& [name, facts] : msg.at("facts").items()) {
+    const auto b = parse_backend(name);
+    if (!b) continue;
+    auto& kept = worker_facts[*b];
+    for (const auto& [k, v] : facts.items()) {
+      const bool end = k.size() > 4 && k.compare(k.size() - 4, 4, "_end") == 0;
+      if (end || !kept.count(k)) kept[k] = v.get<std::string>();
+    }
+  }
+}
+
+// In a worker, after a kernel failed on a GPU: when the device can run nothing more (a sticky error), the worker
+// ends here, so the run gives this kernel's rows the error and the case's other kernels a fresh device context.
+void Runner::end_worker_on_device_fault(const Slot& s, const std::string& reason) {
+  if (!marker || !s.dev || !is_gpu(s.dev->backend())) return;
+  if (s.dev->fault().empty()) return;
+  mark(static_cast<int>(s.index), marker->stage.load());
+  std::snprintf(marker->note, sizeof marker->note, "%s", reason.c_str());
+  std::cout.flush();
+  _exit(kDeviceFaultExit);
 }
 
 // The printed table's name of a knob setting: "S1", "S2", ... in a sweep, nothing in a run.
@@ -287,42 +558,56 @@ std::string Runner::setting_label(std::size_t k) const {
 
 // Each mode's ok rows timed together, after the clocks of their devices are settled when due; the settle's
 // report goes into the case's timed rows.
-void Runner::time_case(std::vector<Slot>& slots) {
+void Runner::time_case(const std::vector<Slot*>& slots) {
   std::map<Device*, nlohmann::json> settles;
-  for (Slot& s : slots) {
-    const bool timed = std::any_of(s.rows.begin(), s.rows.end(), [](const auto& r) { return r.second.status == "ok"; });
-    if (s.bound && timed && !settles.count(s.dev)) settles[s.dev] = clocks.before_timing(*s.dev);
+  for (Slot* s : slots) {
+    const bool timed = std::any_of(s->rows.begin(), s->rows.end(), [](const auto& r) { return r.second.status == "ok"; });
+    if (s->bound && timed && !settles.count(s->dev)) settles[s->dev] = clocks.before_timing(*s->dev);
   }
   for (Mode m : o.modes) {
     std::vector<TimedSlot> timed;
-    for (Slot& s : slots)
-      if (s.bound && s.rows.at(m).status == "ok" && settles.count(s.dev))
-        timed.push_back({&s.rows.at(m), s.dev, [b = s.bound.get()] { b->call(); }});
+    for (Slot* s : slots)
+      if (s->bound && s->rows.at(m).status == "ok" && settles.count(s->dev)) {
+        std::function<void()> call = [b = s->bound.get()] { b->call(); };
+        if (marker)  // a worker notes whose call runs, for the run to read should it die or hang
+          call = [b = s->bound.get(), mk = marker, j = static_cast<int>(s->index)] {
+            mk->slot.store(j, std::memory_order_relaxed);
+            b->call();
+          };
+        std::function<void()> failed;
+        if (marker)  // the first kernel whose timing fails is the one a lost device context is blamed on
+          failed = [this, j = static_cast<int>(s->index)] {
+            if (first_timing_failure < 0) first_timing_failure = j;
+          };
+        timed.push_back({&s->rows.at(m), s->dev, std::move(call), std::move(failed)});
+      }
+    mark(-1, kStageTime);
     time_slots(timed, m, o);
   }
   for (auto& [dev, settle] : settles) clocks.after_timing(*dev);
-  for (Slot& s : slots) {
-    const auto it = settles.find(s.dev);
+  for (Slot* s : slots) {
+    const auto it = settles.find(s->dev);
     if (it == settles.end() || it->second.is_null()) continue;
-    for (auto& [m, row] : s.rows)
+    for (auto& [m, row] : s->rows)
       if (row.clocks.is_object()) row.clocks["settle"] = it->second;
   }
 }
 
 // A case no selected kernel can take: one declined row per mode, naming why (a GPU backend asked for by name
 // that has no device or is not built says so).
-void Runner::decline_case(const ShapeCase& c, const OpCase* op_case) {
+Runner::CaseRows Runner::decline_case(const ShapeCase& c, const OpCase* op_case) {
   const std::optional<Backend> named = parse_backend(o.backend);
-  std::string gpu_why_not;
-  const bool gpu_missing = named && *named != Backend::cpu && !devices.get(*named, &gpu_why_not);
-  const Backend b = gpu_missing ? *named : cuda_available ? Backend::cuda : Backend::cpu;
+  const bool gpu_missing = named && *named != Backend::cpu && !gpus[*named].available;
+  const Backend b = gpu_missing ? *named : gpus[Backend::cuda].available ? Backend::cuda : Backend::cpu;
+  CaseRows rows;
   for (std::size_t k = 0; k < knob_sets.size(); ++k)
     for (Mode m : o.modes) {
       ResultRow r = base_row(c, op_case, "-", b, m, knob_sets[k]);
       r.status = "declined";
-      r.reason = gpu_missing ? gpu_why_not : std::string("no selected kernel implements op ") + op_name(c.op);
-      emit(std::move(r), setting_label(k));
+      r.reason = gpu_missing ? gpus[*named].why_not : std::string("no selected kernel implements op ") + op_name(c.op);
+      rows.emplace_back(std::move(r), setting_label(k));
     }
+  return rows;
 }
 
 // One kernel of a case: declined, or prepared and bound (its own plan and buffers), called once and gated; each
@@ -338,6 +623,8 @@ void Runner::bind_slot(const ShapeCase& c, OpCase& op_case, Slot& s) {
       s.rows[m] = std::move(r);
     }
   };
+  const int me = static_cast<int>(s.index);
+  mark(me, kStageBind);
   std::string why_not;
   s.dev = devices.get(e.backend, &why_not);
   if (!s.dev) return all_rows("declined", why_not);
@@ -346,8 +633,11 @@ void Runner::bind_slot(const ShapeCase& c, OpCase& op_case, Slot& s) {
   const Support fits = check_before_allocation(op_case, e, *s.dev);
   if (!fits.ok) return all_rows("declined", fits.reason);
   try {
+    mark(-1, kStagePrepare);
     op_case.prepare(settings);
+    mark(me, kStageBind);
     s.bound = op_case.bind(e, *s.dev, knobs);
+    mark(me, kStageGate);
     gate_slot(c, op_case, s);
   } catch (const UsageError&) {
     throw;
@@ -356,7 +646,7 @@ void Runner::bind_slot(const ShapeCase& c, OpCase& op_case, Slot& s) {
     all_rows("error", "out of memory: a host allocation failed (std::bad_alloc) after the memory estimate passed");
   } catch (const std::exception& ex) {
     s.bound.reset();
-    all_rows("error", ex.what());
+    all_rows("error", allocation_failure_reason(ex.what()));
   }
 }
 
@@ -405,6 +695,10 @@ void Runner::finish_provenance() {
       file.provenance["device"] = gpu->facts();
       return;
     }
+    if (const auto it = worker_facts.find(b); ran && it != worker_facts.end()) {
+      file.provenance["device"] = it->second;
+      return;
+    }
   }
   std::string why;
   file.provenance["device"] = devices.get(Backend::cpu, &why)->facts();
@@ -414,19 +708,47 @@ void Runner::finish_provenance() {
 
 ResultsFile run_benchmarks(const RunOptions& o, std::ostream& out) { return run_benchmarks(o, {KnobSetting{}}, out); }
 
-ResultsFile run_benchmarks(const RunOptions& o, const std::vector<KnobSetting>& settings, std::ostream& out) {
-  check_run_options(o);
-  const auto cases = select_cases(o);
-  if (cases.empty()) throw UsageError("no shapes selected (check --group/--shapes/--dtype/--filter)");
-  if (settings.empty()) throw UsageError("no knob setting to run");
+namespace {
+struct Selection {
+  std::vector<ShapeCase> cases;
   std::vector<KnobValues> knob_sets;
+};
+Selection selection(const RunOptions& o, const std::vector<KnobSetting>& settings) {
+  check_run_options(o);
+  Selection s;
+  s.cases = select_cases(o);
+  if (s.cases.empty()) throw UsageError("no shapes selected (check --group/--shapes/--dtype/--filter)");
+  if (settings.empty()) throw UsageError("no knob setting to run");
   for (const auto& setting : settings) {
     RunOptions with = o;
     for (const auto& [k, v] : setting) with.knob_overrides[k] = v;
-    knob_sets.push_back(resolve_knobs(with));
+    s.knob_sets.push_back(resolve_knobs(with));
   }
   check_kernel_glob(o);
-  return Runner(o, knob_sets, cases, out).run();
+  return s;
+}
+}  // namespace
+
+void check_selection(const RunOptions& o, const std::vector<KnobSetting>& settings) { selection(o, settings); }
+
+ResultsFile run_benchmarks(const RunOptions& o, const std::vector<KnobSetting>& settings, std::ostream& out) {
+  const Selection s = selection(o, settings);
+  return Runner(o, s.knob_sets, s.cases, out).run();
+}
+
+const char* isolation_name(Isolation i) {
+  switch (i) {
+    case Isolation::automatic: return "auto";
+    case Isolation::off: return "off";
+    case Isolation::per_case: return "case";
+    case Isolation::per_kernel: return "kernel";
+  }
+  return "?";
+}
+
+double case_timeout_default(const RunOptions& o, std::size_t kernel_modes) {
+  const double per = o.gate_only ? 0.0 : o.stop.timeout_s + o.warmup_s.value_or(kGpuWarmupS);
+  return 120.0 + 4.0 * static_cast<double>(kernel_modes) * per + 2.0 * o.settle_s;
 }
 
 Tolerance run_tolerance(const RunOptions& o, DType d) {

@@ -11,10 +11,17 @@
 #include "device.hpp"
 #include "inputs.hpp"
 #include "measure.hpp"
+#include "registry.hpp"
 #include "results.hpp"
 #include "shapes.hpp"
 
 namespace attnbench {
+
+// Where the cases run: in this process (off), each case in a worker process of its own (per_case), or each kernel
+// of each case in its own (per_kernel: a kernel is then timed alone, not interleaved with the case's others);
+// automatic: per_case when a GPU kernel runs, else kCpuIsolation.
+enum class Isolation { automatic, off, per_case, per_kernel };
+const char* isolation_name(Isolation i);
 
 struct RunOptions {
   std::vector<std::string> groups;
@@ -44,7 +51,26 @@ struct RunOptions {
   double settle_gap_s = 1.0;        // a case whose timing starts this long after the last one settles again
   // Untimed interleaved sampling of a mode's kernels before its rounds; unset: kGpuWarmupS on a GPU, none on the CPU.
   std::optional<double> warmup_s;
+  // The journal (journal.hpp): each finished case's rows appended as it finishes; empty: none. With `resume`,
+  // the journal's finished cases are taken from it and the rest run; journal_command is what it records (and a
+  // resume must match) as the command.
+  std::string journal;
+  bool resume = false;
+  std::vector<std::string> journal_command;
+  // Worker processes (worker.hpp): the library runs in-process unless asked; the command line asks for automatic.
+  Isolation isolate = Isolation::off;
+  // Seconds a worker may take before it is killed and its kernel's rows are errors; unset: case_timeout_default.
+  std::optional<double> case_timeout_s;
+  // Kernels besides the registry's, for tests (the test-only faulty kernels); never set by the command line.
+  std::vector<KernelEntry> extra_kernels;
 };
+
+// What automatic isolation is on the CPU backend (README: Isolation says why).
+inline constexpr Isolation kCpuIsolation = Isolation::per_case;
+
+// The default --case-timeout for a worker running `kernel_modes` (kernel, mode) timings: 120 s, plus four times
+// the stop rule's timeout and warm-up for each, plus twice the settle bound.
+double case_timeout_default(const RunOptions& o, std::size_t kernel_modes);
 
 inline constexpr double kGpuWarmupS = 0.5;
 
@@ -67,6 +93,8 @@ using KnobSetting = std::map<std::string, std::string>;
 // The same under several knob settings at once: every case binds each kernel once per setting and times them all
 // in the same interleaved rounds; rows carry their setting's knobs, the table labels them S1, S2, ...
 ResultsFile run_benchmarks(const RunOptions& o, const std::vector<KnobSetting>& settings, std::ostream& out);
+// The checks run_benchmarks makes before any work (options, cases, knob settings, kernel globs); UsageError.
+void check_selection(const RunOptions& o, const std::vector<KnobSetting>& settings);
 
 // The gate bounds of a run for one dtype: the table's, with --atol / --rtol in their place where given.
 Tolerance run_tolerance(const RunOptions& o, DType d);

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <algorithm>
 #include <regex>
 #include <string>
 #include <vector>
@@ -53,6 +54,16 @@ std::vector<ShapeCase> select_cases(const RunOptions& o) {
   }
   std::optional<std::regex> re;
   if (!o.filter.empty()) {
+    // std::regex compiles and matches by recursion: a pattern nested deeply enough would overflow the stack.
+    constexpr std::size_t kMaxFilter = 1000;
+    constexpr int kMaxNesting = 64;
+    if (o.filter.size() > kMaxFilter)
+      throw UsageError("--filter: a pattern of at most " + std::to_string(kMaxFilter) + " characters, got " +
+                       std::to_string(o.filter.size()));
+    int depth = 0, deepest = 0;
+    for (char ch : o.filter) deepest = std::max(deepest, depth += ch == '(' ? 1 : ch == ')' ? -1 : 0);
+    if (deepest > kMaxNesting)
+      throw UsageError("--filter: groups nested more than " + std::to_string(kMaxNesting) + " deep");
     try {
       re.emplace(o.filter);
     } catch (const std::regex_error& e) {

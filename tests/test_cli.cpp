@@ -54,6 +54,8 @@ TEST(Cli, UsageErrorsExitTwoAndNameTheProblem) {
   expect_usage_error("run --group decode --set ATTNBENCH_CUDNN_PLAN=best",
                      "knob ATTNBENCH_CUDNN_PLAN: value 'best' is neither first|autotune nor a non-negative integer");
   expect_usage_error("run --group decode --filter '('", "--filter");
+  expect_usage_error("run --group decode --filter '" + std::string(65, '(') + "a" + std::string(65, ')') + "'",
+                     "--filter: groups nested more than 64 deep");
   expect_usage_error("run --group decode --backend tpu", "--backend");
   expect_usage_error("run --group decode --l2 warm", "--l2");
   expect_usage_error("run --group decode --gate-only --no-gate -o " + tmp_path("x.json"), "exclude");

@@ -92,3 +92,10 @@ TEST(MemoryCheck, GatedEstimateCoversTheBlocksBuffers) {
   EXPECT_GE(need.device_bytes, buffers + static_cast<double>(block->workspace_size()));
   EXPECT_GE(need.host_bytes, buffers);
 }
+
+TEST(MemoryCheck, FailedDeviceAllocationReadsAsOutOfMemory) {
+  const std::string cuda = "runtime.cpp:42: cudaMalloc(&p, bytes): cudaErrorMemoryAllocation (out of memory)";
+  EXPECT_EQ(attnbench::allocation_failure_reason(cuda).rfind("out of memory: a device allocation failed", 0), 0u);
+  EXPECT_NE(attnbench::allocation_failure_reason(cuda).find(cuda), std::string::npos);
+  EXPECT_EQ(attnbench::allocation_failure_reason("plan: bad split"), "plan: bad split");
+}

@@ -1,0 +1,17 @@
+// libFuzzer target: the shape-file loader (every check of a shape file), then the cases it gives as `run` and
+// `list --cases` would expand them.
+#include <cstddef>
+#include <cstdint>
+
+#include "case_list.hpp"
+#include "fuzz_common.hpp"
+#include "shapes.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string path = fuzz::input_file("shapes.json", data, size);
+  fuzz::expect_clean([&] {
+    const auto cases = attnbench::load_shape_file(path);
+    for (const auto& c : cases) (void)c.dtype_label();
+  });
+  return 0;
+}

@@ -1,0 +1,137 @@
+// Worker isolation on the CPU backend: each test-only faulty kernel costs exactly its own rows (error with the
+// cause, or mismatch), and every other row of the run is ok. CTest runs each test in its own process, so the
+// workers are forked from a process that has not started OpenMP's threads (which do not survive fork).
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "cli_helpers.hpp"
+#include "faulty_kernels.hpp"
+#include "runner.hpp"
+
+namespace attnbench {
+namespace {
+
+using testing::Fault;
+using testing::fault_name;
+
+const char* kShapes = R"({"group": "faults", "defaults": {"heads": 4, "kv_heads": 2, "head_size": 64,
+  "block_size": 16, "dtypes": ["bf16"]},
+  "shapes": [{"name": "prefill", "seqlens": [[3, 40], [17, 17]]}, {"name": "decode", "batch": 3, "seqlen_q": 1,
+             "seqlen_k": 70}]})";
+
+constexpr double kCaseTimeout = 3;
+
+RunOptions fault_run(Isolation iso, const std::vector<Fault>& faults, bool timed) {
+  RunOptions o;
+  o.shape_files = {testcli::write_text("faults.json", kShapes)};
+  o.backend = "cpu";
+  o.modes = {Mode::eager};
+  o.kernel_glob = "cpu.unified,test.fault_*";
+  o.extra_kernels = testing::faulty_entries(faults);
+  o.isolate = iso;
+  o.case_timeout_s = kCaseTimeout;
+  o.gate_only = !timed;
+  o.stop.min_samples = 3;
+  o.stop.timeout_s = 0.2;
+  o.rounds = 2;
+  return o;
+}
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAsan = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAsan = true;
+#else
+constexpr bool kAsan = false;
+#endif
+#else
+constexpr bool kAsan = false;
+#endif
+
+// The row a fault must give, and every other row ok.
+void expect_own_rows_only(const ResultsFile& f, std::size_t faults, std::size_t cases) {
+  ASSERT_EQ(f.rows.size(), (faults + 1) * cases);
+  for (const auto& r : f.rows) {
+    const std::string k = r.kernel;
+    SCOPED_TRACE(r.shape + " " + k + ": " + r.status + " " + r.reason);
+    if (k == "cpu.unified") {
+      EXPECT_EQ(r.status, "ok");
+      continue;
+    }
+    if (k == "test.fault_oob_write") {
+      EXPECT_EQ(r.status, "error");
+      // ASan reports the wild write itself, then aborts or exits instead of dying by the signal.
+      EXPECT_TRUE(has(r.reason, "SIGSEGV") || (kAsan && (has(r.reason, "killed by") || has(r.reason, "exited"))));
+      EXPECT_TRUE(has(r.reason, "first call")) << "names where it failed";
+    } else if (k == "test.fault_spin") {
+      EXPECT_EQ(r.status, "error");
+      EXPECT_TRUE(has(r.reason, "timed out after 3 s"));
+    } else if (k == "test.fault_abort") {
+      EXPECT_EQ(r.status, "error");
+      EXPECT_TRUE(has(r.reason, "SIGABRT"));
+    } else if (k == "test.fault_crash_when_timed") {
+      EXPECT_EQ(r.status, "error");
+      EXPECT_TRUE(has(r.reason, "SIGABRT") && has(r.reason, "timed"));
+    } else if (k == "test.fault_nan_element" || k == "test.fault_unwritten_element") {
+      EXPECT_EQ(r.status, "mismatch");
+      ASSERT_TRUE(r.gate);
+      EXPECT_EQ(r.gate->nonfinite, 1);
+      EXPECT_EQ(r.gate->failed, std::vector<std::string>{"nonfinite"});
+    } else {
+      ADD_FAILURE() << "unexpected kernel";
+    }
+  }
+}
+
+TEST(FaultIsolation, EachFaultCostsOnlyItsOwnRowsPerCase) {
+  std::ostringstream out;
+  const auto faults = testing::every_fault();
+  const ResultsFile f = run_benchmarks(fault_run(Isolation::per_case, faults, true), out);
+  expect_own_rows_only(f, faults.size(), 2);
+  EXPECT_EQ(f.provenance["isolation"], "case");
+  for (const auto& r : f.rows)
+    if (r.kernel == "cpu.unified") EXPECT_TRUE(r.time_us) << "the case's good kernel is timed in the fresh worker";
+}
+
+TEST(FaultIsolation, EachFaultCostsOnlyItsOwnRowsPerKernel) {
+  std::ostringstream out;
+  const auto faults = testing::every_fault();
+  const ResultsFile f = run_benchmarks(fault_run(Isolation::per_kernel, faults, true), out);
+  expect_own_rows_only(f, faults.size(), 2);
+  EXPECT_EQ(f.provenance["isolation"], "kernel");
+}
+
+TEST(FaultIsolation, EachFaultAloneBesideAGoodKernel) {
+  for (Fault fault : testing::every_fault()) {
+    SCOPED_TRACE(fault_name(fault));
+    std::ostringstream out;
+    const ResultsFile f = run_benchmarks(fault_run(Isolation::per_case, {fault}, fault == Fault::crash_when_timed), out);
+    expect_own_rows_only(f, 1, 2);
+  }
+}
+
+TEST(FaultIsolation, GatesAndStatusesMatchAnInProcessRun) {
+  // The faults that leave the process alive run in-process too: the same rows, isolated or not (isolated first:
+  // the in-process run starts OpenMP's threads here).
+  const std::vector<Fault> faults = {Fault::nan_element, Fault::unwritten_element};
+  std::ostringstream a, b;
+  const ResultsFile isolated = run_benchmarks(fault_run(Isolation::per_case, faults, false), a);
+  const ResultsFile in_process = run_benchmarks(fault_run(Isolation::off, faults, false), b);
+  ASSERT_EQ(in_process.rows.size(), isolated.rows.size());
+  for (std::size_t i = 0; i < isolated.rows.size(); ++i)
+    EXPECT_EQ(row_to_json(in_process.rows[i]), row_to_json(isolated.rows[i])) << i;
+}
+
+TEST(FaultIsolation, AutomaticIsolationOnTheCpu) {
+  std::ostringstream out;
+  RunOptions o = fault_run(Isolation::automatic, {Fault::nan_element}, false);
+  const ResultsFile f = run_benchmarks(o, out);
+  EXPECT_EQ(f.provenance["isolation"], isolation_name(kCpuIsolation));
+}
+
+}  // namespace
+}  // namespace attnbench
