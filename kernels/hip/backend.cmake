@@ -14,7 +14,7 @@ target_include_directories(attnbench_hip_instances PRIVATE ${_hip_includes})
 target_compile_options(attnbench_hip_instances PRIVATE -Wall -Wextra)
 
 find_library(ATTNBENCH_AMDHIP64 NAMES amdhip64 PATHS ${ATTNBENCH_HIP_ROOT}/lib REQUIRED)
-add_library(attnbench_hip STATIC unified.cpp runtime.cpp ${HIP_INSTANCE_TABLE_SOURCE}
+add_library(attnbench_hip STATIC unified.cpp runtime.cpp ../common/gpu_buffer.cpp ${HIP_INSTANCE_TABLE_SOURCE}
                                  $<TARGET_OBJECTS:attnbench_hip_instances>)
 target_include_directories(attnbench_hip PUBLIC ${_hip_includes})
 # The HIP headers for the host compiler: Debian's are in /usr/include already (adding it would break libstdc++'s

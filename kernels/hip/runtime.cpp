@@ -2,7 +2,6 @@
 #include "hip/runtime.hpp"
 
 #include <string>
-#include <utility>
 
 namespace attnbench::hip {
 
@@ -80,34 +79,6 @@ void copy_to_host(void* dst, const void* src, std::size_t n) {
 }
 void memset_async(void* p, int value, std::size_t n, StreamHandle s) {
   ATTNBENCH_HIP_CHECK(hipMemsetAsync(p, value, n, as_stream(s)));
-}
-
-DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
-  if (bytes) ATTNBENCH_HIP_CHECK(hipMalloc(&ptr_, bytes));
-}
-DeviceBuffer::~DeviceBuffer() {
-  if (ptr_) (void)hipFree(ptr_);
-}
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
-    : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
-  if (this != &o) {
-    if (ptr_) (void)hipFree(ptr_);
-    ptr_ = std::exchange(o.ptr_, nullptr);
-    bytes_ = std::exchange(o.bytes_, 0);
-  }
-  return *this;
-}
-void DeviceBuffer::upload(const void* src, std::size_t n) {
-  if (n > bytes_) throw std::length_error("DeviceBuffer::upload past the end");
-  ATTNBENCH_HIP_CHECK(hipMemcpy(ptr_, src, n, hipMemcpyHostToDevice));
-}
-void DeviceBuffer::download(void* dst, std::size_t n) const {
-  if (n > bytes_) throw std::length_error("DeviceBuffer::download past the end");
-  ATTNBENCH_HIP_CHECK(hipMemcpy(dst, ptr_, n, hipMemcpyDeviceToHost));
-}
-void DeviceBuffer::fill_byte(unsigned char v) {
-  if (bytes_) ATTNBENCH_HIP_CHECK(hipMemset(ptr_, v, bytes_));
 }
 
 Stream::Stream() {
