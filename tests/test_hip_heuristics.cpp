@@ -1,4 +1,4 @@
-// hip.unified's host logic: the knobs (HIPDNN_GFX942_FLASH_WIDE and the graph knobs by their seed names), the
+// hip.unified's host logic: the knobs (HIPDNN_GFX942_FLASH_WIDE and the graph knobs under their gfx942 names), the
 // regime and geometry a problem gets, splits, graph replay, the LDS budget model, the declines and the instance
 // keys, checked against kernels/hip/instances.cmake. Pure host code: runs in every build.
 #include <gtest/gtest.h>
@@ -38,7 +38,7 @@ std::string key_of(const AttentionProblem& p, const HipKnobs& k = knobs()) {
   return r.ok() ? instance_name(r.instance.key) : "declined: " + r.support.reason;
 }
 
-TEST(HipHeuristics, FlashWideKnobPicksTheSeedGeometries) {
+TEST(HipHeuristics, FlashWideKnobPicksTheGeometries) {
   EXPECT_EQ(knobs().flash, FlashGeometry::wide4);  // unset
   EXPECT_EQ(knobs({{"HIPDNN_GFX942_FLASH_WIDE", "1"}}).flash, FlashGeometry::wide4);
   EXPECT_EQ(knobs({{"HIPDNN_GFX942_FLASH_WIDE", "0"}}).flash, FlashGeometry::l4);

@@ -143,6 +143,17 @@ TEST(HipLayouts, EmulatorRefusesWhatHardwareWouldNotDo) {
   EXPECT_NE(launch_error(64, 16, [](const emu::EmuArch& a, unsigned char* lds) {
               if (a.thread() == 0) lds[16] = 0;
             }).find("LDS written past"), std::string::npos);
+  // A read of LDS another wave writes, with and without the barrier between.
+  for (const bool with_barrier : {false, true}) {
+    int nan_reads = 0;
+    launch_error(128, 128 * 4, [&](const emu::EmuArch& a, unsigned char* lds) {
+      float* f = reinterpret_cast<float*>(lds);
+      f[a.thread()] = 1.f;
+      if (with_barrier) a.barrier();
+      nan_reads += std::isnan(f[(a.thread() + 64) % 128]) ? 1 : 0;
+    });
+    EXPECT_EQ(nan_reads > 0, !with_barrier) << nan_reads;
+  }
   // LDS starts as 0xFF bytes (NaN), so a read of what no thread wrote shows.
   float first = 0.f;
   launch_error(64, 16, [&](const emu::EmuArch& a, unsigned char* lds) {

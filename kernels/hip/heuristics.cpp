@@ -75,7 +75,7 @@ bool use_decode(const AttentionProblem& p) {
 }
 
 namespace {
-bool flash_exists(const AttentionProblem& p) { return p.types.q == DType::f16; }  // the seed's flash path: fp16
+bool flash_exists(const AttentionProblem& p) { return p.types.q == DType::f16; }  // the flash regime is fp16 only
 }  // namespace
 
 Regime prefill_regime(const AttentionProblem& p, const HipKnobs& knobs) {

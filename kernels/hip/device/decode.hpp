@@ -57,8 +57,7 @@ ATTNBENCH_HD void decode_block(const A& a, const AttentionParams& p, int splits,
   Wave wv;
   wv.init(p, w, w.r0, lane);
   for (int t = tiles.begin; t < tiles.end; ++t) {
-    load_k_tile<D, T::kThreads>(a, p, w.table_row, kvh, t * kBlockN, w.rows.kv_len, k_lds);
-    load_vt_tile<D, T::kThreads>(a, p, w.table_row, kvh, t * kBlockN, w.rows.kv_len, vt_lds);
+    load_kv_tile<D, T::kThreads>(a, p, w.table_row, kvh, t * kBlockN, w.rows.kv_len, k_lds, vt_lds);
     a.barrier();
     wv.step(a, w, w.r0, k_lds, vt_lds, p_lds, wave * kDecodeKeysPerWave, t * kBlockN, c, lane);
     a.barrier();

@@ -3,8 +3,8 @@
 // xor-32 shuffle, one rescale factor covers all of a lane's O registers, and the S^T accumulator, rounded to the
 // dtype, is already the B operand of O^T += V^T P^T (acc_feeds_b): P^T never leaves the registers. Q^T is the
 // B operand of S^T and stays in registers; K and V^T come through LDS (kv_tile.hpp); O^T is staged through LDS,
-// aliased into the dead K/V region, for coalesced row stores. The seed's flash path is fp16; the kernel body
-// takes DT so that the emulator can show what a bf16 instance would do.
+// aliased into the dead K/V region, for coalesced row stores. Instances are fp16 only (bf16 runs the narrow
+// regime); the body takes DT so that the atoms' dtype stays one template argument.
 #pragma once
 
 #include "hip/device/kv_tile.hpp"
@@ -71,16 +71,18 @@ ATTNBENCH_HD void flash_block(const A& a, const AttentionParams& p, int q_major,
   float m = kNegInf, l = 0.f;
   const float c = p.scale * kLog2e;
 
-  if (T::kKBuffers == 2 && w.n_tiles > 0) load_k_tile<D, T::kThreads>(a, p, w.table_row, w.rows.kvh, 0, w.rows.kv_len, k_lds);
+  const auto k_buffer = [&](int t) { return k_lds + (t % T::kKBuffers) * T::kBN * T::kKPitch; };
+  if (T::kKBuffers == 2 && w.n_tiles > 0)
+    load_kv_tile<D, T::kThreads>(a, p, w.table_row, w.rows.kvh, 0, w.rows.kv_len, k_lds, nullptr);
   for (int t = 0; t < w.n_tiles; ++t) {
     const int n0 = t * T::kBN;
-    uint16_t* kb = k_lds + (t % T::kKBuffers) * T::kBN * T::kKPitch;
-    if (T::kKBuffers == 1)
-      load_k_tile<D, T::kThreads>(a, p, w.table_row, w.rows.kvh, n0, w.rows.kv_len, kb);
-    else if (t + 1 < w.n_tiles)  // the next tile's K into the other buffer, free since the last barrier
-      load_k_tile<D, T::kThreads>(a, p, w.table_row, w.rows.kvh, n0 + T::kBN, w.rows.kv_len,
-                                  k_lds + ((t + 1) % 2) * T::kBN * T::kKPitch);
-    load_vt_tile<D, T::kThreads>(a, p, w.table_row, w.rows.kvh, n0, w.rows.kv_len, vt_lds);
+    uint16_t* kb = k_buffer(t);
+    // Single-buffered: this tile's K with its V. Double: the next tile's K into the other buffer (free since the
+    // last barrier), this tile's K loaded one step earlier.
+    uint16_t* k_dst = T::kKBuffers == 1 ? kb : t + 1 < w.n_tiles ? k_buffer(t + 1) : nullptr;
+    load_kv_tile<D, T::kThreads>(a, p, w.table_row, w.rows.kvh, T::kKBuffers == 1 ? n0 : n0 + T::kBN, w.rows.kv_len,
+                                 k_dst, nullptr);
+    load_kv_tile<D, T::kThreads>(a, p, w.table_row, w.rows.kvh, n0, w.rows.kv_len, nullptr, vt_lds);
     a.barrier();
 
     typename A::f32x16 s[kKt];

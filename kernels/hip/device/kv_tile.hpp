@@ -24,27 +24,21 @@ ATTNBENCH_HD_INLINE Chunk load_kv_chunk(const AttentionParams& p, const void* ca
   return load_chunk(static_cast<const uint16_t*>(cache) + kv_token_offset(p, table_row, kvh, tok) + d0);
 }
 
-// K of keys [n0, n0 + kBlockN) into k_lds ([key][D + kPad]); NT threads share the chunks.
+// K of keys [n0, n0 + kBlockN) into k_lds ([key][D + kPad]) and V transposed into vt_lds ([d][kBlockN + kPad]),
+// either left out when null; NT threads share the 16-byte chunks.
 template <int D, int NT, class A>
-ATTNBENCH_HD_INLINE void load_k_tile(const A& a, const AttentionParams& p, const int32_t* table_row, int kvh, int n0,
-                                     int kv_len, uint16_t* k_lds) {
+ATTNBENCH_HD_INLINE void load_kv_tile(const A& a, const AttentionParams& p, const int32_t* table_row, int kvh, int n0,
+                                      int kv_len, uint16_t* k_lds, uint16_t* vt_lds) {
   constexpr int kParts = D / 8;
   for (int c = a.thread(); c < kBlockN * kParts; c += NT) {
     const int key = c / kParts, d0 = (c % kParts) * 8;
-    store_chunk(k_lds + key * (D + kPad) + d0, load_kv_chunk(p, p.k_cache, table_row, kvh, n0 + key, kv_len, d0));
-  }
-}
-
-// V of the same keys, transposed into vt_lds ([d][kBlockN + kPad]).
-template <int D, int NT, class A>
-ATTNBENCH_HD_INLINE void load_vt_tile(const A& a, const AttentionParams& p, const int32_t* table_row, int kvh, int n0,
-                                      int kv_len, uint16_t* vt_lds) {
-  constexpr int kParts = D / 8;
-  for (int c = a.thread(); c < kBlockN * kParts; c += NT) {
-    const int key = c / kParts, d0 = (c % kParts) * 8;
-    const Chunk v = load_kv_chunk(p, p.v_cache, table_row, kvh, n0 + key, kv_len, d0);
-    HIP_UNROLL
-    for (int e = 0; e < 8; ++e) vt_lds[(d0 + e) * (kBlockN + kPad) + key] = v.get(e);
+    if (k_lds)
+      store_chunk(k_lds + key * (D + kPad) + d0, load_kv_chunk(p, p.k_cache, table_row, kvh, n0 + key, kv_len, d0));
+    if (vt_lds) {
+      const Chunk v = load_kv_chunk(p, p.v_cache, table_row, kvh, n0 + key, kv_len, d0);
+      HIP_UNROLL
+      for (int e = 0; e < 8; ++e) vt_lds[(d0 + e) * (kBlockN + kPad) + key] = v.get(e);
+    }
   }
 }
 

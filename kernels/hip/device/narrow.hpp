@@ -38,16 +38,22 @@ struct NarrowWave {
     }
   }
 
-  // One K/V tile: this wave's keys are [key0, key0 + 16 NKT) of the LDS tile, n0 the tile's first key.
-  ATTNBENCH_HD_INLINE void step(const A& a, const WorkRows& w, int row0, const uint16_t* k_lds,
-                                const uint16_t* vt_lds, uint16_t* p_lds, int key0, int n0, float c, int lane) {
-    typename A::f32x4 s[MT][NKT];
+  // f(mt, nt, r, e) for every score register: e is its (row, key) in its 16 x 16 tile.
+  template <class F>
+  ATTNBENCH_HD_INLINE static void each_score(int lane, F&& f) {
     HIP_UNROLL
     for (int mt = 0; mt < MT; ++mt)
       HIP_UNROLL
       for (int nt = 0; nt < NKT; ++nt)
         HIP_UNROLL
-        for (int r = 0; r < M::kAcc; ++r) s[mt][nt][r] = 0.f;
+        for (int r = 0; r < M::kAcc; ++r) f(mt, nt, r, M::acc(lane, r));
+  }
+
+  // One K/V tile: this wave's keys are [key0, key0 + 16 NKT) of the LDS tile, n0 the tile's first key.
+  ATTNBENCH_HD_INLINE void step(const A& a, const WorkRows& w, int row0, const uint16_t* k_lds,
+                                const uint16_t* vt_lds, uint16_t* p_lds, int key0, int n0, float c, int lane) {
+    typename A::f32x4 s[MT][NKT];
+    each_score(lane, [&](int mt, int nt, int r, Coord) { s[mt][nt][r] = 0.f; });
     const Coord kb = M::b(lane, 0);
     HIP_UNROLL
     for (int ks = 0; ks < kSteps; ++ks)
@@ -58,15 +64,9 @@ struct NarrowWave {
         for (int mt = 0; mt < MT; ++mt) s[mt][nt] = a.template mfma16<DT>(q[mt][ks], kf, s[mt][nt]);
       }
     if (n0 + key0 + NKT * M::N > w.mask_from)
-      HIP_UNROLL
-      for (int mt = 0; mt < MT; ++mt)
-        HIP_UNROLL
-        for (int nt = 0; nt < NKT; ++nt)
-          HIP_UNROLL
-          for (int r = 0; r < M::kAcc; ++r) {
-            const Coord e = M::acc(lane, r);
-            if (n0 + key0 + nt * M::N + e.col >= w.visible_end(row0 + mt * M::M + e.row)) s[mt][nt][r] = kNegInf;
-          }
+      each_score(lane, [&](int mt, int nt, int r, Coord e) {
+        if (n0 + key0 + nt * M::N + e.col >= w.visible_end(row0 + mt * M::M + e.row)) s[mt][nt][r] = kNegInf;
+      });
     softmax(a, s, c);
     stage_p(a, s, p_lds, lane);
     pv(a, vt_lds, p_lds, key0, lane);
@@ -100,15 +100,9 @@ struct NarrowWave {
 
   // P (accumulator layout) into the wave's LDS tile, rounded to the dtype.
   ATTNBENCH_HD_INLINE void stage_p(const A& a, const typename A::f32x4 (&s)[MT][NKT], uint16_t* p_lds, int lane) {
-    HIP_UNROLL
-    for (int mt = 0; mt < MT; ++mt)
-      HIP_UNROLL
-      for (int nt = 0; nt < NKT; ++nt)
-        HIP_UNROLL
-        for (int r = 0; r < M::kAcc; ++r) {
-          const Coord e = M::acc(lane, r);
-          p_lds[(mt * M::M + e.row) * kPPitch + nt * M::N + e.col] = float_to_half<DT>(s[mt][nt][r]);
-        }
+    each_score(lane, [&](int mt, int nt, int r, Coord e) {
+      p_lds[(mt * M::M + e.row) * kPPitch + nt * M::N + e.col] = float_to_half<DT>(s[mt][nt][r]);
+    });
     a.wave_sync();
   }
 
@@ -169,8 +163,7 @@ ATTNBENCH_HD void narrow_block(const A& a, const AttentionParams& p, int q_major
   Wave wv;
   wv.init(p, w, row0, lane);
   for (int t = 0; t < w.n_tiles; ++t) {
-    load_k_tile<D, T::kThreads>(a, p, w.table_row, w.rows.kvh, t * kBlockN, w.rows.kv_len, k_lds);
-    load_vt_tile<D, T::kThreads>(a, p, w.table_row, w.rows.kvh, t * kBlockN, w.rows.kv_len, vt_lds);
+    load_kv_tile<D, T::kThreads>(a, p, w.table_row, w.rows.kvh, t * kBlockN, w.rows.kv_len, k_lds, vt_lds);
     a.barrier();
     wv.step(a, w, row0, k_lds, vt_lds, p_lds, 0, t * kBlockN, c, lane);
     a.barrier();

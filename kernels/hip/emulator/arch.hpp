@@ -67,7 +67,8 @@ class EmuArch {
 using Body = std::function<void(const EmuArch&, unsigned char* lds)>;
 
 // Runs `body` for every thread of every workgroup of `grid` (workgroups one after another). LDS starts as 0xFF bytes
-// (NaN in fp16, bf16 and fp32), so a read of a byte no thread wrote shows in the output. Throws
+// (NaN in fp16, bf16 and fp32), so a read of a byte no thread wrote yet shows in the output; threads run until they
+// block, in alternating order from round to round. Throws
 // std::runtime_error when the lanes of a wave meet at different operations (divergence at a shuffle or an atom),
 // when threads wait at a barrier that threads which returned never reach, or when LDS is written past lds_bytes.
 void launch(Dim3 grid, int threads, std::size_t lds_bytes, const Body& body);

@@ -97,9 +97,13 @@ class Workgroup {
     block_ = block;
     std::memset(lds_.data(), 0xFF, lds_.size());
     for (int t = 0; t < threads_; ++t) start(t);
-    while (true) {
-      for (int t = 0; t < threads_; ++t)
+    // Rounds alternate their order, so a read of LDS that another wave writes without a barrier between sees the
+    // poison in one direction or the other.
+    for (bool forward = true;; forward = !forward) {
+      for (int i = 0; i < threads_; ++i) {
+        const int t = forward ? i : threads_ - 1 - i;
         if (fibers_[t].req.op == Op::run) resume(t);
+      }
       if (all_done()) break;
       if (!wave_ops() && !open_barrier()) throw std::runtime_error(where() + ": no thread can go on (deadlock)");
     }
