@@ -162,6 +162,7 @@ const std::vector<std::string>& known_non_knob_variables() {
       "ATTNBENCH_CUDA",          // scripts/build.sh: ON/OFF for the CUDA backend
       "ATTNBENCH_CUDNN",         // scripts/build.sh, scripts/install-deps.sh: AUTO/ON/OFF for cudnn.sdpa
       "ATTNBENCH_HIP",           // scripts/build.sh, scripts/install-deps.sh: AUTO/ON/OFF for the HIP backend
+      "ATTNBENCH_ROCM_ROOT",     // scripts/build.sh, scripts/device/hip-report.sh: the ROCm install to build with
       "ATTNBENCH_TESTS",         // scripts/build.sh: ON/OFF for the tests
       "ATTNBENCH_TARGETS",       // scripts/build.sh: the targets to build
       "ATTNBENCH_TEST_VERBOSE",  // tests: print per-case errors
