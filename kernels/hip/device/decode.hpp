@@ -40,11 +40,55 @@ ATTNBENCH_HD_INLINE float merge_waves(const A& a, const float* o_m, const float*
   return lsum > 0.f ? mx * c + a.log2(lsum) : kNegInf;
 }
 
+// The merge area (aliasing K/V): each wave's unnormalised O rows, then its m and l per row.
+struct MergeArea {
+  float *o, *m, *l;
+  template <int D>
+  ATTNBENCH_HD_INLINE static MergeArea at(unsigned char* lds) {
+    float* o = reinterpret_cast<float*>(lds);
+    float* m = o + kDecodeWaves * kDecodeRows * DecodeTile<D>::kMergePitch;
+    return {o, m, m + kDecodeWaves * kDecodeRows};
+  }
+};
+
+// A wave's (m, l, O) of its 16 rows into the merge area.
+template <class M, int D, class Wave>
+ATTNBENCH_HD_INLINE void stage_wave_state(const Wave& wv, const MergeArea& g, int wave, int lane) {
+  HIP_UNROLL
+  for (int r = 0; r < M::kAcc; ++r) {
+    const Coord e = M::acc(lane, r);
+    const int row = wave * kDecodeRows + e.row;
+    if (e.col == 0) g.m[row] = wv.m[0][r], g.l[row] = wv.l[0][r];
+    HIP_UNROLL
+    for (int dn = 0; dn < D / M::N; ++dn) g.o[row * DecodeTile<D>::kMergePitch + dn * M::N + e.col] = wv.o[0][dn][r];
+  }
+}
+
+// Row `row` (0..15) of the workgroup, columns [col0, col0 + 8): the output itself (one split) or this split's
+// LSE and normalised partial in the workspace.
+template <class A, DType DT, int D>
+ATTNBENCH_HD_INLINE void write_decode_row(const A& a, const AttentionParams& p, const WorkRows& w, const MergeArea& g,
+                                          int splits, int row, int col0, float c) {
+  const int r = w.r0 + row;
+  float acc[8];
+  const float lse = merge_waves<A, D>(a, g.o, g.m, g.l, row, col0, 8, c, acc);
+  if (splits == 1) {
+    uint16_t* dst = static_cast<uint16_t*>(p.out) + row_offset(w.rows, r, p.o_stride_token, p.o_stride_head) + col0;
+    store_chunk(dst, Chunk{pack4<DT>(acc[0], acc[1], acc[2], acc[3]), pack4<DT>(acc[4], acc[5], acc[6], acc[7])});
+    return;
+  }
+  const int64_t rows_total = p.total_q * p.heads;
+  const int64_t grow = (w.rows.q_start + static_cast<int64_t>(w.rows.token(r))) * p.heads + w.rows.head(r);
+  float* ws = static_cast<float*>(p.workspace);
+  if (col0 == 0) ws[a.block_x() * rows_total + grow] = lse;
+  float* dst = ws + decode_lse_floats(splits, rows_total) + (a.block_x() * rows_total + grow) * D + col0;
+  for (int i = 0; i < 8; ++i) dst[i] = acc[i];
+}
+
 template <class A, class L, DType DT, int D>
 ATTNBENCH_HD void decode_block(const A& a, const AttentionParams& p, int splits, unsigned char* lds) {
   using T = DecodeTile<D>;
   using Wave = NarrowWave<A, L, DT, D, 1, 1>;
-  using M = typename L::Narrow;
   const int kvh = a.block_y() % p.kv_heads, rt = a.block_y() / p.kv_heads;
   const WorkRows w = work_rows(p, a.block_z(), kvh, rt * kDecodeRows, kDecodeRows);
   if (!w.active) return;
@@ -63,39 +107,13 @@ ATTNBENCH_HD void decode_block(const A& a, const AttentionParams& p, int splits,
     a.barrier();
   }
   wv.finish(a);
-
-  // Each wave's (m, l, unnormalised O) per row into the merge area (aliasing K/V: the loop's last barrier passed).
-  float* o_m = reinterpret_cast<float*>(lds);
-  float* m_m = o_m + kDecodeWaves * kDecodeRows * T::kMergePitch;
-  float* l_m = m_m + kDecodeWaves * kDecodeRows;
-  HIP_UNROLL
-  for (int r = 0; r < M::kAcc; ++r) {
-    const Coord e = M::acc(lane, r);
-    if (e.col == 0) m_m[wave * kDecodeRows + e.row] = wv.m[0][r], l_m[wave * kDecodeRows + e.row] = wv.l[0][r];
-    HIP_UNROLL
-    for (int dn = 0; dn < D / M::N; ++dn) o_m[(wave * kDecodeRows + e.row) * T::kMergePitch + dn * M::N + e.col] = wv.o[0][dn][r];
-  }
+  const MergeArea g = MergeArea::at<D>(lds);  // the loop's last barrier passed: K/V are dead
+  stage_wave_state<typename L::Narrow, D>(wv, g, wave, lane);
   a.barrier();
-
   // Thread -> (row, 8 columns): D / 8 threads per row, 16 rows.
   constexpr int kTpr = D / 8;
-  if (tid >= kDecodeRows * kTpr) return;
-  const int row = tid / kTpr, col0 = (tid % kTpr) * 8;
-  const int r = w.r0 + row;
-  if (r >= w.rows.count()) return;
-  float acc[8];
-  const float lse = merge_waves<A, D>(a, o_m, m_m, l_m, row, col0, 8, c, acc);
-  if (splits == 1) {
-    uint16_t* dst = static_cast<uint16_t*>(p.out) + row_offset(w.rows, r, p.o_stride_token, p.o_stride_head) + col0;
-    store_chunk(dst, Chunk{pack4<DT>(acc[0], acc[1], acc[2], acc[3]), pack4<DT>(acc[4], acc[5], acc[6], acc[7])});
-    return;
-  }
-  const int64_t rows_total = p.total_q * p.heads;
-  const int64_t grow = (w.rows.q_start + static_cast<int64_t>(w.rows.token(r))) * p.heads + w.rows.head(r);
-  float* ws = static_cast<float*>(p.workspace);
-  if (col0 == 0) ws[a.block_x() * rows_total + grow] = lse;
-  float* dst = ws + decode_lse_floats(splits, rows_total) + (a.block_x() * rows_total + grow) * D + col0;
-  for (int i = 0; i < 8; ++i) dst[i] = acc[i];
+  if (tid < kDecodeRows * kTpr && w.r0 + tid / kTpr < w.rows.count())
+    write_decode_row<A, DT, D>(a, p, w, g, splits, tid / kTpr, (tid % kTpr) * 8, c);
 }
 
 // The split combine: one row (token, head) per D / 8 threads, weights 2^(lse_s - max lse).
