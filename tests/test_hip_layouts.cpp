@@ -67,10 +67,10 @@ TEST(HipLayouts, PropertiesTheKernelsRelyOn) {
   EXPECT_FALSE(acc_feeds_b<TransposedAcc32>());
   EXPECT_FALSE(acc_feeds_a<Mfma16x16x16>());  // why the narrow regime (S = Q K^T) stages P through LDS
   EXPECT_FALSE(acc_feeds_a<Mfma32x32x8>());
-  EXPECT_TRUE(col_lanes_differ_in<Mfma32x32x8>(32));   // a query's S^T values: lane and lane ^ 32
-  EXPECT_FALSE(col_lanes_differ_in<Mfma32x32x8>(16));
-  EXPECT_TRUE(row_lanes_differ_in<Mfma16x16x16>(15));  // a row's S values: the 16 lanes of lane / 16
-  EXPECT_FALSE(row_lanes_differ_in<Mfma16x16x16>(7));
+  EXPECT_TRUE(acc_lanes_differ_in<Mfma32x32x8>(false, 32));   // a query's S^T values: lane and lane ^ 32
+  EXPECT_FALSE(acc_lanes_differ_in<Mfma32x32x8>(false, 16));
+  EXPECT_TRUE(acc_lanes_differ_in<Mfma16x16x16>(true, 15));  // a row's S values: the 16 lanes of lane / 16
+  EXPECT_FALSE(acc_lanes_differ_in<Mfma16x16x16>(true, 7));
 }
 
 // D = A B + C through the emulated atom, operands scattered to lanes by the layout, against a plain product.

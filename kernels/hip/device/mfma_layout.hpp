@@ -74,27 +74,17 @@ constexpr bool acc_feeds_a() {
   return true;
 }
 
-// The lanes holding one accumulator column (32x32: one query of S^T) differ in lane bit 5 only: the row max/sum of
-// a query is one xor-32 shuffle away.
+// The lanes holding one accumulator column (or row, by_row) differ in the lane bits of `mask` only. 32x32 columns
+// (one query of S^T) sit in lanes l and l ^ 32: a query's max and sum are one xor-32 shuffle away; 16x16 rows (one
+// query row of S) sit in the 16 lanes of lane / 16: reduced by xor 1, 2, 4, 8.
 template <class Atom>
-constexpr bool col_lanes_differ_in(int mask) {
+constexpr bool acc_lanes_differ_in(bool by_row, int mask) {
+  const auto key = [by_row](Coord e) { return by_row ? e.row : e.col; };
   for (int l = 0; l < 64; ++l)
     for (int r = 0; r < Atom::kAcc; ++r)
       for (int l2 = 0; l2 < 64; ++l2)
         for (int r2 = 0; r2 < Atom::kAcc; ++r2)
-          if (Atom::acc(l, r).col == Atom::acc(l2, r2).col && ((l ^ l2) & ~mask) != 0) return false;
-  return true;
-}
-
-// The lanes holding one accumulator row (16x16: one query row of S) differ in the bits of `mask` only (bits 0-3:
-// the row's 16 keys sit in 16 lanes, reduced by xor 1, 2, 4, 8).
-template <class Atom>
-constexpr bool row_lanes_differ_in(int mask) {
-  for (int l = 0; l < 64; ++l)
-    for (int r = 0; r < Atom::kAcc; ++r)
-      for (int l2 = 0; l2 < 64; ++l2)
-        for (int r2 = 0; r2 < Atom::kAcc; ++r2)
-          if (Atom::acc(l, r).row == Atom::acc(l2, r2).row && ((l ^ l2) & ~mask) != 0) return false;
+          if (key(Atom::acc(l, r)) == key(Atom::acc(l2, r2)) && ((l ^ l2) & ~mask) != 0) return false;
   return true;
 }
 
