@@ -7,7 +7,8 @@
 set(ATTNBENCH_HIP AUTO CACHE STRING
     "Build the HIP (gfx942, gfx90a) backend: AUTO (when its toolchain is found and the CUDA backend is off), ON or OFF")
 set_property(CACHE ATTNBENCH_HIP PROPERTY STRINGS AUTO ON OFF)
-set(ATTNBENCH_ROCM_ROOT "" CACHE PATH "A ROCm install to build the HIP backend with (empty: /opt/rocm when it knows gfx942)")
+set(ATTNBENCH_ROCM_ROOT "" CACHE PATH
+    "A ROCm install to build the HIP backend with (empty: /opt/rocm when it knows gfx942)")
 set(ATTNBENCH_HIP_ARCHITECTURES "gfx942;gfx90a" CACHE STRING "The gfx targets of the HIP backend's code objects")
 
 # A ROCm install that knows gfx942: its clang and its root; empty when there is none.

@@ -15,7 +15,8 @@ for d in /usr/lib/x86_64-linux-gnu/amdgcn/bitcode /usr/lib/amdgcn/bitcode; do
   [ -f "$d/ockl.bc" ] && BC=$d && break
 done
 [ -n "$BC" ] || { echo "make-rocm-root: no ROCm device libraries (install rocm-device-libs)" >&2; exit 1; }
-[ -f /usr/include/hip/hip_runtime.h ] || { echo "make-rocm-root: no HIP headers (install libamdhip64-dev)" >&2; exit 1; }
+[ -f /usr/include/hip/hip_runtime.h ] ||
+  { echo "make-rocm-root: no HIP headers (install libamdhip64-dev)" >&2; exit 1; }
 tmp="$DIR.tmp.$$"
 rm -rf "$tmp"
 mkdir -p "$tmp/amdgcn/bitcode" "$tmp/share" "$tmp/lib/cmake/hip-lang"
@@ -28,8 +29,11 @@ layout=$("$CLANG" --target=amdgcn-amd-amdhsa -mcpu=gfx942 -nogpulib -S -emit-llv
 [ -n "$layout" ] || { echo "make-rocm-root: $CLANG does not know gfx942" >&2; exit 1; }
 for v in 941 942; do
   ll="$tmp/isa_$v.ll"
-  printf 'target datalayout = "%s"\ntarget triple = "amdgcn-amd-amdhsa"\n@__oclc_ISA_version = linkonce_odr protected local_unnamed_addr addrspace(4) constant i32 %s, align 4\n' \
-    "$layout" "${v:0:2}0${v:2:1}" > "$ll"
+  {
+    printf 'target datalayout = "%s"\ntarget triple = "amdgcn-amd-amdhsa"\n' "$layout"
+    printf '@__oclc_ISA_version = linkonce_odr protected local_unnamed_addr addrspace(4) constant i32 %s, align 4\n' \
+      "${v:0:2}0${v:2:1}"
+  } > "$ll"
   "$CLANG" --target=amdgcn-amd-amdhsa -nogpulib -c -emit-llvm "$ll" -o "$tmp/amdgcn/bitcode/oclc_isa_version_$v.bc"
   rm -f "$ll"
 done

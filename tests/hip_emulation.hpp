@@ -8,7 +8,7 @@
 
 #include "attnbench/reference.hpp"
 #include "gate.hpp"
-#include "hip/emulator/kernels.hpp"
+#include "hip/emulator/run_kernels.hpp"
 #include "hip/resolve.hpp"
 #include "inputs.hpp"
 

@@ -32,11 +32,14 @@ separate_arguments(_hip_flags UNIX_COMMAND "${CMAKE_HIP_FLAGS}")
 set(_hip_remarks "")
 file(GLOB _hip_headers CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.hpp ${CMAKE_CURRENT_SOURCE_DIR}/device/*.hpp
      ${CMAKE_CURRENT_SOURCE_DIR}/../common/device/*.hpp)
+set(_hip_report_args ${_hip_flags} -std=c++17 -O3 -x hip --offload-arch=gfx942 --offload-device-only -c -o /dev/null
+                     -Rpass-analysis=kernel-resource-usage -I${CMAKE_CURRENT_SOURCE_DIR}/..
+                     -I${CMAKE_CURRENT_SOURCE_DIR}/../include)
 foreach(src IN LISTS HIP_INSTANCE_SOURCES)
   get_filename_component(stem ${src} NAME_WE)
   set(out ${_hip_gen}/${stem}.gfx942.remarks)
   add_custom_command(OUTPUT ${out}
-    COMMAND ${CMAKE_COMMAND} -DCOMPILER=${CMAKE_HIP_COMPILER} "-DARGS=${_hip_flags};-std=c++17;-O3;-x;hip;--offload-arch=gfx942;--offload-device-only;-c;-o;/dev/null;-Rpass-analysis=kernel-resource-usage;-I${CMAKE_CURRENT_SOURCE_DIR}/..;-I${CMAKE_CURRENT_SOURCE_DIR}/../include;${src}"
+    COMMAND ${CMAKE_COMMAND} -DCOMPILER=${CMAKE_HIP_COMPILER} "-DARGS=${_hip_report_args};${src}"
             -DOUT=${out} -P ${CMAKE_SOURCE_DIR}/cmake/capture-stderr.cmake
     DEPENDS ${src} ${_hip_headers} ${CMAKE_SOURCE_DIR}/cmake/capture-stderr.cmake
     COMMENT "gfx942 resource usage of ${stem}" VERBATIM)

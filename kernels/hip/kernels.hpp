@@ -60,8 +60,8 @@ void launch_decode(const AttentionParams& p, const LaunchPlan& lp, gpu::StreamHa
   hipLaunchKernelGGL((decode_kernel<DT, D>), grid_of(lp), dim3(DecodeTile<D>::kThreads), 0, s, p, lp.splits);
   check_last_launch("decode_kernel");
   if (lp.splits <= 1) return;
-  hipLaunchKernelGGL((combine_kernel<DT, D>), dim3(static_cast<unsigned>(lp.combine_blocks)), dim3(kCombineThreads), 0, s,
-                     p, lp.splits);
+  hipLaunchKernelGGL((combine_kernel<DT, D>), dim3(static_cast<unsigned>(lp.combine_blocks)), dim3(kCombineThreads),
+                     0, s, p, lp.splits);
   check_last_launch("combine_kernel");
 }
 

@@ -56,7 +56,9 @@ void check_params(const HipUnifiedPlan& plan, const AttentionParams& a) {
   if ((a.q_stride_token | a.q_stride_head | a.o_stride_token | a.o_stride_head | a.kv_stride_block |
        a.kv_stride_token | a.kv_stride_head) % 8 != 0)
     throw std::invalid_argument("hip.unified: strides must be multiples of 8 elements (16-byte rows)");
-  for (const void* ptr : {a.q, a.k_cache, a.v_cache, static_cast<const void*>(a.out), static_cast<const void*>(a.workspace)})
+  const void* out = a.out;
+  const void* workspace = a.workspace;
+  for (const void* ptr : {a.q, a.k_cache, a.v_cache, out, workspace})
     if (reinterpret_cast<std::uintptr_t>(ptr) % 16 != 0)
       throw std::invalid_argument("hip.unified: q, k_cache, v_cache, out and workspace must be 16-byte aligned");
   if (a.epilogue.gate != nullptr || a.prologue.q_norm_weight != nullptr || a.prologue.rope_cos != nullptr)

@@ -34,7 +34,8 @@ ATTNBENCH_HD_INLINE float merge_waves(const A& a, const float* o_m, const float*
   const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
   for (int i = 0; i < n; ++i) {
     float v = 0.f;
-    for (int wv = 0; wv < kDecodeWaves; ++wv) v += o_m[(wv * kDecodeRows + row) * DecodeTile<D>::kMergePitch + col0 + i] * f[wv];
+    for (int wv = 0; wv < kDecodeWaves; ++wv)
+      v += o_m[(wv * kDecodeRows + row) * DecodeTile<D>::kMergePitch + col0 + i] * f[wv];
     out_row[i] = v * inv;
   }
   return lsum > 0.f ? mx * c + a.log2(lsum) : kNegInf;

@@ -39,7 +39,8 @@ struct FlashWave {
   ATTNBENCH_HD_INLINE void init(const AttentionParams& p, const WorkRows& w, int wave, int lane) {
     const Coord qb = M::b(lane, 0);
     const int q_row = w.r0 + wave * M::N + qb.col;
-    const uint16_t* src = static_cast<const uint16_t*>(p.q) + row_offset(w.rows, q_row, p.q_stride_token, p.q_stride_head);
+    const uint16_t* src =
+        static_cast<const uint16_t*>(p.q) + row_offset(w.rows, q_row, p.q_stride_token, p.q_stride_head);
     HIP_UNROLL
     for (int ks = 0; ks < D / M::K; ++ks) q[ks] = q_row < w.rows.count() ? load_frag(src + ks * M::K + qb.row) : 0;
     each_o([&](int db, int r) { o[db][r] = 0.f; });
@@ -65,7 +66,8 @@ struct FlashWave {
       for (int r = 0; r < M::kAcc; ++r) s[kt][r] = 0.f;
       HIP_UNROLL
       for (int ks = 0; ks < D / M::K; ++ks)
-        s[kt] = a.template mfma32<DT>(load_frag(kb + (kt * M::M + ka.row) * T::kKPitch + ks * M::K + ka.col), q[ks], s[kt]);
+        s[kt] = a.template mfma32<DT>(load_frag(kb + (kt * M::M + ka.row) * T::kKPitch + ks * M::K + ka.col), q[ks],
+                                      s[kt]);
       if (n0 + T::kBN > w.mask_from)
         HIP_UNROLL
         for (int r = 0; r < M::kAcc; ++r)

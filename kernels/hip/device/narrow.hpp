@@ -26,7 +26,8 @@ struct NarrowWave {
     HIP_UNROLL
     for (int mt = 0; mt < MT; ++mt) {
       const int row = row0 + mt * M::M + qa.row;
-      const uint16_t* src = static_cast<const uint16_t*>(p.q) + row_offset(w.rows, row, p.q_stride_token, p.q_stride_head);
+      const uint16_t* src =
+          static_cast<const uint16_t*>(p.q) + row_offset(w.rows, row, p.q_stride_token, p.q_stride_head);
       HIP_UNROLL
       for (int ks = 0; ks < kSteps; ++ks) q[mt][ks] = row < w.rows.count() ? load_frag(src + ks * M::K + qa.col) : 0;
       HIP_UNROLL
@@ -177,7 +178,8 @@ ATTNBENCH_HD void narrow_block(const A& a, const AttentionParams& p, int q_major
       const int row = row0 + mt * M::M + e.row;
       if (row >= w.rows.count()) continue;
       const float inv = wv.l[mt][r] > 0.f ? 1.f / wv.l[mt][r] : 0.f;
-      uint16_t* dst = static_cast<uint16_t*>(p.out) + row_offset(w.rows, row, p.o_stride_token, p.o_stride_head) + e.col;
+      uint16_t* dst =
+          static_cast<uint16_t*>(p.out) + row_offset(w.rows, row, p.o_stride_token, p.o_stride_head) + e.col;
       HIP_UNROLL
       for (int dn = 0; dn < D / M::N; ++dn) dst[dn * M::N] = float_to_half<DT>(wv.o[mt][dn][r] * inv);
     }

@@ -108,7 +108,8 @@ class Workgroup {
       if (!wave_ops() && !open_barrier()) throw std::runtime_error(where() + ": no thread can go on (deadlock)");
     }
     for (std::size_t i = lds_bytes_; i < lds_.size(); ++i)
-      if (lds_[i] != 0xFF) throw std::runtime_error(where() + ": LDS written past its " + std::to_string(lds_bytes_) + " bytes");
+      if (lds_[i] != 0xFF)
+        throw std::runtime_error(where() + ": LDS written past its " + std::to_string(lds_bytes_) + " bytes");
   }
 
   // From a fiber: wait at a rendezvous, return what it gave.
