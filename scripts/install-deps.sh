@@ -67,6 +67,20 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
 fi
+# The HIP backend's toolchain for gfx942 and gfx90a (cmake/hip.cmake): clang-19 and its offload bundler, the HIP
+# runtime and headers, the device libraries, and llvm-19's objdump/objcopy for the ISA test; ~95 MB without
+# recommends (clang-19's would add llvm-19-dev). ATTNBENCH_HIP=OFF skips them; a ROCm install needs none of them.
+hip_missing=()
+if [ "${ATTNBENCH_HIP:-}" != "OFF" ]; then
+  for p in clang-19 lld-19 clang-tools-19 llvm-19 libamdhip64-dev rocm-device-libs; do
+    dpkg -s "$p" >/dev/null 2>&1 || hip_missing+=("$p")
+  done
+fi
+if [ ${#hip_missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  [ ${#missing[@]} -gt 0 ] || $SUDO apt-get update -qq  # else updated above
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${hip_missing[@]}"
+fi
 [ "${ATTNBENCH_CUDNN:-}" = "OFF" ] || install_cudnn_frontend
 
 # The sanitizer and fuzzing build of scripts/sanitize-cpu.sh: clang with its sanitizer and libFuzzer runtimes, and

@@ -84,5 +84,9 @@ std::optional<double> host_available_bytes();
 std::unique_ptr<Device> make_cpu_device();
 // The CUDA device when the CUDA backend is built and a device is visible; nullptr otherwise, with the reason.
 std::unique_ptr<Device> make_cuda_device(std::string* why_not);
+#ifdef ATTNBENCH_WITH_HIP
+// The HIP device when a HIP device is visible; nullptr otherwise, with the reason ("no HIP device").
+std::unique_ptr<Device> make_hip_device(std::string* why_not);
+#endif
 
 }  // namespace attnbench

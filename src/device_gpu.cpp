@@ -187,5 +187,8 @@ std::unique_ptr<Device> make_gpu_device(Backend b, std::string* why_not) {
 #ifdef ATTNBENCH_WITH_CUDA
 std::unique_ptr<Device> make_cuda_device(std::string* why_not) { return make_gpu_device(Backend::cuda, why_not); }
 #endif
+#ifdef ATTNBENCH_WITH_HIP
+std::unique_ptr<Device> make_hip_device(std::string* why_not) { return make_gpu_device(Backend::hip, why_not); }
+#endif
 
 }  // namespace attnbench

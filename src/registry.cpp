@@ -21,6 +21,10 @@ const std::vector<KernelEntry>& kernel_registry() {
 #ifdef ATTNBENCH_WITH_CUDA
     add(make_cuda_unified(), "paged attention, sm_90a: 2D prefill (mma.sync) and 3D split-KV decode, merged in the same launch");
 #endif
+#ifdef ATTNBENCH_WITH_HIP
+    add(make_hip_unified(), "paged attention, gfx942/gfx90a: 2D prefill (narrow mfma 16x16x16, flash transposed-x8 "
+                            "mfma 32x32x8) and 3D split-KV decode + combine");
+#endif
 #ifdef ATTNBENCH_WITH_CUDNN
     add(make_cudnn_sdpa(), "cuDNN SDPA (frontend graph API) on the paged inputs: page tables, padding + causal mask");
 #endif
@@ -58,7 +62,9 @@ std::string backend_not_built_reason(Backend b) {
 std::unique_ptr<Device> make_backend_device(Backend b, std::string* why_not) {
   if (b == Backend::cpu) return make_cpu_device();
   if (b == Backend::cuda) return make_cuda_device(why_not);  // says why itself in a build without CUDA
-  // hip: a HIP build adds its device here; until then no binary has one.
+#ifdef ATTNBENCH_WITH_HIP
+  if (b == Backend::hip) return make_hip_device(why_not);
+#endif
   if (why_not) *why_not = backend_not_built_reason(b);
   return nullptr;
 }

@@ -34,14 +34,25 @@ const std::vector<KnobSpec>& knob_table() {
        "the pack with the fewest KV-tile steps + units (kernels/NOTES.md, wide v6); a value that does not divide the "
        "group keeps the problem off the wide kernel (declined where ATTNBENCH_SM90_PATH=wide)"},
       {"ATTNBENCH_Q_MAJOR_GRID", {"0", "1"}, "0",
-       "cuda.unified 2D prefill: 1 puts the q-tile index on grid.x (q-major order), 0 puts heads first"},
+       "cuda.unified and hip.unified 2D prefill: 1 puts the q-tile index on grid.x (q-major order), 0 puts heads "
+       "(hip: kv heads) first"},
       {"ATTNBENCH_3D_SPLITS", {}, "0",
-       "cuda.unified 3D decode: KV splits per (sequence, kv head, 16-row tile); 0 = heuristic; "
+       "cuda.unified and hip.unified 3D decode: KV splits per (sequence, kv head, 16-row tile); 0 = heuristic; "
        "capped at 128 and at the 64-key tiles"},
       {"ATTNBENCH_2D_GRAPH", {"0", "1"}, "1",
        "cuda.unified: allow recommend_graph_replay() to say yes for 2D prefill problems"},
       {"ATTNBENCH_3D_GRAPH", {"0", "1"}, "1",
        "cuda.unified: allow recommend_graph_replay() to say yes for 3D decode problems"},
+      {"ATTNBENCH_GFX942_PATH", {"auto", "narrow", "flash"}, "auto",
+       "hip.unified 2D prefill: narrow = mfma 16x16x16 kernel (fp16, bf16); flash = transposed-x8 mfma 32x32x8 "
+       "kernel (fp16 only, declined for bf16); auto = flash for fp16, narrow for bf16"},
+      {"HIPDNN_GFX942_FLASH_WIDE", {"0", "1", "2"}, "1",
+       "hip.unified 2D prefill, flash regime: waves per workgroup, 32 query rows each: 1 (the default) = wide4 "
+       "(4 waves, 256 threads), 0 = L4 (1 wave), 2 = wide2 (2 waves)"},
+      {"HIPDNN_GFX942_2D_GRAPH", {"0", "1"}, "1",
+       "hip.unified: allow recommend_graph_replay() to say yes for 2D prefill problems"},
+      {"HIPDNN_GFX942_3D_GRAPH", {"0", "1"}, "1",
+       "hip.unified: allow recommend_graph_replay() to say yes for 3D decode problems"},
       {"ATTNBENCH_GATED_FUSE_GATE", {"0", "1"}, "1",
        "*.gated_block: 1 applies O * sigmoid(GATE) in the SDPA epilogue (declined where the SDPA kernel has none)"},
       {"ATTNBENCH_GATED_FUSE_NORM_ROPE", {"0", "1"}, "0",
@@ -150,6 +161,8 @@ const std::vector<std::string>& known_non_knob_variables() {
       "ATTNBENCH_GPU_TESTS",     // scripts/device/gate-stats.sh: the GPU test binary to run
       "ATTNBENCH_CUDA",          // scripts/build.sh: ON/OFF for the CUDA backend
       "ATTNBENCH_CUDNN",         // scripts/build.sh, scripts/install-deps.sh: AUTO/ON/OFF for cudnn.sdpa
+      "ATTNBENCH_HIP",           // scripts/build.sh, scripts/install-deps.sh: AUTO/ON/OFF for the HIP backend
+      "ATTNBENCH_ROCM_ROOT",     // scripts/build.sh, scripts/device/hip-report.sh: the ROCm install to build with
       "ATTNBENCH_TESTS",         // scripts/build.sh: ON/OFF for the tests
       "ATTNBENCH_TARGETS",       // scripts/build.sh: the targets to build
       "ATTNBENCH_TEST_VERBOSE",  // tests: print per-case errors

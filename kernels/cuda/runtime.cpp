@@ -85,34 +85,6 @@ void memset_async(void* p, int value, std::size_t n, StreamHandle s) {
   ATTNBENCH_CUDA_CHECK(cudaMemsetAsync(p, value, n, as_stream(s)));
 }
 
-DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
-  if (bytes) ATTNBENCH_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
-}
-DeviceBuffer::~DeviceBuffer() {
-  if (ptr_) cudaFree(ptr_);
-}
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
-    : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
-  if (this != &o) {
-    if (ptr_) cudaFree(ptr_);
-    ptr_ = std::exchange(o.ptr_, nullptr);
-    bytes_ = std::exchange(o.bytes_, 0);
-  }
-  return *this;
-}
-void DeviceBuffer::upload(const void* src, std::size_t n) {
-  if (n > bytes_) throw std::length_error("DeviceBuffer::upload past the end");
-  ATTNBENCH_CUDA_CHECK(cudaMemcpy(ptr_, src, n, cudaMemcpyHostToDevice));
-}
-void DeviceBuffer::download(void* dst, std::size_t n) const {
-  if (n > bytes_) throw std::length_error("DeviceBuffer::download past the end");
-  ATTNBENCH_CUDA_CHECK(cudaMemcpy(dst, ptr_, n, cudaMemcpyDeviceToHost));
-}
-void DeviceBuffer::fill_byte(unsigned char v) {
-  if (bytes_) ATTNBENCH_CUDA_CHECK(cudaMemset(ptr_, v, bytes_));
-}
-
 Stream::Stream() {
   cudaStream_t s = nullptr;
   ATTNBENCH_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));

@@ -1,9 +1,13 @@
-// Qualifiers and integer helpers for rules shared by the host (g++) and the CUDA kernels (nvcc).
+// Qualifiers and integer helpers for rules shared by the host (g++) and the CUDA (nvcc) and HIP (clang) kernels.
 #pragma once
 
 #if defined(__CUDACC__)
 #define ATTNBENCH_HD __host__ __device__
 #define ATTNBENCH_HD_INLINE ATTNBENCH_HD __forceinline__
+#elif defined(__HIP__)
+// Spelled as attributes: this header may come before the HIP runtime header that defines __host__ / __device__.
+#define ATTNBENCH_HD __attribute__((host, device))
+#define ATTNBENCH_HD_INLINE ATTNBENCH_HD inline __attribute__((always_inline))
 #else
 #define ATTNBENCH_HD
 #define ATTNBENCH_HD_INLINE inline

@@ -19,4 +19,10 @@ std::unique_ptr<AttentionKernel> make_cudnn_sdpa();
 std::unique_ptr<AttentionKernel> make_cuda_unified();
 #endif
 
+#ifdef ATTNBENCH_WITH_HIP
+// hip.unified: gfx942/gfx90a 2D prefill (narrow mfma 16x16x16, flash transposed-x8 mfma 32x32x8) and 3D split-KV
+// decode + combine, dispatched per problem.
+std::unique_ptr<AttentionKernel> make_hip_unified();
+#endif
+
 }  // namespace attnbench

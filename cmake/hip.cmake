@@ -1,0 +1,91 @@
+# The HIP backend's toolchain: a clang that knows gfx942, the HIP headers and libamdhip64, and a ROCm root for
+# clang's --rocm-path and CMake's HIP language. A ROCm install (ATTNBENCH_ROCM_ROOT, else /opt/rocm) with gfx942
+# device libraries is used as it is; otherwise Debian's packages (clang-19, libamdhip64-dev, rocm-device-libs;
+# scripts/install-deps.sh) with the root cmake/make-rocm-root.sh builds in the build folder. A binary links one
+# GPU runtime shim, so the HIP backend and the CUDA backend are built in separate build folders.
+# Sets ATTNBENCH_HIP_BUILD (TRUE/FALSE) and, when TRUE, enables the HIP language.
+set(ATTNBENCH_HIP AUTO CACHE STRING
+    "Build the HIP (gfx942, gfx90a) backend: AUTO (when its toolchain is found and the CUDA backend is off), ON or OFF")
+set_property(CACHE ATTNBENCH_HIP PROPERTY STRINGS AUTO ON OFF)
+set(ATTNBENCH_ROCM_ROOT "" CACHE PATH
+    "A ROCm install to build the HIP backend with (empty: /opt/rocm when it knows gfx942)")
+set(ATTNBENCH_HIP_ARCHITECTURES "gfx942;gfx90a" CACHE STRING "The gfx targets of the HIP backend's code objects")
+
+# A ROCm install that knows gfx942: its clang and its root; empty when there is none.
+function(_attnbench_rocm_install clang_out root_out)
+  set(${clang_out} "" PARENT_SCOPE)
+  foreach(root IN ITEMS "${ATTNBENCH_ROCM_ROOT}" /opt/rocm)
+    if(root AND EXISTS "${root}/llvm/bin/clang++" AND EXISTS "${root}/amdgcn/bitcode/oclc_isa_version_942.bc"
+       AND EXISTS "${root}/include/hip/hip_runtime.h")
+      set(${clang_out} "${root}/llvm/bin/clang++" PARENT_SCOPE)
+      set(${root_out} "${root}" PARENT_SCOPE)
+      return()
+    endif()
+  endforeach()
+endfunction()
+
+# Debian's clang and HIP packages, with the root made from them; why_out says what is missing.
+function(_attnbench_debian_hip clang_out root_out why_out)
+  set(${clang_out} "" PARENT_SCOPE)
+  find_program(ATTNBENCH_HIP_CLANG NAMES clang++-19 clang++-20 clang++-18)
+  if(NOT ATTNBENCH_HIP_CLANG)
+    set(${why_out} "no clang++-19 (or 18, 20) and no ROCm install with gfx942 (ATTNBENCH_ROCM_ROOT)" PARENT_SCOPE)
+    return()
+  endif()
+  if(NOT EXISTS /usr/include/hip/hip_runtime.h)
+    set(${why_out} "no HIP headers (libamdhip64-dev)" PARENT_SCOPE)
+    return()
+  endif()
+  get_filename_component(clang_dir "${ATTNBENCH_HIP_CLANG}" REALPATH)
+  get_filename_component(clang_dir "${clang_dir}" DIRECTORY)
+  if(NOT EXISTS "${clang_dir}/clang-offload-bundler")
+    set(${why_out} "no clang-offload-bundler beside ${ATTNBENCH_HIP_CLANG} (clang-tools-19)" PARENT_SCOPE)
+    return()
+  endif()
+  set(root "${CMAKE_BINARY_DIR}/rocm-root")
+  if(NOT EXISTS "${root}/amdgcn/bitcode/oclc_isa_version_942.bc")
+    execute_process(COMMAND bash "${CMAKE_SOURCE_DIR}/cmake/make-rocm-root.sh" "${root}" "${ATTNBENCH_HIP_CLANG}"
+                    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    if(NOT rc EQUAL 0)
+      string(STRIP "${err}" err)
+      set(${why_out} "cmake/make-rocm-root.sh failed: ${err}" PARENT_SCOPE)
+      return()
+    endif()
+  endif()
+  set(${clang_out} "${ATTNBENCH_HIP_CLANG}" PARENT_SCOPE)
+  set(${root_out} "${root}" PARENT_SCOPE)
+endfunction()
+
+set(ATTNBENCH_HIP_BUILD FALSE)
+if(ATTNBENCH_HIP STREQUAL "ON" AND ATTNBENCH_CUDA)
+  message(FATAL_ERROR "ATTNBENCH_HIP=ON with ATTNBENCH_CUDA=ON: a binary links one GPU runtime; build the HIP backend "
+                      "in its own build folder with ATTNBENCH_CUDA=OFF")
+elseif(ATTNBENCH_HIP STREQUAL "OFF")
+  message(STATUS "HIP backend: off (ATTNBENCH_HIP=OFF)")
+elseif(ATTNBENCH_CUDA)
+  message(STATUS "HIP backend: off (the CUDA backend is on; build it in a folder of its own with ATTNBENCH_CUDA=OFF)")
+else()
+  _attnbench_rocm_install(_hip_clang _hip_root)
+  set(_hip_shim_flags "")
+  if(NOT _hip_clang)
+    _attnbench_debian_hip(_hip_clang _hip_root _hip_why)
+    # Debian's device libraries are code object v5's; without the flag the driver links the v4 ABI library.
+    set(_hip_shim_flags "-mcode-object-version=5")
+  endif()
+  if(_hip_clang)
+    set(CMAKE_HIP_COMPILER "${_hip_clang}")
+    set(CMAKE_HIP_COMPILER_ROCM_ROOT "${_hip_root}")
+    set(CMAKE_HIP_ARCHITECTURES "${ATTNBENCH_HIP_ARCHITECTURES}")
+    set(CMAKE_HIP_FLAGS "${CMAKE_HIP_FLAGS} --rocm-path=${_hip_root} ${_hip_shim_flags}")
+    enable_language(HIP)
+    set(CMAKE_HIP_STANDARD 17)
+    set(CMAKE_HIP_STANDARD_REQUIRED ON)
+    set(ATTNBENCH_HIP_BUILD TRUE)
+    set(ATTNBENCH_HIP_ROOT "${_hip_root}")
+    message(STATUS "HIP backend: on (${_hip_clang}, ROCm root ${_hip_root}, ${ATTNBENCH_HIP_ARCHITECTURES})")
+  elseif(ATTNBENCH_HIP STREQUAL "ON")
+    message(FATAL_ERROR "ATTNBENCH_HIP=ON: ${_hip_why}")
+  else()
+    message(STATUS "HIP backend: off (${_hip_why})")
+  endif()
+endif()
