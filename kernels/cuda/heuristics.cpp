@@ -338,15 +338,13 @@ UnifiedLaunchPlan decode_launch_plan(const AttentionProblem& p, const UnifiedKno
   lp.block_m = kDecodeRowsPerCta;
   lp.block_n = kDecodeBlockN;
   lp.m_tiles = decode_row_tiles(p);
-  const int64_t ctas = static_cast<int64_t>(p.num_seqs()) * p.kv_heads * lp.m_tiles;
-  const int n_tiles = (p.max_seqlen_k() + lp.block_n - 1) / lp.block_n;
+  const DecodeSplitCost cost = decode_split_cost(p, num_sms);
   const int forced = knobs.splits_3d;
-  lp.splits = forced > 0 ? std::min({forced, kMaxSplits, std::max(1, n_tiles)})
-                         : decode_splits(decode_split_cost(p, num_sms));
+  lp.splits = forced > 0 ? std::min({forced, kMaxSplits, std::max(1, cost.n_tiles)}) : decode_splits(cost);
   lp.grid_x = lp.splits;
   lp.grid_y = p.kv_heads * lp.m_tiles;
   lp.grid_z = p.num_seqs();
-  lp.merge_group = decode_merge_group(lp.splits, decode_split_cost(p, num_sms).partial_bytes);
+  lp.merge_group = decode_merge_group(lp.splits, cost.partial_bytes);
   lp.workspace_bytes = decode_workspace_bytes(p, lp.splits, lp.merge_group);
   lp.summary = "3d splits=" + std::to_string(lp.splits) + (forced > 0 ? " (forced)" : "") +
                " rows/cta=" + std::to_string(lp.block_m) + " row-tiles=" + std::to_string(lp.m_tiles) +
