@@ -12,7 +12,7 @@ namespace attnbench::hip {
 
 // The element offset of (token, kv head, d = 0) in a paged cache.
 ATTNBENCH_HD_INLINE int64_t kv_token_offset(const AttentionParams& p, const int32_t* table_row, int kvh, int tok) {
-  const device::PagedPos pos = device::paged_pos(tok, p.block_size);
+  const device::PagedPos pos = device::PageDivisor(p.block_size).pos(tok);
   return device::paged_offset(table_row[pos.page], pos.offset, p.kv_stride_block, p.kv_stride_token) +
          static_cast<int64_t>(kvh) * p.kv_stride_head;
 }
