@@ -14,7 +14,7 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 flags="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all -fsanitize=fuzzer-no-link"
 args=(-S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
       "-DCMAKE_CXX_FLAGS=$flags" "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined"
-      "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g" -DATTNBENCH_CUDA=OFF -DATTNBENCH_CUDNN=OFF -DATTNBENCH_TESTS=ON
+      "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g" -DATTNBENCH_CUDA=OFF -DATTNBENCH_HIP=OFF -DATTNBENCH_CUDNN=OFF -DATTNBENCH_TESTS=ON
       -DATTNBENCH_FUZZ=ON)
 [ -d .deps/usr ] && args+=(-DCMAKE_PREFIX_PATH="$PWD/.deps/usr")
 cmake "${args[@]}" >/dev/null
