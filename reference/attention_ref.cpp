@@ -32,24 +32,46 @@ constexpr int64_t kMaxScoreFloats = int64_t{1} << 22;
 constexpr int kMaxChunkRows = 64;
 constexpr int kMinChunkRows = 8;
 
-// fp16 -> fp32 through f16_table() (exact: it is f16_to_float); bf16 is a shift.
+// Storage -> fp32: fp16 through f16_table() (exact: it is f16_to_float), bf16 a shift, 8-bit codes through a
+// 256-entry table; times `scale` (an 8-bit KV cache's dequantisation scale, 1 otherwise).
 struct Converter {
-  const float* table = nullptr;  // null: bf16
-  // dst[0..n) = src[0..n) (contiguous halves).
-  void row(const uint16_t* src, float* dst, int n) const {
+  DType dt = DType::bf16;
+  float scale = 1.f;
+  const float* table = nullptr;  // fp16
+  float fp8[256] = {};
+  Converter(DType d, float s) : dt(d), scale(s) {
+    if (dt == DType::f16) table = f16_table();
+    if (!is_16bit(dt))
+      for (int c = 0; c < 256; ++c) fp8[c] = fp8_to_float(static_cast<uint8_t>(c), dt);
+  }
+  // dst[0..n) = element i0.. of the buffer at base (contiguous elements).
+  void row(const void* base, int64_t i0, float* dst, int n) const {
+    if (!is_16bit(dt)) {
+      const uint8_t* src = static_cast<const uint8_t*>(base) + i0;
+      for (int i = 0; i < n; ++i) dst[i] = fp8[src[i]] * scale;
+      return;
+    }
+    const uint16_t* src = static_cast<const uint16_t*>(base) + i0;
     if (table) {
-      for (int i = 0; i < n; ++i) dst[i] = table[src[i]];
+      for (int i = 0; i < n; ++i) dst[i] = table[src[i]] * scale;
     } else {
-      for (int i = 0; i < n; ++i) dst[i] = bf16_to_float(src[i]);
+      for (int i = 0; i < n; ++i) dst[i] = bf16_to_float(src[i]) * scale;
     }
   }
+};
+
+// The converters of one call: Q, K and V.
+struct Converters {
+  Converter q, k, v;
 };
 
 struct Row {
   int64_t out_index;  // position in the caller's row list
   int64_t token;
   int head;
-  int end;  // keys [0, end) visible
+  int pos;         // the row's key position i' = i + kv_len - q_len
+  int qi;          // the row's index among its sequence's queries
+  int begin, end;  // keys [begin, end) visible
 };
 
 struct Group {
@@ -76,17 +98,28 @@ void check_params(const AttentionParams& p) {
     bad("non-positive dimension");
   if (p.heads % p.kv_heads != 0) bad("heads is not a multiple of kv_heads");
   if (!(p.scale > 0.f) || !std::isfinite(p.scale)) bad("scale must be finite and > 0");
-  if (!p.types.uniform() || !is_16bit(p.types.q))
-    bad("types " + p.types.name() + ": one 16-bit storage dtype for Q, K/V and O only");
-  // A feature the reference does not compute must stop the gate, never pass a plain-attention answer.
+  const AttentionTypes& t = p.types;
+  if (!is_16bit(t.q) || t.o != t.q || !(t.kv == t.q || !is_16bit(t.kv)))
+    bad("types " + t.name() + ": Q and O in one 16-bit dtype, K/V in it or in an 8-bit one");
   const AttentionFeatureParams& f = p.features;
-  if (f.window_left != -1 || f.window_right != -1 || f.softcap != 0.f || f.alibi_slopes || f.sinks || f.qq_bias ||
-      f.qq_bias_len != 0 || f.k_scale != 1.f || f.v_scale != 1.f)
-    bad("attention features (window, softcap, ALiBi, sinks, qq-bias, K/V scales) are not implemented");
+  if (f.window_left < -1 || f.window_right < -1) bad("window bounds must be >= -1");
+  if (!(f.softcap >= 0.f) || !std::isfinite(f.softcap)) bad("softcap must be finite and >= 0");
+  if (f.qq_bias_len < 0 || (f.qq_bias_len > 0) != (f.qq_bias != nullptr)) bad("qq_bias and qq_bias_len disagree");
+  if (!(f.k_scale > 0.f) || !(f.v_scale > 0.f) || !std::isfinite(f.k_scale) || !std::isfinite(f.v_scale))
+    bad("k_scale and v_scale must be finite and > 0");
+}
+
+// s (already scaled) of row r at key j after the score features: softcap, then ALiBi and qq-bias.
+float modified_score(const AttentionParams& p, const Row& r, int j, int new_from, float s) {
+  const AttentionFeatureParams& f = p.features;
+  if (f.softcap > 0.f) s = f.softcap * std::tanh(s / f.softcap);
+  if (f.alibi_slopes) s += f.alibi_slopes[r.head] * static_cast<float>(j - r.pos);
+  if (f.qq_bias && j >= new_from) s += f.qq_bias[static_cast<int64_t>(r.qi) * f.qq_bias_len + (j - new_from)];
+  return s;
 }
 
 // Computes one chunk of rows (sorted by token) of one group: gathers the visible K/V, then scores, softmax, PV.
-void run_chunk(const AttentionParams& p, const Converter& cvt, const Group& g, const Row* rows, int64_t n,
+void run_chunk(const AttentionParams& p, const Converters& cvt, const Group& g, const Row* rows, int64_t n,
                float* out, Scratch& w) {
   const int d = p.head_size;
   int keys = 0;
@@ -96,8 +129,6 @@ void run_chunk(const AttentionParams& p, const Converter& cvt, const Group& g, c
     return;
   }
   // Gather keys [0, keys) of (g.seq, g.kv_head) through the block table.
-  const auto* kh = static_cast<const uint16_t*>(p.k_cache);
-  const auto* vh = static_cast<const uint16_t*>(p.v_cache);
   w.k.resize(keys, d);
   w.v.resize(keys, d);
   const int32_t* table = p.block_table + static_cast<int64_t>(g.seq) * p.block_table_stride;
@@ -106,35 +137,35 @@ void run_chunk(const AttentionParams& p, const Converter& cvt, const Group& g, c
     const int t_end = std::min(p.block_size, keys - key0);
     for (int t = 0; t < t_end; ++t) {
       const int64_t off = base + t * p.kv_stride_token;
-      cvt.row(kh + off, w.k.row(key0 + t).data(), d);
-      cvt.row(vh + off, w.v.row(key0 + t).data(), d);
+      cvt.k.row(p.k_cache, off, w.k.row(key0 + t).data(), d);
+      cvt.v.row(p.v_cache, off, w.v.row(key0 + t).data(), d);
     }
   }
   // Q rows in fp32.
-  const auto* qh = static_cast<const uint16_t*>(p.q);
   w.q.resize(n, d);
-  for (int64_t r = 0; r < n; ++r) {
-    const uint16_t* src = qh + rows[r].token * p.q_stride_token + static_cast<int64_t>(rows[r].head) * p.q_stride_head;
-    cvt.row(src, w.q.row(r).data(), d);
-  }
+  for (int64_t r = 0; r < n; ++r)
+    cvt.q.row(p.q, rows[r].token * p.q_stride_token + static_cast<int64_t>(rows[r].head) * p.q_stride_head,
+              w.q.row(r).data(), d);
   w.scores.resize(n, keys);
   w.scores.noalias() = w.q * w.k.transpose();
+  const int new_from = std::max(0, p.seqused_k[g.seq]) - (p.cu_seqlens_q[g.seq + 1] - p.cu_seqlens_q[g.seq]);
   for (int64_t r = 0; r < n; ++r) {
     float* s = w.scores.row(r).data();
-    const int end = rows[r].end;
-    float m = -std::numeric_limits<float>::infinity();
-    for (int j = 0; j < end; ++j) {
-      s[j] *= p.scale;
+    const int begin = rows[r].begin, end = rows[r].end;
+    // The sink is a logit in the denominator only: it starts the running max and the sum.
+    const bool sink = p.features.sinks != nullptr;
+    float m = sink ? p.features.sinks[rows[r].head] : -std::numeric_limits<float>::infinity();
+    for (int j = begin; j < end; ++j) {
+      s[j] = modified_score(p, rows[r], j, new_from, s[j] * p.scale);
       m = std::max(m, s[j]);
     }
-    float sum = 0.f;
-    for (int j = 0; j < end; ++j) {
+    float sum = sink ? std::exp(p.features.sinks[rows[r].head] - m) : 0.f;
+    for (int j = begin; j < end; ++j) {
       s[j] = std::exp(s[j] - m);
       sum += s[j];
     }
-    const float inv = end > 0 ? 1.f / sum : 0.f;
-    for (int j = 0; j < end; ++j) s[j] *= inv;
-    for (int j = std::max(end, 0); j < keys; ++j) s[j] = 0.f;  // masked keys
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    for (int j = 0; j < keys; ++j) s[j] = j >= begin && j < end ? s[j] * inv : 0.f;  // masked keys weigh 0
   }
   w.o.resize(n, d);
   w.o.noalias() = w.scores * w.v;
@@ -147,7 +178,8 @@ void paged_attention(const AttentionParams& p, const std::vector<RowId>& request
   if (request.empty()) return;
   check_params(p);
   const int group_size = p.heads / p.kv_heads;
-  const Converter cvt{p.types.q == DType::f16 ? f16_table() : nullptr};
+  const Converters cvt{Converter(p.types.q, 1.f), Converter(p.types.kv, p.features.k_scale),
+                       Converter(p.types.kv, p.features.v_scale)};
   const int32_t* cu = p.cu_seqlens_q;
   const int64_t total_q = cu[p.num_seqs];
 
@@ -179,9 +211,13 @@ void paged_attention(const AttentionParams& p, const std::vector<RowId>& request
       const int s = static_cast<int>(g / p.kv_heads);
       const int q_len = cu[s + 1] - cu[s];
       const int kv_len = std::max(0, p.seqused_k[s]);
-      int end = kv_len;
-      if (p.causal) end = std::clamp(causal_visible_end(static_cast<int>(id.token - cu[s]), q_len, kv_len), 0, kv_len);
-      rows[next[g]++] = Row{r, id.token, id.head, end};
+      const int qi = static_cast<int>(id.token - cu[s]);
+      const int pos = qi + kv_len - q_len;
+      int end = kv_len, begin = 0;
+      if (p.causal) end = std::clamp(causal_visible_end(qi, q_len, kv_len), 0, kv_len);
+      if (p.features.window_right >= 0) end = std::clamp(pos + p.features.window_right + 1, 0, end);
+      if (p.features.window_left >= 0) begin = std::clamp(pos - p.features.window_left, 0, kv_len);
+      rows[next[g]++] = Row{r, id.token, id.head, pos, qi, begin, std::max(begin, end)};
     }
   }
   std::vector<Group> groups;

@@ -123,7 +123,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
                 "Also time the first selected kernel as a second, independent entry (KERNEL#control): its ratio to "
                 "the first is the run's noise floor");
   cmd->add_option("--l2", c->l2, "hot: back-to-back; cold: L2 flushed before each sample (CUDA)")->capture_default_str();
-  cmd->add_option("--block-order", c->block_order, "contiguous | shuffled physical KV blocks")->capture_default_str();
+  cmd->add_option("--block-order", c->block_order, "contiguous | shuffled | repeated (random, shared) physical KV blocks")->capture_default_str();
   cmd->add_option("--set", c->sets, "Knob override NAME=VALUE (repeatable; see list --knobs)");
   cmd->add_option("--reference-gflop", c->opt.reference_gflop,
                   "Reference work per shape before the gate samples rows")->capture_default_str()

@@ -12,10 +12,18 @@ namespace attnbench {
 BlockOrder parse_block_order(const std::string& s) {
   if (s == "contiguous") return BlockOrder::contiguous;
   if (s == "shuffled") return BlockOrder::shuffled;
-  throw std::invalid_argument("--block-order: '" + s + "' is not contiguous|shuffled");
+  if (s == "repeated") return BlockOrder::repeated;
+  throw std::invalid_argument("--block-order: '" + s + "' is not contiguous|shuffled|repeated");
 }
 
-const char* block_order_name(BlockOrder o) { return o == BlockOrder::contiguous ? "contiguous" : "shuffled"; }
+const char* block_order_name(BlockOrder o) {
+  switch (o) {
+    case BlockOrder::contiguous: return "contiguous";
+    case BlockOrder::shuffled: return "shuffled";
+    case BlockOrder::repeated: return "repeated";
+  }
+  return "?";
+}
 
 namespace {
 uint64_t splitmix64(uint64_t x) {
@@ -29,12 +37,14 @@ uint64_t splitmix64(uint64_t x) {
 void poison_unowned_slots(HostInputs& in) {
   const AttentionProblem& p = in.problem;
   const std::size_t token = static_cast<std::size_t>(p.kv_heads) * p.head_size;
+  const bool codes = !is_16bit(p.types.kv);  // poison in dequantised values
+  const float pk = codes ? kPoisonK / p.features.k_scale : kPoisonK, pv = codes ? kPoisonV / p.features.v_scale : kPoisonV;
   auto fill = [&](int64_t block, int from_token) {
     const std::size_t begin = (static_cast<std::size_t>(block) * p.block_size + from_token) * token;
     const std::size_t end = static_cast<std::size_t>(block + 1) * p.block_size * token;
     for (std::size_t i = begin; i < end; ++i) {
-      in.k_cache.set(i, kPoisonK);
-      in.v_cache.set(i, kPoisonV);
+      in.k_cache.set(i, pk);
+      in.v_cache.set(i, pv);
     }
   };
   fill(in.sentinel_block, 0);
@@ -45,6 +55,23 @@ void poison_unowned_slots(HostInputs& in) {
   }
 }
 
+// Every table slot but a sequence's last names a seeded random block among those no sequence ends in: blocks
+// repeat across and within sequences (shared prefixes), and the poisoned tails stay each in its own sequence.
+void repeat_inner_blocks(HostInputs& in, std::mt19937_64& rng) {
+  const AttentionProblem& p = in.problem;
+  std::vector<char> is_last(in.sentinel_block, 0);
+  auto slot = [&](int s, int b) -> int32_t& {
+    return in.block_table[static_cast<std::size_t>(s) * in.block_table_stride + b];
+  };
+  for (int s = 0; s < p.num_seqs(); ++s) is_last[slot(s, (p.kv_lens[s] - 1) / p.block_size)] = 1;
+  std::vector<int32_t> inner;
+  for (int32_t b = 0; b < static_cast<int32_t>(in.sentinel_block); ++b)
+    if (!is_last[b]) inner.push_back(b);
+  if (inner.empty()) return;
+  std::uniform_int_distribution<std::size_t> pick(0, inner.size() - 1);
+  for (int s = 0; s < p.num_seqs(); ++s)
+    for (int b = 0; b < (p.kv_lens[s] - 1) / p.block_size; ++b) slot(s, b) = inner[pick(rng)];
+}
 
 // n seeded normal values, handed to store(index, value) in parallel.
 template <class Store>
@@ -129,18 +156,21 @@ HostInputs build_inputs(const AttentionProblem& p, uint64_t seed, BlockOrder ord
   std::vector<int32_t> physical(in.sentinel_block);
   std::iota(physical.begin(), physical.end(), 0);
   std::mt19937_64 rng(seed);
-  if (order == BlockOrder::shuffled) std::shuffle(physical.begin(), physical.end(), rng);
+  if (order != BlockOrder::contiguous) std::shuffle(physical.begin(), physical.end(), rng);
   in.block_table.assign(static_cast<std::size_t>(n) * stride, static_cast<int32_t>(in.sentinel_block));
   int64_t next = 0;
   for (int s = 0; s < n; ++s) {
     const int nb = (p.kv_lens[s] + p.block_size - 1) / p.block_size;
     for (int b = 0; b < nb; ++b) in.block_table[static_cast<std::size_t>(s) * stride + b] = physical[next++];
   }
+  if (order == BlockOrder::repeated) repeat_inner_blocks(in, rng);
   const std::size_t hs = static_cast<std::size_t>(p.head_size);
   in.q = random_tensor(static_cast<std::size_t>(p.total_q()) * p.heads * hs, p.types.q, seed, 1);
   const std::size_t cache = static_cast<std::size_t>(in.num_blocks) * p.block_size * p.kv_heads * hs;
-  in.k_cache = random_tensor(cache, p.types.kv, seed, 2);
-  in.v_cache = random_tensor(cache, p.types.kv, seed, 3);
+  // An 8-bit cache holds codes whose dequantised values (code * scale) are N(0, 1), as a quantised cache does.
+  const float ks = is_16bit(p.types.kv) ? 1.f : p.features.k_scale, vs = is_16bit(p.types.kv) ? 1.f : p.features.v_scale;
+  in.k_cache = random_tensor(cache, p.types.kv, seed, 2, 0.f, 1.f / ks);
+  in.v_cache = random_tensor(cache, p.types.kv, seed, 3, 0.f, 1.f / vs);
   poison_unowned_slots(in);
   return in;
 }
@@ -154,6 +184,10 @@ AttentionParams HostInputs::params() const {
   a.cu_seqlens_q = cu_seqlens_q.data();
   a.seqused_k = seqused_k.data();
   a.block_table = block_table.data();
+  const AttentionFeatures& f = problem.features;
+  a.features.alibi_slopes = f.alibi_slopes.empty() ? nullptr : f.alibi_slopes.data();
+  a.features.sinks = f.sinks.empty() ? nullptr : f.sinks.data();
+  a.features.qq_bias = f.qq_bias.empty() ? nullptr : f.qq_bias.data();
   return a;
 }
 

@@ -9,7 +9,7 @@
 
 namespace attnbench {
 
-enum class BlockOrder { contiguous, shuffled };
+enum class BlockOrder { contiguous, shuffled, repeated };
 BlockOrder parse_block_order(const std::string& s);  // throws std::invalid_argument
 const char* block_order_name(BlockOrder o);
 
@@ -59,9 +59,11 @@ std::vector<uint16_t> random_normal(std::size_t n, DType dt, uint64_t seed, uint
 HostTensor random_tensor(std::size_t n, DType dt, uint64_t seed, uint64_t stream, float mean = 0.f, float std = 1.f);
 
 // Block table: each sequence owns ceil(kv_len / block_size) blocks; contiguous gives sequence s the run
-// after sequence s-1's, shuffled permutes the physical block ids (seeded). Each row has one slot more than the
-// longest sequence needs, and every unused slot names the sentinel block (the last one): a correct kernel never
-// uses its keys, and a kernel that reads past a sequence's end reads poison, inside the cache.
+// after sequence s-1's, shuffled permutes the physical block ids (seeded), repeated is shuffled with every slot but
+// a sequence's last naming a seeded random block among those no sequence ends in (repeats, as shared prefixes
+// give). Each row has one slot more than the longest sequence needs, and every unused slot names the sentinel block
+// (the last one): a correct kernel never uses its keys, and a kernel that reads past a sequence's end reads poison,
+// inside the cache.
 HostInputs build_inputs(const AttentionProblem& p, uint64_t seed, BlockOrder order = BlockOrder::contiguous);
 
 }  // namespace attnbench

@@ -117,8 +117,12 @@ void require(const json& j, const std::string& key, const Where& w) {
   if (!j.contains(key)) w.fail(key, "missing");
 }
 
+std::optional<DType> get_kv_dtype(const json& j, const Where& w);
+
 AttentionProblem parse_attention(const json& s, const Where& w) {
   AttentionProblem p;
+  const DType first = get_dtypes(s, w).front();  // the types its validation sees; each case sets its own
+  p.types = {first, get_kv_dtype(s, w).value_or(first), first};
   for (const char* k : {"heads", "kv_heads", "head_size"}) require(s, k, w);
   p.heads = get_int(s, "heads", w, kMaxHeads);
   p.kv_heads = get_int(s, "kv_heads", w, kMaxHeads);
@@ -289,6 +293,13 @@ void add_shape(const json& raw, const FileHeader& h, Where& w, std::set<std::str
     ShapeCase c = base;
     c.dtype = d;
     c.attention.types = {d, kv.value_or(d), d};
+    if (h.op == Op::attention) {
+      try {
+        c.attention.validate();  // the rules that depend on the case's types
+      } catch (const std::invalid_argument& e) {
+        w.fail("", e.what());
+      }
+    }
     out.push_back(c);
   }
 }

@@ -27,7 +27,33 @@ enum class Bug {
   block_table_entry,   // one entry of the last sequence's block table names the wrong block
   stale_tile,          // the last tile's K/V come from the previous tile (a missing pipeline wait)
   skip_last_row,       // the last row of the last sequence is never written
+  // the attention features' defects (each on a problem with its feature)
+  window_off_by_one,    // the sliding window sees one key more on its left
+  softcap_after_mask,   // the cap applied after masking: masked keys get -softcap, not -inf, and weigh in
+  alibi_sign,           // the ALiBi bias with its sign flipped: slope * (i' - j)
+  sink_in_numerator,    // the sink also weighs a value row (the first visible key's), not the denominator alone
+  kv_scale_ignored,     // an 8-bit cache's k_scale / v_scale not applied
+  qq_bias_transposed,   // the qq-bias read as [key][query]
 };
+
+// The feature a feature bug needs on the problem ("" for the plain bugs).
+inline const char* bug_feature(Bug b) {
+  switch (b) {
+    case Bug::window_off_by_one: return "window_left";
+    case Bug::softcap_after_mask: return "softcap";
+    case Bug::alibi_sign: return "alibi_slopes";
+    case Bug::sink_in_numerator: return "sinks";
+    case Bug::kv_scale_ignored: return "k_scale";
+    case Bug::qq_bias_transposed: return "qq_bias";
+    default: return "";
+  }
+}
+
+inline const std::vector<Bug>& every_feature_bug() {
+  static const std::vector<Bug> all = {Bug::window_off_by_one, Bug::softcap_after_mask, Bug::alibi_sign,
+                                       Bug::sink_in_numerator, Bug::kv_scale_ignored, Bug::qq_bias_transposed};
+  return all;
+}
 
 inline const std::vector<Bug>& every_bug() {
   static const std::vector<Bug> all = {Bug::zeros,          Bug::half_kv,           Bug::quarter_kv,
@@ -52,6 +78,12 @@ inline const char* bug_name(Bug b) {
     case Bug::block_table_entry: return "block_table_entry";
     case Bug::stale_tile: return "stale_tile";
     case Bug::skip_last_row: return "skip_last_row";
+    case Bug::window_off_by_one: return "window_off_by_one";
+    case Bug::softcap_after_mask: return "softcap_after_mask";
+    case Bug::alibi_sign: return "alibi_sign";
+    case Bug::sink_in_numerator: return "sink_in_numerator";
+    case Bug::kv_scale_ignored: return "kv_scale_ignored";
+    case Bug::qq_bias_transposed: return "qq_bias_transposed";
   }
   return "?";
 }
@@ -105,12 +137,17 @@ class PlantedKernel {
   void key_range(Bug bug, int s, int i, int* begin, int* end) const {
     const AttentionProblem& p = in_.problem;
     const int q_len = p.q_lens[s], kv_len = p.kv_lens[s];
+    const AttentionFeatures& f = p.features;
+    const int pos = i + kv_len - q_len;
     int e = p.causal ? std::min(kv_len, causal_visible_end(i, q_len, kv_len)) : kv_len;
+    if (f.window_right >= 0) e = std::min(e, pos + f.window_right + 1);
     if (bug == Bug::mask_off_by_one) ++e;
     if (bug == Bug::half_kv) e = std::min(e, (kv_len + 1) / 2);
     if (bug == Bug::quarter_kv) e = std::min(e, (kv_len + 3) / 4);
     const int tiles = (e + kTile - 1) / kTile;
-    *begin = bug == Bug::first_tile_dropped ? std::min(e, kTile) : 0;
+    int b = f.window_left >= 0 ? std::max(0, pos - f.window_left - (bug == Bug::window_off_by_one)) : 0;
+    if (bug == Bug::softcap_after_mask) b = 0, e = kv_len;  // every key scored; the mask comes later
+    *begin = bug == Bug::first_tile_dropped ? std::min(e, b + kTile) : b;
     *end = bug == Bug::last_tile_dropped ? std::max(0, (tiles - 1) * kTile) : e;
     if (*end < *begin) *end = *begin;
   }
@@ -128,23 +165,43 @@ class PlantedKernel {
     auto data_key = [&](int j) {  // the key whose K/V the kernel reads at position j
       return bug == Bug::stale_tile && last_tile > 0 && j / kTile == last_tile ? j - kTile : j;
     };
+    const AttentionFeatures& f = p.features;
+    const bool scaled = bug != Bug::kv_scale_ignored;
+    const float ks = scaled ? f.k_scale : 1.f, vs = scaled ? f.v_scale : 1.f;
+    const int pos = i + p.kv_lens[s] - p.q_lens[s], new_from = p.kv_lens[s] - p.q_lens[s];
+    int vis_begin = 0, vis_end = 0;  // the true visible keys (softcap_after_mask scores the rest as -softcap)
+    key_range(Bug::none, s, i, &vis_begin, &vis_end);
     std::vector<float> sc(std::max(0, end - begin));
-    float m = -INFINITY;
+    float m = f.sinks.empty() ? -INFINITY : f.sinks[h];
     for (int j = begin; j < end; ++j) {
       const float* k = k_.data() + kv_offset(table, s, data_key(j), kvh);
       float d = 0;
       for (int x = 0; x < hs; ++x) d += q[x] * k[x];
-      sc[j - begin] = d * scale;
-      m = std::max(m, sc[j - begin]);
+      float v = d * scale * ks;
+      if (bug == Bug::softcap_after_mask && (j < vis_begin || j >= vis_end)) v = -INFINITY;
+      if (f.softcap > 0.f) v = f.softcap * std::tanh(v / f.softcap);
+      if (!f.alibi_slopes.empty())
+        v += f.alibi_slopes[h] * static_cast<float>(bug == Bug::alibi_sign ? pos - j : j - pos);
+      if (!f.qq_bias.empty() && j >= new_from) {
+        const bool t = bug == Bug::qq_bias_transposed;
+        const int a = t ? j - new_from : i, b = t ? i : j - new_from;
+        v += f.qq_bias[static_cast<std::size_t>(a) * f.qq_bias_len + b];
+      }
+      sc[j - begin] = v;
+      m = std::max(m, v);
     }
-    float l = 0;
+    float l = f.sinks.empty() ? 0.f : std::exp(f.sinks[h] - m);
     std::vector<float> acc(hs, 0.f);
+    auto weigh = [&](float w, int j) {
+      const float pw = half_to_float(float_to_half(w, p.types.q), p.types.q);
+      const float* v = v_.data() + kv_offset(table, s, data_key(j), kvh);
+      for (int x = 0; x < hs; ++x) acc[x] += pw * v[x] * vs;
+    };
+    if (bug == Bug::sink_in_numerator && !f.sinks.empty() && end > begin) weigh(l, begin);
     for (int j = begin; j < end; ++j) {
       const float w = std::exp(sc[j - begin] - m);
       l += w;
-      const float pw = half_to_float(float_to_half(w, p.types.q), p.types.q);
-      const float* v = v_.data() + kv_offset(table, s, data_key(j), kvh);
-      for (int x = 0; x < hs; ++x) acc[x] += pw * v[x];
+      weigh(w, j);
     }
     const bool skip = bug == Bug::skip_last_row && s == p.num_seqs() - 1 && i == p.q_lens[s] - 1;
     if (skip) return;

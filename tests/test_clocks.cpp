@@ -179,7 +179,7 @@ TEST(ClockPlumbing, ThrottledRowsCarryTheirReadingsAndReasons) {
   dev.readings = {reading(1980, {}, 100.0), reading(1530, {"sw_power_cap"}, 250.0)};
   ResultRow a, b;
   a.status = b.status = "ok";
-  std::vector<TimedSlot> slots = {{&a, &dev, [] {}}, {&b, &dev, [] {}}};
+  std::vector<TimedSlot> slots = {{&a, &dev, [] {}, {}}, {&b, &dev, [] {}, {}}};
   time_slots(slots, Mode::graph, quick_options());
   for (const ResultRow* r : {&a, &b}) {
     ASSERT_TRUE(r->time_us);
@@ -202,7 +202,7 @@ TEST(ClockPlumbing, SteadyRowsAreNotThrottledAndAGpuWithoutSensorsSaysWhy) {
   dev.readings = {reading(1980, {"gpu_idle"}, 100.0)};
   ResultRow a;
   a.status = "ok";
-  std::vector<TimedSlot> slots = {{&a, &dev, [] {}}};
+  std::vector<TimedSlot> slots = {{&a, &dev, [] {}, {}}};
   time_slots(slots, Mode::graph, quick_options());
   EXPECT_TRUE(a.throttled.empty());
   EXPECT_FALSE(row_to_json(a).contains("throttled"));
@@ -210,13 +210,13 @@ TEST(ClockPlumbing, SteadyRowsAreNotThrottledAndAGpuWithoutSensorsSaysWhy) {
   bare.has_sensors = false;
   ResultRow b;
   b.status = "ok";
-  std::vector<TimedSlot> bare_slots = {{&b, &bare, [] {}}};
+  std::vector<TimedSlot> bare_slots = {{&b, &bare, [] {}, {}}};
   time_slots(bare_slots, Mode::graph, quick_options());
   EXPECT_EQ(b.clocks, (nlohmann::json{{"sensors", "NVML did not load"}}));
   auto cpu = make_cpu_device();
   ResultRow c;
   c.status = "ok";
-  std::vector<TimedSlot> cpu_slots = {{&c, cpu.get(), [] {}}};
+  std::vector<TimedSlot> cpu_slots = {{&c, cpu.get(), [] {}, {}}};
   time_slots(cpu_slots, Mode::eager, quick_options());
   ASSERT_TRUE(c.time_us);
   EXPECT_TRUE(c.clocks.is_null());
@@ -227,7 +227,7 @@ TEST(ClockPlumbing, WarmUpSamplesAreTakenAndDropped) {
   dev.readings = {reading(1980, {}, 0.0)};
   ResultRow a;
   a.status = "ok";
-  std::vector<TimedSlot> slots = {{&a, &dev, [] {}}};
+  std::vector<TimedSlot> slots = {{&a, &dev, [] {}, {}}};
   RunOptions o = quick_options();
   o.warmup_s = 0.0;
   time_slots(slots, Mode::graph, o);

@@ -12,6 +12,7 @@
 
 #include "../kernels/cpu/unified.hpp"
 #include "attnbench/backends.hpp"
+#include "attnbench/reference.hpp"
 #include "inputs.hpp"
 
 namespace attnbench {
@@ -93,7 +94,15 @@ RunResult run_and_compare(const AttentionProblem& p, const CpuUnifiedOptions& op
   params.workspace = ws.empty() ? nullptr : ws.data();
   kernel->run(*plan, params, nullptr);
 
-  const std::vector<double> ref = naive_attention(in);
+  // The features and 8-bit caches against the reference (itself held to a naive loop per feature).
+  std::vector<double> ref;
+  if (p.features.any() || !p.types.uniform()) {
+    std::vector<float> f(static_cast<std::size_t>(p.total_q()) * p.heads * p.head_size);
+    reference::paged_attention_all(in.params(), f.data());
+    ref.assign(f.begin(), f.end());
+  } else {
+    ref = naive_attention(in);
+  }
   RunResult r;
   r.summary = plan->summary;
   for (int64_t t = 0; t < p.total_q(); ++t) {
@@ -180,6 +189,33 @@ TEST(CpuUnified, DecodeGroupsAndHeadSizes) {
   expect_matches(make_problem({1, 1}, {700, 129}, 32, 32, 64), "decode");                 // group 1
   expect_matches(make_problem({1, 1}, {700, 129}, 28, 4, 128, DType::f16), "decode");     // group 7
   expect_matches(make_problem({1}, {1100}, 8, 1, 256), "decode", {}, BlockOrder::shuffled);
+  expect_matches(make_problem({1, 1, 2}, {900, 1300, 611}, 8, 2, 128, DType::bf16, true, 16), "decode", {},
+                 BlockOrder::repeated);  // shared blocks, as a prefix cache gives
+}
+
+// The attention features on both paths: a window that leaves whole splits and tiles unseen, sinks over splits
+// (merged once, in the denominator), softcap + ALiBi + qq-bias on prefill tiles, an 8-bit cache on either path.
+TEST(CpuUnified, FeaturesOnBothPaths) {
+  CpuUnifiedOptions split7;
+  split7.splits = 7;
+  AttentionProblem decode = make_problem({1, 1, 3}, {1000, 90, 700}, 8, 2, 128, DType::bf16, true, 16);
+  decode.features.window_left = 200;
+  decode.features.sinks = {0.5f, 1.f, 1.5f, 2.f, 2.5f, 3.f, -1.f, 4.f};
+  expect_matches(decode, "decode splits=7", split7, BlockOrder::shuffled);
+  AttentionProblem prefill = make_problem({70, 33}, {300, 33}, 4, 2, 64, DType::f16, false, 16);
+  prefill.features.softcap = 3.f;
+  prefill.features.alibi_slopes = {0.5f, 0.25f, 0.125f, 0.0625f};
+  prefill.features.qq_bias_len = 70;
+  for (int i = 0; i < 70 * 70; ++i) prefill.features.qq_bias.push_back(0.01f * static_cast<float>(i % 97) - 0.5f);
+  prefill.features.window_left = 50, prefill.features.window_right = 20;
+  expect_matches(prefill, "prefill", {}, BlockOrder::shuffled);
+  for (DType kv : {DType::e4m3, DType::e5m2}) {
+    AttentionProblem p8 = make_problem({1, 40}, {900, 200}, 8, 2, 128, DType::bf16, true, 16);
+    p8.types.kv = kv;
+    p8.features.k_scale = 0.04f, p8.features.v_scale = 0.5f;
+    expect_matches(p8, "prefill", {}, BlockOrder::shuffled);
+    expect_matches(p8, "decode splits=7", split7, BlockOrder::shuffled);
+  }
 }
 
 TEST(CpuUnified, ForcedSplitsThatDoNotDivideKv) {

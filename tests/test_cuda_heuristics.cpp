@@ -122,6 +122,9 @@ TEST(CudaGraphHeuristic, FollowsTheDesignRule) {
   EXPECT_TRUE(recommend_graph_replay(uniform(8, 1, 4096, 32, 8, 128), k, false));
   EXPECT_TRUE(recommend_graph_replay(uniform(4, 768, 768, 32, 8, 128), k, false));
   EXPECT_FALSE(recommend_graph_replay(uniform(4, 769, 769, 32, 8, 128), k, false));
+  AttentionProblem windowed = uniform(8, 1, 4096, 32, 8, 128);
+  windowed.features.window_left = 1024;
+  EXPECT_FALSE(recommend_graph_replay(windowed, k, false)) << "feature-flagged problems are excluded";
   EXPECT_FALSE(recommend_graph_replay(uniform(1, 8192, 8192, 32, 32, 128), k, false));
   // Never while the caller captures.
   EXPECT_FALSE(recommend_graph_replay(uniform(8, 1, 4096, 32, 8, 128), k, true));

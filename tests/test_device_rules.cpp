@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../kernels/common/device/paged.hpp"
@@ -183,23 +184,39 @@ TEST(DevicePaged, PositionAndOffsetMatchDivision) {
   EXPECT_FALSE(page_fits_int32(64, 8, 128, -stride_token, 128));
 }
 
-// The work model counts visible pairs with the rule; the same count from the naive loop.
-TEST(DeviceVisibility, WorkModelCountsVisiblePairs) {
-  for (bool causal : {false, true}) {
-    AttentionProblem p;
-    p.q_lens = {1, 7, 64, 5, 130};
-    p.kv_lens = {33, 7, 200, 3, 130};
-    p.heads = 4;
-    p.kv_heads = 2;
-    p.head_size = 64;
-    p.causal = causal;
-    double pairs = 0;
-    for (int s = 0; s < p.num_seqs(); ++s)
-      for (int i = 0; i < p.q_lens[s]; ++i)
-        for (int j = 0; j < p.kv_lens[s]; ++j)
-          pairs += naive_visible(i, j, p.q_lens[s], p.kv_lens[s], causal, -1, -1) ? 1 : 0;
-    EXPECT_EQ(attention_work(p).flops, 4.0 * pairs * p.heads * p.head_size) << "causal " << causal;
-  }
+// The work model counts visible pairs with the rule, and reads once each key some row sees; the same counts from
+// the naive loop, with and without a sliding window.
+TEST(DeviceVisibility, WorkModelCountsVisiblePairsAndKeys) {
+  for (bool causal : {false, true})
+    for (auto [left, right] : {std::pair{-1, -1}, {20, -1}, {10, 5}, {0, 0}}) {
+      AttentionProblem p;
+      p.q_lens = {1, 7, 64, 5, 130};
+      p.kv_lens = {33, 7, 200, 3, 130};
+      p.heads = 4;
+      p.kv_heads = 2;
+      p.head_size = 64;
+      p.causal = causal;
+      p.types = AttentionTypes::all(DType::bf16);
+      p.features.window_left = left;
+      p.features.window_right = right;
+      double pairs = 0, keys = 0, q_rows = 0;
+      for (int s = 0; s < p.num_seqs(); ++s) {
+        q_rows += p.q_lens[s];
+        for (int j = 0; j < p.kv_lens[s]; ++j) {
+          bool seen = false;
+          for (int i = 0; i < p.q_lens[s]; ++i) {
+            const bool v = naive_visible(i, j, p.q_lens[s], p.kv_lens[s], causal, left, right);
+            pairs += v ? 1 : 0;
+            seen = seen || v;
+          }
+          keys += seen ? 1 : 0;
+        }
+      }
+      const WorkModel w = attention_work(p);
+      EXPECT_EQ(w.flops, 4.0 * pairs * p.heads * p.head_size) << "causal " << causal << " window " << left;
+      EXPECT_EQ(w.bytes, 2.0 * (2.0 * q_rows * p.heads + 2.0 * keys * p.kv_heads) * p.head_size)
+          << "causal " << causal << " window " << left << "," << right;
+    }
 }
 
 }  // namespace

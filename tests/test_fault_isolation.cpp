@@ -93,8 +93,11 @@ TEST(FaultIsolation, EachFaultCostsOnlyItsOwnRowsPerCase) {
   const ResultsFile f = run_benchmarks(fault_run(Isolation::per_case, faults, true), out);
   expect_own_rows_only(f, faults.size(), 2);
   EXPECT_EQ(f.provenance["isolation"], "case");
-  for (const auto& r : f.rows)
-    if (r.kernel == "cpu.unified") EXPECT_TRUE(r.time_us) << "the case's good kernel is timed in the fresh worker";
+  for (const auto& r : f.rows) {
+    if (r.kernel == "cpu.unified") {
+      EXPECT_TRUE(r.time_us) << "the case's good kernel is timed in the fresh worker";
+    }
+  }
 }
 
 TEST(FaultIsolation, EachFaultCostsOnlyItsOwnRowsPerKernel) {

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "gate.hpp"
 #include "gate_matrix_shapes.hpp"
 #include "planted_attention.hpp"
+#include "planted_gate.hpp"
 
 namespace attnbench {
 namespace {
@@ -20,38 +23,10 @@ namespace {
 using testing::Bug;
 using testing::PlantedKernel;
 
-struct Checked {
-  std::vector<int64_t> rows;  // flat rows (token * heads + head)
-  std::vector<float> ref;
-};
-
-Checked reference_rows(const HostInputs& in) {
-  const auto ids = select_check_rows(in.problem, 8e9, 1);
-  Checked c;
-  c.ref.resize(ids.size() * in.problem.head_size);
-  reference::paged_attention(in.params(), ids, c.ref.data());
-  for (const auto& r : ids) c.rows.push_back(r.token * in.problem.heads + r.head);
-  return c;
-}
-
-GateResult gate(const HostInputs& in, const Checked& c, const std::vector<uint16_t>& out) {
-  return gate_rows(out.data(), static_cast<int64_t>(out.size()), in.problem.types.q, in.problem.head_size, c.rows,
-                   c.ref.data(), default_tolerance(in.problem.types.q));
-}
-
-std::vector<uint16_t> run_cpu_unified(const HostInputs& in) {
-  auto k = make_cpu_unified();
-  const KnobValues knobs = KnobValues::resolve({}, false);
-  EXPECT_TRUE(k->supports(in.problem, knobs).ok);
-  auto plan = k->plan(in.problem, knobs);
-  std::vector<uint16_t> out(in.q.size(), 0xFFFF);
-  std::vector<unsigned char> ws(plan->workspace_bytes + 1);
-  AttentionParams a = in.params();
-  a.out = out.data();
-  a.workspace = ws.data();
-  k->run(*plan, a, nullptr);
-  return out;
-}
+using testing::Checked;
+using testing::gate;
+using testing::reference_rows;
+using testing::run_cpu_unified;
 
 class GateMatrix : public ::testing::TestWithParam<MatrixShape> {};
 
@@ -107,6 +82,39 @@ TEST(GateInputs, SlotsNoSequenceOwnsHoldPoisonAndTheTableHasASpareSlot) {
   EXPECT_EQ(half_to_float(in.v_cache.halves()[(tail_block * 64 + 63) * token + 5], p.types.q), kPoisonV);
   EXPECT_NE(half_to_float(in.k_cache.halves()[(tail_block * 64 + 35) * token], p.types.q), kPoisonK);
   EXPECT_EQ(half_to_float(in.v_cache.halves()[(in.sentinel_block * 64 + 7) * token], p.types.q), kPoisonV);
+}
+
+// Repeated: inner slots name blocks again (within and across sequences), never a block some sequence ends in, so
+// each poisoned tail stays its own sequence's; the last slots are distinct, and the table stays inside the cache.
+TEST(GateInputs, RepeatedTablesShareInnerBlocksAndKeepTailsApart) {
+  AttentionProblem p;
+  p.q_lens = {1, 1, 1, 1};
+  p.kv_lens = {1000, 700, 1025, 64};
+  p.heads = 2;
+  p.kv_heads = 1;
+  p.head_size = 64;
+  p.block_size = 16;
+  const HostInputs in = build_inputs(p, 5, BlockOrder::repeated);
+  std::map<int32_t, int> uses;
+  std::set<int32_t> lasts;
+  for (int s = 0; s < 4; ++s) {
+    const int nb = (p.kv_lens[s] + 15) / 16;
+    const int32_t* row = &in.block_table[static_cast<std::size_t>(s) * in.block_table_stride];
+    for (int b = 0; b < nb; ++b) {
+      ASSERT_GE(row[b], 0);
+      ASSERT_LT(row[b], in.sentinel_block);
+      ++uses[row[b]];
+    }
+    EXPECT_TRUE(lasts.insert(row[nb - 1]).second) << "sequence " << s << " shares its last block";
+    EXPECT_EQ(row[nb], in.sentinel_block);
+  }
+  for (int32_t l : lasts) EXPECT_EQ(uses[l], 1) << "block " << l << " ends a sequence and is read by another slot";
+  int repeated = 0;
+  for (const auto& [b, n] : uses) repeated += n > 1;
+  EXPECT_GT(repeated, 10);
+  EXPECT_EQ(build_inputs(p, 5, BlockOrder::repeated).block_table, in.block_table);  // seeded
+  EXPECT_EQ(parse_block_order("repeated"), BlockOrder::repeated);
+  EXPECT_STREQ(block_order_name(BlockOrder::repeated), "repeated");
 }
 
 }  // namespace

@@ -119,6 +119,8 @@ const Shape kShapes[] = {
     // a longer sequence spanning many blocks, contiguous table.
     {"long_g4", {3, 1}, {700, 333}, 8, 2, 128, 64, BlockOrder::contiguous},
     {"long_g4_shuffled", {3, 1}, {700, 333}, 8, 2, 128, 64, BlockOrder::shuffled},
+    // blocks shared across and within sequences
+    {"long_g4_repeated", {3, 1}, {700, 333}, 8, 2, 128, 16, BlockOrder::repeated},
 };
 
 std::string param_name(const ::testing::TestParamInfo<ReferenceNaive::ParamType>& info) {

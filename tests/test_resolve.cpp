@@ -443,10 +443,13 @@ TEST(Resolve, CpuDeclinesWithTheReason) {
   EXPECT_EQ(reason(seqs({{8, 8}}, 2, 1, 12)), "head_size 12 is not a multiple of 8 in [8, 512]");
   EXPECT_EQ(reason(seqs({{8, 8}}, 2, 1, 520)), "head_size 520 is not a multiple of 8 in [8, 512]");
   const AttentionProblem e4m3 = seqs({{1, 64}}, 2, 1, 64, DType::e4m3);
-  EXPECT_EQ(reason(e4m3), sixteen_bit_storage_conflict(e4m3));
+  EXPECT_EQ(reason(e4m3), "types e4m3 (q-kv-o): cpu.unified stores Q and O in one 16-bit dtype, K/V in it or in an "
+                          "8-bit one");
   AttentionProblem p = seqs({{64, 64}}, 4, 4, 64);
   p.features.softcap = 50.f;
-  EXPECT_EQ(reason(p), "feature 'softcap': not implemented by cpu.unified");
+  EXPECT_EQ(reason(p), "") << "cpu.unified computes every attention feature";
+  p.types.kv = DType::e5m2;
+  EXPECT_EQ(reason(p), "") << "and 8-bit caches";
   const AttentionProblem big = seqs({{2048, 2048}}, 16, 16, 128);  // ~17.2 GFLOP
   EXPECT_EQ(reason(big, 1), "problem needs 17.2 GFLOP, above the CPU limit of 1 GFLOP (knob ATTNBENCH_CPU_MAX_GFLOP, "
                             "0 = no limit)");

@@ -1,8 +1,9 @@
-// The type config and the feature fields as declared today: 8-bit storage types and attention features are known
-// to the shape files and the CLI, and today's kernels decline them by name (no input is built for a case every
-// kernel declines).
+// The type config and the feature fields: 8-bit storage types and attention features are known to the shape files
+// and the CLI; cpu.unified computes the features and 8-bit caches, the other kernels decline them by name (no input
+// is built for a case every kernel declines).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 
 #include "attnbench/backends.hpp"
@@ -24,7 +25,7 @@ TEST(Types, KernelsDeclineEightBitStorageByName) {
     p.types = AttentionTypes::all(d);
     const Support s = make_cpu_unified()->supports(p, knobs);
     EXPECT_FALSE(s.ok);
-    EXPECT_NE(s.reason.find(std::string("dtype ") + dtype_name(d) + ": this kernel stores Q, K/V and O in fp16 or bf16"),
+    EXPECT_NE(s.reason.find(std::string("types ") + dtype_name(d) + " (q-kv-o): cpu.unified stores Q and O in one 16-bit"),
               std::string::npos)
         << s.reason;
   }
@@ -44,7 +45,8 @@ TEST(Types, Fp8ShapeRowsAreDeclinedRowsThroughTheBinary) {
   ASSERT_EQ(doc["rows"].size(), 2u);
   EXPECT_EQ(doc["rows"][0]["dtype"], "e4m3");
   EXPECT_EQ(doc["rows"][0]["status"], "declined");
-  EXPECT_NE(doc["rows"][0]["reason"].get<std::string>().find("fp16 or bf16 only"), std::string::npos);
+  EXPECT_NE(doc["rows"][0]["reason"].get<std::string>().find("Q and O in one 16-bit dtype"), std::string::npos)
+      << doc["rows"][0].dump();
   EXPECT_EQ(doc["rows"][1]["status"], "ok");
   const auto bad = testcli::run_cli("run --shapes " + shapes + " --dtype fp8 -o " + out);
   EXPECT_EQ(bad.code, 2);
@@ -94,18 +96,25 @@ TEST(Types, BuffersAndWorkAreSizedInBytesPerTensor) {
   EXPECT_DOUBLE_EQ(attention_work(uniform).bytes - attention_work(p).bytes, 2.0 * 100 * 64);
 }
 
-TEST(Types, MixedTypesAreDeclinedByKernelsAndRefusedByTheReference) {
+// An 8-bit cache under 16-bit Q/O: cpu.unified and the reference read it (dequantised); the reference refuses
+// what no kernel stores: O unlike Q, or an 8-bit Q.
+TEST(Types, EightBitCachesAreReadAndMixedQAndORefused) {
   const AttentionProblem p = fp8_kv_problem();
-  const Support s = make_cpu_unified()->supports(p, KnobValues::resolve({}, false));
-  EXPECT_FALSE(s.ok);
-  EXPECT_NE(s.reason.find("types bf16-e4m3-bf16 (q-kv-o)"), std::string::npos) << s.reason;
+  EXPECT_TRUE(make_cpu_unified()->supports(p, KnobValues::resolve({}, false)).ok);
   const HostInputs in = build_inputs(p, 7);
-  std::vector<float> out(64);
-  try {
-    reference::paged_attention(in.params(), {{0, 0}}, out.data());
-    ADD_FAILURE() << "the reference gated mixed types";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("types bf16-e4m3-bf16"), std::string::npos) << e.what();
+  std::vector<float> out(64, std::nanf(""));
+  EXPECT_NO_THROW(reference::paged_attention(in.params(), {{0, 0}}, out.data()));
+  EXPECT_TRUE(std::isfinite(out[0]));
+  for (const AttentionTypes& t : {AttentionTypes{DType::f16, DType::e4m3, DType::bf16},
+                                  AttentionTypes{DType::e4m3, DType::e4m3, DType::bf16}}) {
+    AttentionParams a = in.params();
+    a.types = t;
+    try {
+      reference::paged_attention(a, {{0, 0}}, out.data());
+      ADD_FAILURE() << "the reference gated " << t.name();
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("types " + t.name()), std::string::npos) << e.what();
+    }
   }
 }
 
@@ -124,13 +133,13 @@ TEST(Types, KvDtypeShapeFieldLabelsRowsAndListsTypes) {
   EXPECT_EQ(t["o"], "bf16");
   EXPECT_EQ(t["acc"], "fp32");
   const std::string out = testcli::tmp_path("kv8.json");
-  const auto r = testcli::run_cli("run --shapes " + shapes + " --backend cpu --gate-only -o " + out);
+  const auto r = testcli::run_cli("run --shapes " + shapes + " --backend cpu --mode eager --gate-only -o " + out);
   EXPECT_EQ(r.code, 0) << r.output;
   const auto rows = testcli::read_json(out)["rows"];
   ASSERT_FALSE(rows.empty());
   for (const auto& row : rows) {
     EXPECT_EQ(row["dtype"], "bf16-e5m2-bf16");
-    EXPECT_EQ(row["status"], "declined") << row.dump();
+    EXPECT_EQ(row["status"], "ok") << row.dump();  // cpu.unified reads 8-bit caches
   }
   const std::string bad = testcli::write_text(
       "kv8_bad.json", R"({"group": "gk", "shapes": [{"name": "s", "heads": 2, "kv_heads": 1, "head_size": 64,
@@ -141,32 +150,40 @@ TEST(Types, KvDtypeShapeFieldLabelsRowsAndListsTypes) {
   EXPECT_TRUE(testcli::contains(e.output, "\"int4\"")) << e.output;
 }
 
-// Feature fields are declared and validated now; every kernel declines a feature it does not implement by name,
-// and the reference refuses to gate one, so no problem is computed without its feature.
-TEST(Features, ShapeFieldsParseValidateAndEveryKernelDeclines) {
+// Feature fields parse and validate; cpu.unified computes every feature and passes the gate, the GPU kernels
+// decline a feature they do not implement by name (or have no device here).
+TEST(Features, ShapeFieldsParseValidateAndCpuUnifiedComputesThem) {
   const std::string shapes = testcli::write_text(
       "feat_shapes.json",
       R"({"group": "gf", "defaults": {"heads": 2, "kv_heads": 1, "head_size": 64, "seqlen_k": 64, "dtypes": ["bf16"]},
           "shapes": [{"name": "win", "window_left": 16}, {"name": "cap", "softcap": 50},
                      {"name": "alibi", "alibi_slopes": [0.5, 0.25]}, {"name": "sink", "sinks": [1, 2]},
-                     {"name": "qq", "seqlen_q": 2, "qq_bias": [[0, 1], [2, 3]]}, {"name": "kv8", "k_scale": 0.5}]})");
+                     {"name": "qq", "seqlen_q": 2, "qq_bias": [[0, 1], [2, 3]]},
+                     {"name": "kv8", "kv_dtype": "e4m3", "k_scale": 0.5}]})");
   const std::string out = testcli::tmp_path("feat.json");
   const auto r = testcli::run_cli("run --shapes " + shapes + " --backend all --mode eager --gate-only -o " + out);
   EXPECT_EQ(r.code, 0) << r.output;
   const auto doc = testcli::read_json(out);
   const std::map<std::string, std::string> field = {{"win", "window_left"}, {"cap", "softcap"},
                                                     {"alibi", "alibi_slopes"}, {"sink", "sinks"},
-                                                    {"qq", "qq_bias"}, {"kv8", "k_scale"}};
+                                                    {"qq", "qq_bias"}, {"kv8", "types"}};
   ASSERT_FALSE(doc["rows"].empty());
+  int cpu_rows = 0;
   for (const auto& row : doc["rows"]) {
+    EXPECT_TRUE(row["dims"].contains("features")) << row.dump();
+    if (row["kernel"] == "cpu.unified") {
+      ++cpu_rows;
+      EXPECT_EQ(row["status"], "ok") << row.dump();
+      EXPECT_TRUE(row["gate"]["passed"]) << row.dump();
+      continue;
+    }
     EXPECT_EQ(row["status"], "declined") << row.dump();
     const std::string why = row["reason"];
-    const std::string want = "feature '" + field.at(row["shape"]) + "'";
-    EXPECT_TRUE(testcli::contains(why, want) || testcli::contains(why, "no CUDA device") ||
+    EXPECT_TRUE(testcli::contains(why, field.at(row["shape"])) || testcli::contains(why, "no CUDA device") ||
                 testcli::contains(why, "no HIP device"))
         << why;
-    EXPECT_TRUE(row["dims"].contains("features")) << row.dump();
   }
+  EXPECT_EQ(cpu_rows, 6);
   auto bad = [&](const std::string& field_json, const std::string& want) {
     const std::string f = testcli::write_text(
         "feat_bad.json", R"({"shapes": [{"name": "x", "heads": 2, "kv_heads": 1, "head_size": 64, "seqlen_k": 64, )" +
@@ -181,17 +198,24 @@ TEST(Features, ShapeFieldsParseValidateAndEveryKernelDeclines) {
   bad(R"("sinks": "yes")", "field 'sinks': expected a non-empty list of numbers");
   bad(R"("qq_bias": [[1, 2], [3]])", "field 'qq_bias': expected a square list of rows");
   bad(R"("v_scale": 0)", "field 'v_scale': must be a finite number > 0");
+  bad(R"("k_scale": 0.5)", "field 'k_scale': dequantises an 8-bit K/V cache; this one is bf16 (set kv_dtype)");
 }
 
-TEST(Features, ReferenceRefusesFeaturesItDoesNotCompute) {
+// The reference refuses params no problem could have given (the problem's validation catches them first).
+TEST(Features, ReferenceRefusesInconsistentFeatureParams) {
   AttentionProblem p;
   p.q_lens = {1};
   p.kv_lens = {64};
   p.heads = 2;
   p.kv_heads = 1;
   p.head_size = 64;
-  p.features.softcap = 30.f;
   const HostInputs in = build_inputs(p, 1);
   std::vector<float> out(2 * 64);
-  EXPECT_THROW(reference::paged_attention(in.params(), {{0, 0}}, out.data()), std::invalid_argument);
+  for (int which = 0; which < 3; ++which) {
+    AttentionParams a = in.params();
+    if (which == 0) a.features.softcap = -1.f;
+    if (which == 1) a.features.qq_bias_len = 4;  // and no bias
+    if (which == 2) a.features.k_scale = 0.f;
+    EXPECT_THROW(reference::paged_attention(a, {{0, 0}}, out.data()), std::invalid_argument) << which;
+  }
 }

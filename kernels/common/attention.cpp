@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "device/paged.hpp"
 #include "device/visibility.hpp"
 
 namespace attnbench {
@@ -58,20 +59,24 @@ void AttentionProblem::validate() const {
     bad("q_rope_dim", "must be even and in [0, head_size = " + std::to_string(head_size) + "], got " +
                           std::to_string(fusion.q_rope_dim));
   features.validate(heads, max_seqlen_q());
+  if (is_16bit(types.kv) && (features.k_scale != 1.f || features.v_scale != 1.f))
+    bad(features.k_scale != 1.f ? "k_scale" : "v_scale",
+        "dequantises an 8-bit K/V cache; this one is " + std::string(dtype_name(types.kv)) + " (set kv_dtype)");
 }
 
 WorkModel attention_work(const AttentionProblem& p) {
   WorkModel w;
-  double pairs = 0;  // visible (query, key) pairs, per head
+  double pairs = 0;      // visible (query, key) pairs, per head
+  double kv_tokens = 0;  // keys some row sees (a sliding window leaves the rest unread)
   for (int s = 0; s < p.num_seqs(); ++s) {
-    const device::Visibility vis(p.q_lens[s], p.kv_lens[s], p.causal);
-    for (int i = 0; i < p.q_lens[s]; ++i) pairs += vis.visible_count(i);
+    const int q = p.q_lens[s];
+    const device::Visibility vis(q, p.kv_lens[s], p.causal, p.features.window_left, p.features.window_right);
+    for (int i = 0; i < q; ++i) pairs += vis.visible_count(i);
+    if (q > 0) kv_tokens += std::max(0, vis.visible_end(q - 1) - vis.first_visible(0));
   }
   w.flops = 4.0 * pairs * p.heads * p.head_size;  // QK^T and PV, 2 FLOPs per multiply-add
   const double qb = static_cast<double>(dtype_bytes(p.types.q)), ob = static_cast<double>(dtype_bytes(p.types.o));
   const double kvb = static_cast<double>(dtype_bytes(p.types.kv));
-  double kv_tokens = 0;
-  for (int kv : p.kv_lens) kv_tokens += kv;
   w.bytes = (qb + ob) * p.total_q() * p.heads * p.head_size + kvb * 2.0 * kv_tokens * p.kv_heads * p.head_size;
   return w;
 }
@@ -116,6 +121,16 @@ AttentionParams make_attention_params(const AttentionProblem& p) {
   a.block_table_stride = p.max_blocks_per_seq();
   a.prologue.q_rope_dim = p.fusion.q_rope_dim;
   return a;
+}
+
+void check_gpu_layout(const std::string& kernel, const AttentionParams& a) {
+  if ((a.q_stride_token | a.q_stride_head | a.o_stride_token | a.o_stride_head | a.kv_stride_block |
+       a.kv_stride_token | a.kv_stride_head) % 8 != 0)
+    throw std::invalid_argument(kernel + ": strides must be multiples of 8 elements (16-byte rows)");
+  if (!device::page_fits_int32(a.block_size, a.kv_heads, a.head_size, a.kv_stride_token, a.kv_stride_head))
+    throw std::invalid_argument(kernel + ": a K/V page must span fewer than 2^31 elements (kv_stride_token " +
+                                std::to_string(a.kv_stride_token) + ", kv_stride_head " +
+                                std::to_string(a.kv_stride_head) + ")");
 }
 
 std::string sixteen_bit_storage_conflict(const AttentionProblem& p) {

@@ -21,9 +21,9 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   }
   return *this;
 }
-void DeviceBuffer::upload(const void* src, std::size_t n) {
-  if (n > bytes_) throw std::length_error("DeviceBuffer::upload past the end");
-  copy_to_device(ptr_, src, n);
+void DeviceBuffer::upload(const void* src, std::size_t n, std::size_t offset) {
+  if (n > bytes_ || offset > bytes_ - n) throw std::length_error("DeviceBuffer::upload past the end");
+  copy_to_device(static_cast<char*>(ptr_) + offset, src, n);
 }
 void DeviceBuffer::download(void* dst, std::size_t n) const {
   if (n > bytes_) throw std::length_error("DeviceBuffer::download past the end");

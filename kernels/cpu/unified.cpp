@@ -16,110 +16,23 @@
 #include <string>
 #include <vector>
 
+#include "cpu/gemm.hpp"
 #include "cpu/norm_rope.hpp"
 #include "attnbench/backends.hpp"
+#include "common/device/score_mods.hpp"
 #include "common/device/visibility.hpp"
 
 namespace attnbench {
 namespace {
 
+using cpu::fast_exp;
+using cpu::gemm;
+using cpu::keep_if;
+
 constexpr int kNB = 8;              // micro-kernel columns of the PV gemm (two SSE / one AVX vector)
 constexpr int kTargetVectors = 64;  // query vectors per work item
 constexpr int kPrefetchTokens = 8;     // K/V rows in flight ahead of the conversion (measured: 4..16 are close)
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-// The softmax loops must vectorise under the default -ftrapping-math: g++ will not turn a branch that guards a
-// float operation into a select, so these helpers keep every lane's work unconditional and do their clamping and
-// masking on the bits.
-
-// e^x for x <= 0 (every caller subtracts a running max). Cephes expf polynomial, ~1 ulp. |x| is clamped to 87 on
-// the integer bits (a float compare there becomes a branch); e^-87 ~ 1e-38 stands in for 0, which no softmax
-// weight can notice.
-inline float fast_exp(float x) {
-  int32_t ix;
-  std::memcpy(&ix, &x, 4);
-  ix &= 0x7fffffff;
-  ix = ix < 0x42ae0000 ? ix : 0x42ae0000;  // 0x42ae0000 = 87.0f
-  std::memcpy(&x, &ix, 4);
-  x = -x;
-  const int n = static_cast<int>(x * 1.44269504088896341f - 0.5f);  // truncation of a value <= 0: round to nearest
-  const float fn = static_cast<float>(n);
-  const float r = (x - fn * 0.693359375f) - fn * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float e = p * r * r + r + 1.0f;
-  const int32_t bits = (n + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, 4);
-  return e * scale;
-}
-
-// keep ? v : +0, as a bit mask (v may be NaN where keep is false).
-inline float keep_if(bool keep, float v) {
-  int32_t b;
-  std::memcpy(&b, &v, 4);
-  b &= -static_cast<int32_t>(keep);
-  std::memcpy(&v, &b, 4);
-  return v;
-}
-
-// Four floats in one register: a GCC/Clang generic vector, lowered to the target's SIMD (SSE2 with the default
-// x86-64 flags, NEON on arm64). The micro-kernel needs it because the auto-vectoriser keeps a local accumulator
-// array in memory (a store and a reload per multiply-add); named vectors stay in registers.
-using f32x4 = float __attribute__((vector_size(16)));
-
-// C[R x NB] (+)= A[R x K] * B[K x NB], A(r, k) = A[r * ars + k * acs] (so A may be read transposed), B and C
-// row-major; R * NB / 4 accumulator registers.
-template <int R, int NB, bool Accumulate>
-inline void micro_kernel(int K, const float* __restrict A, int ars, int acs, const float* __restrict B, int ldb,
-                         float* __restrict C, int ldc) {
-  static_assert(NB % 4 == 0, "column block is whole vectors");
-  constexpr int V = NB / 4;
-  f32x4 c[R][V];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) {
-      if constexpr (Accumulate)
-        std::memcpy(&c[r][v], C + r * ldc + 4 * v, sizeof(f32x4));
-      else
-        c[r][v] = f32x4{0.f, 0.f, 0.f, 0.f};
-    }
-  for (int k = 0; k < K; ++k) {
-    f32x4 b[V];
-    for (int v = 0; v < V; ++v) std::memcpy(&b[v], B + static_cast<std::size_t>(k) * ldb + 4 * v, sizeof(f32x4));
-    for (int r = 0; r < R; ++r) {
-      const float a = A[r * ars + k * acs];
-      for (int v = 0; v < V; ++v) c[r][v] += a * b[v];
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) std::memcpy(C + r * ldc + 4 * v, &c[r][v], sizeof(f32x4));
-}
-
-// The last rows - fewer than R - of a gemm.
-template <int R, int NB, bool Accumulate>
-void micro_kernel_tail(int rows, int K, const float* A, int ars, int acs, const float* B, int ldb, float* C,
-                       int ldc) {
-  if constexpr (R > 0) {
-    if (rows == R) return micro_kernel<R, NB, Accumulate>(K, A, ars, acs, B, ldb, C, ldc);
-    micro_kernel_tail<R - 1, NB, Accumulate>(rows, K, A, ars, acs, B, ldb, C, ldc);
-  }
-}
-
-// C[M x N] (+)= A[M x K] * B[K x N], N a multiple of NB.
-template <int R, int NB, bool Accumulate>
-void gemm(int M, int N, int K, const float* A, int ars, int acs, const float* B, int ldb, float* C, int ldc) {
-  for (int n0 = 0; n0 < N; n0 += NB) {
-    int m0 = 0;
-    for (; m0 + R <= M; m0 += R)
-      micro_kernel<R, NB, Accumulate>(K, A + m0 * ars, ars, acs, B + n0, ldb, C + m0 * ldc + n0, ldc);
-    micro_kernel_tail<R - 1, NB, Accumulate>(M - m0, K, A + m0 * ars, ars, acs, B + n0, ldb, C + m0 * ldc + n0,
-                                             ldc);
-  }
-}
 
 struct WorkTile {
   int seq = 0;
@@ -129,7 +42,8 @@ struct WorkTile {
 struct CpuPlan : AttentionPlan {
   int num_seqs = 0, heads = 0, kv_heads = 0, head_size = 0, block_size = 0;
   int64_t total_q = 0;
-  DType dtype = DType::bf16;  // Q, K/V and O (resolve declines mixed types)
+  DType dtype = DType::bf16;  // Q and O (K/V in it, or 8-bit codes read through a KvLut)
+  AttentionTypes types;
   bool causal = true;
   AttentionFusion fusion;
   int q_tile = 1, kv_tile = 64, splits = 1, threads = 1;
@@ -150,7 +64,8 @@ struct Scratch {
   float* acc;  // [m_pad, d]: unnormalised output
   float* m;    // [m_pad] running max
   float* l;    // [m_pad] running sum of exponentials
-  float* vis;  // [m_pad] visible end (keys [0, vis) are visible) of each query vector
+  float* vis;    // [m_pad] visible end (keys [first, vis) are visible) of each query vector
+  float* first;  // [m_pad] first visible key (0 without a left window)
   float* tmp;  // [3 * m_pad] per-tile max, rescale factor, sum
 };
 
@@ -159,11 +74,11 @@ std::size_t round16(std::size_t n) { return (n + 15) / 16 * 16; }
 // Floats of one thread's scratch; with a base, also points the Scratch's arrays into it.
 std::size_t scratch_layout(int m_pad, int d, int kv_tile, float* base, Scratch* s) {
   const std::size_t mp = m_pad, dd = d, t = kv_tile;
-  const std::size_t sizes[] = {dd * mp, t * mp, t * dd, t * dd, mp * dd, mp, mp, mp, 3 * mp};
-  float* Scratch::*parts[] = {&Scratch::qt, &Scratch::st, &Scratch::k, &Scratch::v, &Scratch::acc,
-                              &Scratch::m,  &Scratch::l,  &Scratch::vis, &Scratch::tmp};
+  const std::size_t sizes[] = {dd * mp, t * mp, t * dd, t * dd, mp * dd, mp, mp, mp, mp, 3 * mp};
+  float* Scratch::*parts[] = {&Scratch::qt, &Scratch::st, &Scratch::k,   &Scratch::v,     &Scratch::acc,
+                              &Scratch::m,  &Scratch::l,  &Scratch::vis, &Scratch::first, &Scratch::tmp};
   std::size_t off = 0;
-  for (int i = 0; i < 9; ++i) {
+  for (int i = 0; i < 10; ++i) {
     if (base) s->*parts[i] = base + off;
     off += round16(sizes[i]);  // arrays start 64 bytes apart (multiples of 16 floats)
   }
@@ -192,18 +107,65 @@ void q_prologue_row(const AttentionParams& p, const float* w, int64_t token, con
   for (int i = 0; i < d; ++i) x[i] = half_to_float(float_to_half(x[i], DT), DT);
 }
 
+// An 8-bit K/V cache's codes in fp32, times k_scale / v_scale: built once per call.
+struct KvLut {
+  bool on = false;
+  float k[256], v[256];
+  explicit KvLut(const AttentionParams& p) : on(!is_16bit(p.types.kv)) {
+    if (on)
+      for (int c = 0; c < 256; ++c) {
+        k[c] = fp8_to_float(static_cast<uint8_t>(c), p.types.kv) * p.features.k_scale;
+        v[c] = fp8_to_float(static_cast<uint8_t>(c), p.types.kv) * p.features.v_scale;
+      }
+  }
+};
+
+// Applies the score features (softcap, ALiBi, qq-bias: device::ScoreMods) to the tile's scores of query vectors
+// [0, M), keys j0 + [0, n): column mi of S^T is the row (row0 + mi / g, head kh g + mi % g).
+void apply_score_mods(const AttentionParams& p, const Scratch& sc, int mp, int M, int g, int kh, int row0, int q_len,
+                      int kv_len, int j0, int n) {
+  const AttentionFeatureParams& f = p.features;
+  for (int mi = 0; mi < M; ++mi) {
+    const device::ScoreMods md = device::score_mods(f.softcap, f.alibi_slopes, f.qq_bias, f.qq_bias_len,
+                                                    row0 + mi / g, q_len, kv_len, kh * g + mi % g);
+    for (int j = 0; j < n; ++j) {
+      float& v = sc.st[static_cast<std::size_t>(j) * mp + mi];
+      v = md.apply(v, j0 + j);
+    }
+  }
+}
+
+// One token's K and V rows of kv head kh, converted to fp32: 16-bit halves of DT, or 8-bit codes through the LUT.
+template <DType DT>
+void convert_kv_row(const AttentionParams& p, const KvLut& lut, int64_t base, float* kd, float* vd) {
+  const int d = p.head_size;
+  if (lut.on) {
+    const uint8_t* kc = static_cast<const uint8_t*>(p.k_cache) + base;
+    const uint8_t* vc = static_cast<const uint8_t*>(p.v_cache) + base;
+    for (int c = 0; c < d; ++c) kd[c] = lut.k[kc[c]];
+    for (int c = 0; c < d; ++c) vd[c] = lut.v[vc[c]];
+  } else {
+    const uint16_t* kc = static_cast<const uint16_t*>(p.k_cache) + base;
+    const uint16_t* vc = static_cast<const uint16_t*>(p.v_cache) + base;
+    for (int c = 0; c < d; ++c) kd[c] = half_to_float(kc[c], DT);
+    for (int c = 0; c < d; ++c) vd[c] = half_to_float(vc[c], DT);
+  }
+}
+
 // Attends rows [row0, row0 + rows) of sequence `seq` (all heads of kv head `kh`) to keys [k0, k1): leaves the
 // unnormalised output in sc.acc and the running max / sum in sc.m / sc.l. VC: the QK gemm's column block.
 template <DType DT, int VC>
-void attend(const AttentionParams& p, const CpuPlan& pl, const Scratch& sc, int seq, int kh, int row0, int rows,
-            int q_len, int kv_len, int k0, int k1) {
+void attend(const AttentionParams& p, const CpuPlan& pl, const KvLut& lut, const Scratch& sc, int seq, int kh,
+            int row0, int rows, int q_len, int kv_len, int k0, int k1) {
   const int g = p.heads / p.kv_heads, d = p.head_size, M = rows * g, T = pl.kv_tile, mp = pl.m_pad;
   const int mcols = (M + VC - 1) / VC * VC;  // query columns the loops touch; [M, mcols) are padding
   const uint16_t* q = static_cast<const uint16_t*>(p.q);
-  const uint16_t* kc = static_cast<const uint16_t*>(p.k_cache);
-  const uint16_t* vc = static_cast<const uint16_t*>(p.v_cache);
+  const char* kc = static_cast<const char*>(p.k_cache);  // for the prefetches: bytes
+  const char* vc = static_cast<const char*>(p.v_cache);
+  const int64_t kvb = static_cast<int64_t>(dtype_bytes(p.types.kv));
   const int64_t q_token0 = p.cu_seqlens_q[seq] + row0;
-  const device::Visibility visibility(q_len, kv_len, p.causal);
+  const device::Visibility visibility(q_len, kv_len, p.causal, p.features.window_left, p.features.window_right);
+  const bool mods = p.features.softcap > 0.f || p.features.alibi_slopes || p.features.qq_bias;
 
   const bool prologue = p.prologue.q_norm_weight != nullptr || p.prologue.q_rope_dim > 0;
   float wq[512];  // the Q prologue's norm weight, decoded once per call of attend
@@ -221,9 +183,11 @@ void attend(const AttentionParams& p, const CpuPlan& pl, const Scratch& sc, int 
         for (int c = 0; c < d; ++c) sc.qt[static_cast<std::size_t>(c) * mp + mi] = half_to_float(src[c], DT) * p.scale;
       }
       sc.vis[mi] = static_cast<float>(visibility.visible_end(row0 + mi / g));
+      sc.first[mi] = static_cast<float>(visibility.first_visible(row0 + mi / g));
     } else {
       for (int c = 0; c < d; ++c) sc.qt[static_cast<std::size_t>(c) * mp + mi] = 0.f;
       sc.vis[mi] = -1.f;  // sees nothing
+      sc.first[mi] = 0.f;
     }
     sc.m[mi] = kNegInf;
     sc.l[mi] = 0.f;
@@ -234,8 +198,10 @@ void attend(const AttentionParams& p, const CpuPlan& pl, const Scratch& sc, int 
   float* __restrict tile_sum = sc.tmp + 2 * mp;
   float* __restrict run_max = sc.m;
   const float* __restrict vis = sc.vis;
+  const float* __restrict first = sc.first;
 
   k1 = std::min(k1, visibility.rows_end(row0 + rows));  // tiles past the last row's visible end: skipped
+  k0 = std::max(k0, visibility.first_visible(row0));    // and keys before the first row's window
   const int32_t* table = p.block_table + static_cast<int64_t>(seq) * p.block_table_stride;
 
   int ahead = std::min(k1, k0 + kPrefetchTokens);  // the next token to prefetch, and where it lives
@@ -247,25 +213,24 @@ void attend(const AttentionParams& p, const CpuPlan& pl, const Scratch& sc, int 
     int blk = j0 / p.block_size, off = j0 % p.block_size;
     for (int t = 0; t < n; ++t) {
       if (ahead < k1) {
-        const int64_t pb = static_cast<int64_t>(table[ahead_blk]) * p.kv_stride_block +
-                           ahead_off * p.kv_stride_token + static_cast<int64_t>(kh) * p.kv_stride_head;
-        for (int c = 0; c < d; c += 32) __builtin_prefetch(kc + pb + c), __builtin_prefetch(vc + pb + c);
+        const int64_t pb = (static_cast<int64_t>(table[ahead_blk]) * p.kv_stride_block +
+                            ahead_off * p.kv_stride_token + static_cast<int64_t>(kh) * p.kv_stride_head) * kvb;
+        for (int64_t c = 0; c < d * kvb; c += 64) __builtin_prefetch(kc + pb + c), __builtin_prefetch(vc + pb + c);
         ++ahead;
         if (++ahead_off == p.block_size) ahead_off = 0, ++ahead_blk;
       }
       const int64_t base = static_cast<int64_t>(table[blk]) * p.kv_stride_block + off * p.kv_stride_token +
                            static_cast<int64_t>(kh) * p.kv_stride_head;
-      float* kd = sc.k + static_cast<std::size_t>(t) * d;
-      float* vd = sc.v + static_cast<std::size_t>(t) * d;
-      for (int c = 0; c < d; ++c) kd[c] = half_to_float(kc[base + c], DT);
-      for (int c = 0; c < d; ++c) vd[c] = half_to_float(vc[base + c], DT);
+      convert_kv_row<DT>(p, lut, base, sc.k + static_cast<std::size_t>(t) * d, sc.v + static_cast<std::size_t>(t) * d);
       if (++off == p.block_size) off = 0, ++blk;
     }
 
     // S^T[n x mcols] = K_tile[n x d] * Q^T[d x mcols]
     gemm<6, VC, false>(n, mcols, d, sc.k, d, 1, sc.qt, mp, sc.st, mp);
+    if (mods) apply_score_mods(p, sc, mp, M, g, kh, row0, q_len, kv_len, j0, n);
 
-    // Online softmax, vectorised across query vectors; key j is visible to vector m iff j0 + j < vis[m]. Operands
+    // Online softmax, vectorised across query vectors; key j is visible to vector m iff first[m] <= j0 + j < vis[m].
+    // Operands
     // are loaded into values first: std::max on references, or a load under a condition, is control flow too.
     const float jbase = static_cast<float>(j0);
     for (int mi = 0; mi < mcols; ++mi) tile_max[mi] = kNegInf, tile_sum[mi] = 0.f;
@@ -274,8 +239,8 @@ void attend(const AttentionParams& p, const CpuPlan& pl, const Scratch& sc, int 
       const float key = jbase + static_cast<float>(j);
 #pragma omp simd
       for (int mi = 0; mi < mcols; ++mi) {
-        const float v = row[mi], lim = vis[mi], t = tile_max[mi];
-        const float masked = key < lim ? v : kNegInf;
+        const float v = row[mi], lim = vis[mi], lo = first[mi], t = tile_max[mi];
+        const float masked = key < lim && key >= lo ? v : kNegInf;
         tile_max[mi] = t < masked ? masked : t;
       }
     }
@@ -292,8 +257,8 @@ void attend(const AttentionParams& p, const CpuPlan& pl, const Scratch& sc, int 
       const float key = jbase + static_cast<float>(j);
 #pragma omp simd
       for (int mi = 0; mi < mcols; ++mi) {
-        const float v = row[mi], base = tile_max[mi], lim = vis[mi];
-        const float pe = keep_if(key < lim, fast_exp(v - base));
+        const float v = row[mi], base = tile_max[mi], lim = vis[mi], lo = first[mi];
+        const float pe = keep_if(key < lim && key >= lo, fast_exp(v - base));
         row[mi] = pe;
         tile_sum[mi] += pe;
       }
@@ -336,7 +301,8 @@ void write_out(const AttentionParams& p, const Scratch& sc, int seq, int kh, int
   for (int r = 0; r < rows; ++r)
     for (int hh = 0; hh < g; ++hh) {
       const int mi = r * g + hh;
-      const float inv = sc.l[mi] > 0.f ? 1.f / sc.l[mi] : 0.f;  // a row that sees no key writes zeros
+      const float den = sc.l[mi] + device::sink_weight(p.features.sinks, kh * g + hh, sc.m[mi]);
+      const float inv = den > 0.f ? 1.f / den : 0.f;  // a row that sees no key writes zeros
       store_row<DT>(p, token0 + r, kh * g + hh, sc.acc + static_cast<std::size_t>(mi) * d, inv);
     }
 }
@@ -389,6 +355,7 @@ void combine(const AttentionParams& p, const CpuPlan& pl, const Scratch& sc, int
     const float* a = w.acc + (slot0 + k) * d;
     for (int c = 0; c < d; ++c) o[c] += wk * a[c];
   }
+  total += device::sink_weight(p.features.sinks, h, mx);
   store_row<DT>(p, token, h, o, total > 0.f ? 1.f / total : 0.f);
 }
 
@@ -397,6 +364,7 @@ void run_typed(const CpuPlan& pl, const AttentionParams& p) {
   const int64_t per_tile = static_cast<int64_t>(p.kv_heads) * pl.splits;
   const int64_t items = static_cast<int64_t>(pl.tiles.size()) * per_tile;
   const int64_t rows_out = p.total_q * p.heads;
+  const KvLut lut(p);
 #pragma omp parallel num_threads(pl.threads)
   {
     const Scratch sc = carve(pl, omp_get_thread_num());
@@ -408,13 +376,13 @@ void run_typed(const CpuPlan& pl, const AttentionParams& p) {
       const int row0 = wt.q_tile * pl.q_tile, rows = std::min(pl.q_tile, q_len - row0);
       if (rows <= 0) continue;
       if (pl.splits == 1) {
-        attend<DT, VC>(p, pl, sc, wt.seq, kh, row0, rows, q_len, kv_len, 0, kv_len);
+        attend<DT, VC>(p, pl, lut, sc, wt.seq, kh, row0, rows, q_len, kv_len, 0, kv_len);
         write_out<DT>(p, sc, wt.seq, kh, row0, rows);
       } else {
         // Split boundaries on KV-tile multiples; trailing splits of a short sequence are empty.
         const int chunk = ((kv_len + pl.splits - 1) / pl.splits + pl.kv_tile - 1) / pl.kv_tile * pl.kv_tile;
         const int k0 = std::min(kv_len, split * chunk), k1 = std::min(kv_len, k0 + chunk);
-        attend<DT, VC>(p, pl, sc, wt.seq, kh, row0, rows, q_len, kv_len, k0, k1);
+        attend<DT, VC>(p, pl, lut, sc, wt.seq, kh, row0, rows, q_len, kv_len, k0, k1);
         write_partial(p, pl, sc, wt.seq, kh, row0, rows, split);
       }
     }
@@ -447,6 +415,7 @@ class CpuUnified final : public AttentionKernel {
     pl->block_size = p.block_size;
     pl->total_q = p.total_q();
     pl->dtype = p.types.q;
+    pl->types = p.types;
     pl->causal = p.causal;
     pl->fusion = p.fusion;
     pl->threads = in.threads;
@@ -476,7 +445,7 @@ class CpuUnified final : public AttentionKernel {
     const auto* pl = dynamic_cast<const CpuPlan*>(&plan);
     if (!pl) throw std::invalid_argument("cpu.unified: plan was not made by cpu.unified");
     if (p.num_seqs != pl->num_seqs || p.heads != pl->heads || p.kv_heads != pl->kv_heads ||
-        p.head_size != pl->head_size || p.block_size != pl->block_size || p.types != AttentionTypes::all(pl->dtype) ||
+        p.head_size != pl->head_size || p.block_size != pl->block_size || p.types != pl->types ||
         p.causal != pl->causal || p.total_q != pl->total_q)
       throw std::invalid_argument("cpu.unified: params do not describe the planned problem (" + pl->summary + ")");
     if (!p.q || !p.k_cache || !p.v_cache || !p.out || !p.cu_seqlens_q || !p.seqused_k || !p.block_table)
@@ -533,8 +502,10 @@ Support unified_support(const AttentionProblem& p, const CpuKnobs& knobs) {
   } catch (const std::invalid_argument& e) {
     return Support::no(e.what());
   }
-  if (const std::string types = sixteen_bit_storage_conflict(p); !types.empty()) return Support::no(types);
-  if (const std::string f = feature_conflict(p.features, "cpu.unified"); !f.empty()) return Support::no(f);
+  const AttentionTypes& t = p.types;
+  if (!is_16bit(t.q) || t.o != t.q || !(t.kv == t.q || !is_16bit(t.kv)))
+    return Support::no("types " + t.name() + " (q-kv-o): cpu.unified stores Q and O in one 16-bit dtype, K/V in it "
+                       "or in an 8-bit one");
   if (p.head_size % 8 != 0 || p.head_size > 512)
     return Support::no("head_size " + std::to_string(p.head_size) + " is not a multiple of 8 in [8, 512]");
   const std::string over = over_work_limit(attention_work(p).flops, knobs);

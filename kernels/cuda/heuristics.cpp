@@ -208,6 +208,7 @@ int decode_splits(const DecodeSplitCost& c) {
 
 bool recommend_graph_replay(const AttentionProblem& p, const UnifiedKnobs& knobs, bool caller_capturing) {
   if (caller_capturing) return false;
+  if (p.features.any()) return false;  // a feature-flagged problem launches eagerly (graph mode still measures it)
   if (choose_path(p) == UnifiedPath::decode_3d) return knobs.graph_3d;
   if (p.max_seqlen_q() > 768) return false;
   return knobs.graph_2d;

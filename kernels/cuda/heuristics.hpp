@@ -186,7 +186,8 @@ double decode_split_time_us(const DecodeSplitCost& c, int splits);
 int decode_splits(const DecodeSplitCost& c);
 
 // recommend_graph_replay: decode yes, max_seqlen_q <= 768 yes, longer no, never while the caller is
-// capturing; ATTNBENCH_3D_GRAPH gates the 3D path, ATTNBENCH_2D_GRAPH the 2D path.
+// capturing nor for a problem with an attention feature (graph mode is still measured); ATTNBENCH_3D_GRAPH gates
+// the 3D path, ATTNBENCH_2D_GRAPH the 2D path.
 bool recommend_graph_replay(const AttentionProblem& p, const UnifiedKnobs& knobs, bool caller_capturing);
 
 // Everything plan() derives once: path, tile and grid geometry, splits, workspace.

@@ -131,13 +131,7 @@ class CudaUnified final : public AttentionKernel {
     if (cp->workspace_bytes > 0 && a.workspace == nullptr)
       throw std::invalid_argument("cuda.unified: plan needs " + std::to_string(cp->workspace_bytes) +
                                   " workspace bytes, params.workspace is null");
-    if ((a.q_stride_token | a.q_stride_head | a.o_stride_token | a.o_stride_head | a.kv_stride_block |
-         a.kv_stride_token | a.kv_stride_head) % 8 != 0)
-      throw std::invalid_argument("cuda.unified: strides must be multiples of 8 elements (16-byte rows)");
-    if (!device::page_fits_int32(a.block_size, a.kv_heads, a.head_size, a.kv_stride_token, a.kv_stride_head))
-      throw std::invalid_argument("cuda.unified: a K/V page must span fewer than 2^31 elements (kv_stride_token " +
-                                  std::to_string(a.kv_stride_token) + ", kv_stride_head " +
-                                  std::to_string(a.kv_stride_head) + ")");
+    check_gpu_layout("cuda.unified", a);
     const bool gate = cp->instance.fusion.output_gate;
     if (gate != (a.epilogue.gate != nullptr))
       throw std::invalid_argument(gate ? "cuda.unified: the problem has an output gate, params.epilogue.gate is null"

@@ -53,9 +53,7 @@ void check_params(const HipUnifiedPlan& plan, const AttentionParams& a) {
   if (plan.workspace_bytes > 0 && a.workspace == nullptr)
     throw std::invalid_argument("hip.unified: plan needs " + std::to_string(plan.workspace_bytes) +
                                 " workspace bytes, params.workspace is null");
-  if ((a.q_stride_token | a.q_stride_head | a.o_stride_token | a.o_stride_head | a.kv_stride_block |
-       a.kv_stride_token | a.kv_stride_head) % 8 != 0)
-    throw std::invalid_argument("hip.unified: strides must be multiples of 8 elements (16-byte rows)");
+  check_gpu_layout("hip.unified", a);
   const void* out = a.out;
   const void* workspace = a.workspace;
   for (const void* ptr : {a.q, a.k_cache, a.v_cache, out, workspace})

@@ -2,7 +2,7 @@
 # On a GPU machine, the checks of issue 19 that need one: (1) one group run in-process and isolated, compared
 # (timings must be SAME); (2) the same group interrupted with SIGINT after a few cases, resumed, and compared row
 # for row (status and gate) with the uninterrupted isolated run; (3) the GPU fault-isolation tests.
-#   scripts/device/isolation-check.sh [group]          # default: decode
+#   scripts/device/isolation-check.sh [group]          # default: decode; ISO_ARGS: more run options
 # Results land in ${OUT:-results}/isolation/.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -12,7 +12,8 @@ g="${1:-decode}"
 R="${OUT:-results}/isolation"
 mkdir -p "$R"
 rm -f "$R"/*.partial.jsonl
-common=(run --group "$g" --no-progress)
+read -r -a more <<< "${ISO_ARGS:-}"
+common=(run --group "$g" --no-progress "${more[@]}")
 
 echo "== $g in-process vs isolated"
 "$bin" "${common[@]}" --isolate off -o "$R/off.json" > "$R/off.log" 2>&1; echo "off: exit $?"

@@ -2,10 +2,13 @@
 // its workspace, and a poisoned output; run() enqueues one call.
 #pragma once
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -21,10 +24,14 @@ namespace attnbench::gputest {
 // strides (o_stride_head = d + 8, o_stride_token = h (d + 8) + 16). Gate: problem.output_gate, params.epilogue.gate reads
 // the GATE columns (fused) or a [total_q, h, d] buffer, seeded values in [-4, 4]; gate_pad pads that buffer's
 // token rows by 2 elements, so its rows are only 4-byte aligned (the kernels' narrow gate loads).
+// pool_blocks > 0: K and V live in device caches of that many blocks (not fused), the case's blocks at seeded
+// distinct places across them (the pool's last block among them), every other byte 0x41 (large finite values); the
+// device table names the places, the host copy the reference reads keeps the compact ids.
 struct CaseLayout {
   bool fused = false;
   bool gate = false;
   bool gate_pad = false;
+  int64_t pool_blocks = 0;
 };
 
 template <class T>
@@ -36,6 +43,7 @@ struct DeviceCase {
   CaseLayout layout;
   std::vector<uint16_t> gate_host;  // fused: the whole fused buffer; else [total_q, h, d]
   int64_t gate_off = 0, gate_st = 0, gate_sh = 0;  // gate element (t, h, d) at gate_host[off + t st + h sh + d]
+  std::vector<int32_t> device_table;  // the pool's places (pool_blocks > 0), else empty: host.block_table
   cuda::DeviceBuffer q, k, v, cu, used, table, out, workspace, fused, gate;
   std::unique_ptr<AttentionKernel> kernel = make_cuda_unified();
   std::unique_ptr<AttentionPlan> plan;
@@ -92,8 +100,12 @@ struct DeviceCase {
       }
     } else {
       up(q, host.q);
-      up(k, host.k_cache);
-      up(v, host.v_cache);
+      if (lay.pool_blocks > 0) {
+        device_table = place_in_pool(lay.pool_blocks, seed);
+      } else {
+        up(k, host.k_cache);
+        up(v, host.v_cache);
+      }
       params.q = q.data();
       params.k_cache = k.data();
       params.v_cache = v.data();
@@ -110,7 +122,7 @@ struct DeviceCase {
     params.epilogue.gate_stride_head = gate_sh;
     up(cu, host.cu_seqlens_q);
     up(used, host.seqused_k);
-    up(table, host.block_table);
+    up(table, device_table.empty() ? host.block_table : device_table);
     out = cuda::DeviceBuffer(out_elems() * 2);
     plan = kernel->plan(p, KnobValues::resolve(knobs, /*read_env=*/false));
     workspace = cuda::DeviceBuffer(plan->workspace_bytes);
@@ -119,6 +131,36 @@ struct DeviceCase {
     params.seqused_k = static_cast<const int32_t*>(used.data());
     params.block_table = static_cast<const int32_t*>(table.data());
     params.workspace = workspace.data();
+  }
+  // Uploads each compact block to its place in the pool; returns the table of places.
+  std::vector<int32_t> place_in_pool(int64_t pool_blocks, uint64_t seed) {
+    const AttentionProblem& p = host.problem;
+    if (pool_blocks < host.num_blocks || pool_blocks > INT32_MAX) throw std::invalid_argument("pool_blocks");
+    const std::size_t block_bytes =
+        static_cast<std::size_t>(p.block_size) * p.kv_heads * p.head_size * dtype_bytes(p.types.kv);
+    std::mt19937_64 rng(seed ^ 0x5eedull);
+    std::vector<int32_t> place(host.num_blocks);
+    std::set<int64_t> taken = {pool_blocks - 1};
+    place[0] = static_cast<int32_t>(pool_blocks - 1);  // block 0 is a sequence's (the sentinel is the last)
+    for (std::size_t b = 1; b < place.size(); ++b) {
+      int64_t x;
+      do x = static_cast<int64_t>(rng() % static_cast<uint64_t>(pool_blocks));
+      while (!taken.insert(x).second);
+      place[b] = static_cast<int32_t>(x);
+    }
+    k = cuda::DeviceBuffer(static_cast<std::size_t>(pool_blocks) * block_bytes);
+    v = cuda::DeviceBuffer(k.bytes());
+    k.fill_byte(0x41);
+    v.fill_byte(0x41);
+    const auto* hk = static_cast<const char*>(host.k_cache.data());
+    const auto* hv = static_cast<const char*>(host.v_cache.data());
+    for (std::size_t b = 0; b < place.size(); ++b) {
+      k.upload(hk + b * block_bytes, block_bytes, static_cast<std::size_t>(place[b]) * block_bytes);
+      v.upload(hv + b * block_bytes, block_bytes, static_cast<std::size_t>(place[b]) * block_bytes);
+    }
+    std::vector<int32_t> t = host.block_table;
+    for (auto& e : t) e = place[e];
+    return t;
   }
   static AttentionProblem with_gate(AttentionProblem p, bool gate) {
     p.fusion.output_gate = gate;

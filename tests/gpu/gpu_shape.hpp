@@ -17,6 +17,11 @@ struct Shape {
   bool required = false;  // for kernels that may decline: a decline of this shape fails the test
 };
 
+// b sequences of (q, kv).
+inline std::vector<std::pair<int, int>> uniform(int b, int q, int kv) {
+  return std::vector<std::pair<int, int>>(b, {q, kv});
+}
+
 inline AttentionProblem problem_of(const Shape& s, DType dt) {
   AttentionProblem p;
   for (auto [q, kv] : s.seqs) {

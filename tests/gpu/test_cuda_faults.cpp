@@ -28,7 +28,7 @@ ResultsFile fault_run(Isolation iso) {
   o.kernel_glob = "cuda.unified,test.cuda_fault_*";
   o.extra_kernels = gputest::faulty_cuda_entries();
   o.isolate = iso;
-  o.case_timeout_s = 30;
+  o.case_timeout_s = 10;  // the spin row costs this, each worker start a second or two
   o.stop.min_samples = 3;
   o.stop.timeout_s = 0.3;
   o.settle_s = 0.2;
@@ -53,7 +53,7 @@ void expect_own_rows_only(const ResultsFile& f) {
       EXPECT_TRUE(has(r.reason, "device fault") && has(r.reason, "cudaError"));
     } else if (k == "test.cuda_fault_spin") {
       EXPECT_EQ(r.status, "error");
-      EXPECT_TRUE(has(r.reason, "timed out after 30 s"));
+      EXPECT_TRUE(has(r.reason, "timed out after 10 s"));
     } else if (k == "test.cuda_fault_nan_element" || k == "test.cuda_fault_unwritten_element") {
       EXPECT_EQ(r.status, "mismatch");
       ASSERT_TRUE(r.gate);

@@ -26,8 +26,6 @@
 namespace attnbench::gputest {
 namespace {
 
-std::vector<std::pair<int, int>> uniform(int b, int q, int kv) { return std::vector<std::pair<int, int>>(b, {q, kv}); }
-
 std::vector<Shape> shapes() {
   return {
       {"decode ragged d128 h32kv8 bs64", {{1, 523}, {1, 37}, {1, 2011}, {1, 1328}}, 32, 8, 128, true, 64, true},

@@ -56,8 +56,8 @@ struct AttentionProblem {
 // each checks the other.
 inline int causal_visible_end(int i, int q_len, int kv_len) { return i + (kv_len - q_len) + 1; }
 
-// Declared work of one call: matmul FLOPs over visible (query, key) pairs and the fewest bytes moved
-// (Q, O, and each sequence's K and V read once).
+// Declared work of one call: matmul FLOPs over visible (query, key) pairs (the sliding window's included) and the
+// fewest bytes moved (Q, O, and once each key of a sequence that some row sees, K and V).
 struct WorkModel {
   double flops = 0;
   double bytes = 0;
@@ -116,6 +116,11 @@ struct AttentionParams {
 // A call's Q-prologue params against its problem's fusion: the pointers where the problem has the step, none where
 // it has not. Throws std::invalid_argument prefixed with `kernel`.
 void check_q_prologue_params(const std::string& kernel, const AttentionFusion& f, const AttentionQPrologue& a);
+
+// The layout rules the GPU kernels share: every stride a multiple of 8 elements (16-byte rows), and a K/V page
+// spanning fewer than 2^31 elements (offsets inside a page are 32-bit). Throws std::invalid_argument prefixed with
+// `kernel`, naming the strides.
+void check_gpu_layout(const std::string& kernel, const AttentionParams& a);
 
 // Why a kernel that stores Q, K/V and O in one 16-bit dtype (fp16 or bf16) cannot take this problem ("" when it
 // can): the decline today's kernels give 8-bit storage and mixed types.

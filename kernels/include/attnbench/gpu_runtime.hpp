@@ -64,7 +64,7 @@ class DeviceBuffer {
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
   void* data() const { return ptr_; }
   std::size_t bytes() const { return bytes_; }
-  void upload(const void* src, std::size_t n);
+  void upload(const void* src, std::size_t n, std::size_t offset = 0);  // to bytes [offset, offset + n)
   void download(void* dst, std::size_t n) const;
   void fill_byte(unsigned char v);
 

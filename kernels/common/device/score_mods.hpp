@@ -1,0 +1,46 @@
+// The score features of one query row, the one statement for every kernel (the Eigen reference keeps its own):
+// on a scaled score s of key j, softcap c tanh(s / c), then ALiBi slope (j - i'), then the qq-bias among the
+// sequence's new tokens (j >= kv_len - q_len) at (i, j - (kv_len - q_len)); then the mask. A sink joins the
+// softmax denominator only (sink_weight). README, "Attention features".
+#pragma once
+
+#include <math.h>
+
+#include "host_device.hpp"
+
+namespace attnbench::device {
+
+struct ScoreMods {
+  float softcap = 0.f;            // 0: none
+  float slope = 0.f;              // the row's head's ALiBi slope (0: none)
+  const float* qq_row = nullptr;  // the row's qq-bias row (null: none)
+  int pos = 0;                    // i' = i + kv_len - q_len
+  int new_from = 0;               // kv_len - q_len: the first of the sequence's new tokens
+
+  ATTNBENCH_HD_INLINE float apply(float s, int j) const {
+    if (softcap > 0.f) s = softcap * tanhf(s / softcap);
+    s += slope * static_cast<float>(j - pos);
+    if (qq_row != nullptr && j >= new_from) s += qq_row[j - new_from];
+    return s;
+  }
+};
+
+// The mods of query row i (of q_len, over kv_len keys) and query head h from the feature params' pointers.
+ATTNBENCH_HD_INLINE ScoreMods score_mods(float softcap, const float* alibi_slopes, const float* qq_bias,
+                                         int qq_bias_len, int i, int q_len, int kv_len, int h) {
+  ScoreMods m;
+  m.softcap = softcap;
+  m.slope = alibi_slopes != nullptr ? alibi_slopes[h] : 0.f;
+  m.qq_row = qq_bias != nullptr ? qq_bias + static_cast<long long>(i) * qq_bias_len : nullptr;
+  m.new_from = kv_len - q_len;
+  m.pos = i + m.new_from;
+  return m;
+}
+
+// A sink's share of a softmax denominator whose scores' running max is m: e^(sink - m), 0 without a sink (the
+// row's output is acc / (l + sink_weight)); e^(sink - m) is inf for a row that saw no key (m = -inf): output 0.
+ATTNBENCH_HD_INLINE float sink_weight(const float* sinks, int h, float m) {
+  return sinks != nullptr ? expf(sinks[h] - m) : 0.f;
+}
+
+}  // namespace attnbench::device
