@@ -25,6 +25,7 @@
 #include "repro.hpp"
 #include "registry.hpp"
 #include "sha256.hpp"
+#include "runner_impl.hpp"
 #include "worker.hpp"
 
 #ifndef ATTNBENCH_VERSION
@@ -48,28 +49,6 @@ nlohmann::json base_provenance(const std::string& command_line, uint64_t seed) {
 
 namespace {
 
-// Device handles per backend, each made on first use; a backend without one keeps the reason.
-struct Devices {
-  struct Slot {
-    std::unique_ptr<Device> device;
-    std::string why_not;
-  };
-  std::map<Backend, Slot> made;
-  Device* get(Backend b, std::string* why_not) {
-    auto it = made.find(b);
-    if (it == made.end()) {
-      Slot s;
-      s.device = make_backend_device(b, &s.why_not);
-      it = made.emplace(b, std::move(s)).first;
-    }
-    if (!it->second.device) *why_not = it->second.why_not;
-    return it->second.device.get();
-  }
-  Device* existing(Backend b) const {
-    const auto it = made.find(b);
-    return it == made.end() ? nullptr : it->second.device.get();
-  }
-};
 
 // sel: auto | all | a backend name; auto is the backend that a GPU with a built backend gives, else cpu.
 bool backend_selected(const std::string& sel, Backend b, Backend auto_backend) {
@@ -122,70 +101,9 @@ nlohmann::json run_provenance(const RunOptions& o, const KnobValues& knobs, bool
   return p;
 }
 
-// One run: the selected cases, each through every kernel that the selection keeps, one row per mode.
-class Runner {
- public:
-  Runner(const RunOptions& options, const std::vector<KnobValues>& knob_sets, const std::vector<ShapeCase>& cases,
-         std::ostream& out);
-  ResultsFile run();
+}  // namespace
 
- private:
-  std::vector<const KernelEntry*> kernels_for(const ShapeCase& c) const;
-  TableContents table_contents() const;
-  ResultRow base_row(const ShapeCase& c, const OpCase* op_case, const std::string& kernel, Backend b, Mode m,
-                     const KnobValues& k) const;
-  // A case's rows with their setting labels, in the order they are written.
-  using CaseRows = std::vector<std::pair<ResultRow, std::string>>;
-  void emit(CaseRows rows);
-  std::optional<Journal> open_journal(std::map<std::size_t, JournalCase>* finished) const;
-  // One kernel of a case under one knob setting: its entry, the name its rows carry (the control copy's has
-  // kControlSuffix), its bound kernel while the case runs, and its row per mode.
-  struct Slot {
-    std::size_t index = 0;  // in the case's slots
-    const KernelEntry* entry = nullptr;
-    std::size_t setting = 0;  // index into knob_sets
-    std::string name;
-    Device* dev = nullptr;
-    std::unique_ptr<BoundKernel> bound;
-    std::map<Mode, ResultRow> rows;
-  };
-  std::vector<Slot> make_slots(const std::vector<const KernelEntry*>& entries) const;
-  CaseRows run_case(const ShapeCase& c);
-  CaseRows run_case_isolated(const ShapeCase& c);
-  std::string worker_job(const ShapeCase& c, std::vector<Slot>& slots, const std::vector<std::size_t>& run);
-  void take_worker_result(const nlohmann::json& msg, std::vector<Slot>& slots);
-  void end_worker_on_device_fault(const Slot& s, const std::string& reason);
-  void mark(int slot, int stage) const;
-  CaseRows case_rows(std::vector<Slot>& slots) const;
-  void time_case(const std::vector<Slot*>& slots);
-  std::string setting_label(std::size_t k) const;
-  CaseRows decline_case(const ShapeCase& c, const OpCase* op_case);
-  void bind_slot(const ShapeCase& c, OpCase& op_case, Slot& s);
-  void gate_slot(const ShapeCase& c, const OpCase& op_case, Slot& s);
-  Support check_before_allocation(const OpCase& op_case, const KernelEntry& e, const Device& dev) const;
-  void probe_backends(bool in_a_worker);
-  void finish_provenance();
-
-  const RunOptions& o;
-  const std::vector<KnobValues>& knob_sets;  // one per sweep setting; a run has one
-  const std::vector<ShapeCase>& cases;
-  Devices devices;
-  struct BackendState {
-    bool available = false;
-    std::string why_not;
-  };
-  std::map<Backend, BackendState> gpus;  // cuda, hip: whether a device is there, else why not
-  Backend auto_backend = Backend::cpu;  // what --backend auto runs
-  Isolation isolation = Isolation::off;  // resolved: off, per_case or per_kernel
-  WorkerMarker* marker = nullptr;        // in a worker: what it is doing, for the run to read if it dies
-  int first_timing_failure = -1;         // in a worker: the slot whose timing failed first
-  std::map<Backend, std::map<std::string, std::string>> worker_facts;  // device facts the workers reported
-  CaseSettings settings;
-  ResultsFile file;
-  std::optional<ResultTable> table;
-  Progress progress;
-  ClockDiscipline clocks;
-};
+namespace detail {
 
 Runner::Runner(const RunOptions& options, const std::vector<KnobValues>& knob_values,
                const std::vector<ShapeCase>& selected, std::ostream& out)
@@ -414,143 +332,6 @@ Runner::CaseRows Runner::case_rows(std::vector<Slot>& slots) const {
   return out;
 }
 
-// The case in worker processes: all its kernels in one (per_case) or each in its own (per_kernel). A worker that
-// dies or hangs costs the kernel it was running (the marker says which) its rows, as errors naming the cause;
-// the kernels it had not finished run again in a fresh worker without it.
-Runner::CaseRows Runner::run_case_isolated(const ShapeCase& c) {
-  std::unique_ptr<OpCase> op_case = make_op_case(c);
-  const auto entries = kernels_for(c);
-  if (entries.empty() || !op_case) return decline_case(c, op_case.get());
-  std::vector<Slot> slots = make_slots(entries);
-  std::vector<std::vector<std::size_t>> groups;
-  for (const Slot& s : slots) {
-    if (isolation == Isolation::per_kernel || groups.empty()) groups.emplace_back();
-    groups.back().push_back(s.index);
-  }
-  std::map<std::size_t, std::string> failed;
-  for (const auto& group : groups) {
-    std::vector<std::size_t> pending = group;
-    while (!pending.empty()) {
-      const double timeout = o.case_timeout_s.value_or(case_timeout_default(o, pending.size() * o.modes.size()));
-      const WorkerOutcome w = run_in_worker([&](WorkerMarker& m) {
-        marker = &m;
-        return worker_job(c, slots, pending);
-      }, timeout);
-      if (w.interrupted) throw RunInterrupted{w.interrupted};
-      std::string cause = w.cause(timeout);
-      if (w.finished) {
-        const nlohmann::json msg = nlohmann::json::parse(w.message, nullptr, false);
-        if (msg.contains("usage_error")) throw UsageError(msg["usage_error"].get<std::string>());
-        if (msg.contains("interrupted")) throw RunInterrupted{interrupt_signal() ? interrupt_signal() : SIGINT};
-        if (msg.is_object() && msg.contains("rows")) {
-          take_worker_result(msg, slots);
-          break;
-        }
-        cause = msg.is_object() && msg.contains("internal_error")
-                    ? "internal error in the worker: " + msg["internal_error"].get<std::string>()
-                    : "the worker's result was malformed";
-      }
-      const auto culprit = std::find(pending.begin(), pending.end(), static_cast<std::size_t>(std::max(w.slot, 0)));
-      if (w.slot < 0 || culprit == pending.end()) {
-        const std::string where = w.stage == kStagePrepare ? std::string(" ") + stage_name(w.stage)
-                                                           : std::string(" outside any kernel");
-        for (std::size_t j : pending) failed[j] = cause + where;
-        break;
-      }
-      failed[*culprit] = cause + " (" + stage_name(w.stage) + ")";
-      pending.erase(culprit);
-    }
-  }
-  for (const auto& [j, why] : failed) {
-    Slot& s = slots[j];
-    for (Mode m : o.modes) {
-      ResultRow r = base_row(c, op_case.get(), s.name, s.entry->backend, m, knob_sets[s.setting]);
-      r.status = "error";
-      r.reason = why;
-      s.rows[m] = std::move(r);
-    }
-  }
-  return case_rows(slots);
-}
-
-void Runner::mark(int slot, int stage) const {
-  if (!marker) return;
-  marker->slot.store(slot, std::memory_order_relaxed);
-  marker->stage.store(stage, std::memory_order_relaxed);
-}
-
-// In a worker: the slots `run` of the case bound, gated and timed as run_case does, then released; the message
-// holds their rows, the clock discipline's state and the devices' facts.
-std::string Runner::worker_job(const ShapeCase& c, std::vector<Slot>& slots, const std::vector<std::size_t>& run) {
-  std::unique_ptr<OpCase> op_case = make_op_case(c);
-  std::vector<Slot*> mine;
-  for (std::size_t j : run) {
-    Slot& s = slots[j];
-    bind_slot(c, *op_case, s);
-    mark(-1, kStageStart);
-    const ResultRow& first = s.rows.begin()->second;
-    if (first.status == "error") end_worker_on_device_fault(s, first.reason);
-    mine.push_back(&s);
-  }
-  if (!o.gate_only) {
-    time_case(mine);
-    mark(-1, kStageStart);
-    if (first_timing_failure >= 0) {
-      const Slot& s = slots[static_cast<std::size_t>(first_timing_failure)];
-      for (const auto& [m, row] : s.rows)
-        if (row.status == "error") {
-          mark(first_timing_failure, kStageTime);
-          end_worker_on_device_fault(s, row.reason);
-        }
-    }
-  }
-  for (Slot* s : mine) {
-    mark(static_cast<int>(s->index), kStageRelease);
-    s->bound.reset();
-  }
-  mark(-1, kStageDone);
-  nlohmann::json rows = nlohmann::json::object();
-  for (Slot* s : mine) {
-    nlohmann::json list = nlohmann::json::array();
-    for (Mode m : o.modes) list.push_back(row_to_json(s->rows.at(m)));
-    rows[std::to_string(s->index)] = std::move(list);
-  }
-  nlohmann::json facts = nlohmann::json::object();
-  for (const auto& [b, slot] : devices.made)
-    if (slot.device) facts[backend_name(b)] = slot.device->facts();
-  return nlohmann::json{{"rows", rows}, {"clocks", clocks.state()}, {"facts", facts}}.dump();
-}
-
-// A worker's rows into their slots; its clock discipline carries on here; the first facts of each device are
-// kept, with the readings at the end ("*_end") from the latest worker.
-void Runner::take_worker_result(const nlohmann::json& msg, std::vector<Slot>& slots) {
-  for (const auto& [index, list] : msg.at("rows").items()) {
-    Slot& s = slots.at(std::stoul(index));
-    for (std::size_t k = 0; k < o.modes.size(); ++k) s.rows[o.modes[k]] = row_from_json(list.at(k));
-  }
-  clocks.load(msg.at("clocks"));
-  for (const auto& [name, facts] : msg.at("facts").items()) {
-    const auto b = parse_backend(name);
-    if (!b) continue;
-    auto& kept = worker_facts[*b];
-    for (const auto& [k, v] : facts.items()) {
-      const bool end = k.size() > 4 && k.compare(k.size() - 4, 4, "_end") == 0;
-      if (end || !kept.count(k)) kept[k] = v.get<std::string>();
-    }
-  }
-}
-
-// In a worker, after a kernel failed on a GPU: when the device can run nothing more (a sticky error), the worker
-// ends here, so the run gives this kernel's rows the error and the case's other kernels a fresh device context.
-void Runner::end_worker_on_device_fault(const Slot& s, const std::string& reason) {
-  if (!marker || !s.dev || !is_gpu(s.dev->backend())) return;
-  if (s.dev->fault().empty()) return;
-  mark(static_cast<int>(s.index), marker->stage.load());
-  std::snprintf(marker->note, sizeof marker->note, "%s", reason.c_str());
-  std::cout.flush();
-  _exit(kDeviceFaultExit);
-}
-
 // The printed table's name of a knob setting: "S1", "S2", ... in a sweep, nothing in a run.
 std::string Runner::setting_label(std::size_t k) const {
   return knob_sets.size() > 1 ? "S" + std::to_string(k + 1) : "";
@@ -704,7 +485,7 @@ void Runner::finish_provenance() {
   file.provenance["device"] = devices.get(Backend::cpu, &why)->facts();
 }
 
-}  // namespace
+}  // namespace detail
 
 ResultsFile run_benchmarks(const RunOptions& o, std::ostream& out) { return run_benchmarks(o, {KnobSetting{}}, out); }
 
@@ -733,7 +514,7 @@ void check_selection(const RunOptions& o, const std::vector<KnobSetting>& settin
 
 ResultsFile run_benchmarks(const RunOptions& o, const std::vector<KnobSetting>& settings, std::ostream& out) {
   const Selection s = selection(o, settings);
-  return Runner(o, s.knob_sets, s.cases, out).run();
+  return detail::Runner(o, s.knob_sets, s.cases, out).run();
 }
 
 const char* isolation_name(Isolation i) {
