@@ -28,24 +28,8 @@
 #include "runner_impl.hpp"
 #include "worker.hpp"
 
-#ifndef ATTNBENCH_VERSION
-#define ATTNBENCH_VERSION "0.0.0"
-#endif
-#ifndef ATTNBENCH_GIT_SHA
-#define ATTNBENCH_GIT_SHA "unknown"
-#endif
 
 namespace attnbench {
-
-nlohmann::json base_provenance(const std::string& command_line, uint64_t seed) {
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  const std::time_t now = std::time(nullptr);
-  char ts[64];
-  std::strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return {{"attnbench_version", ATTNBENCH_VERSION}, {"git_sha", ATTNBENCH_GIT_SHA}, {"command", command_line},
-          {"host", host}, {"seed", seed}, {"timestamp", ts}};
-}
 
 namespace {
 
@@ -85,20 +69,6 @@ void check_kernel_glob(const RunOptions& o) {
     for (const KernelEntry* k : all) any = any || glob_match(g, k->name);
     if (!any) throw UsageError("--kernel: no kernel matches '" + g + "' (known: " + known + ")");
   }
-}
-
-nlohmann::json run_provenance(const RunOptions& o, const KnobValues& knobs, bool cuda_available,
-                              const std::string& cuda_why_not) {
-  nlohmann::json p = base_provenance(o.command_line, o.seed);
-  p["knobs"] = knobs.all();
-  p["backend"] = o.backend;
-  p["l2"] = l2_name(o.l2);
-  p["block_order"] = block_order_name(o.block_order);
-  p["stop_rule"] = {{"min_samples", o.stop.min_samples}, {"max_noise", o.stop.max_noise},
-                    {"timeout_s", o.stop.timeout_s}, {"rounds", o.rounds},
-                    {"warmup_s", o.warmup_s ? nlohmann::json(*o.warmup_s) : nlohmann::json("auto")}};
-  if (!cuda_available) p["cuda"] = cuda_why_not;
-  return p;
 }
 
 }  // namespace

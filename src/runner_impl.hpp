@@ -19,6 +19,10 @@
 
 namespace attnbench::detail {
 
+// base_provenance plus the run's settings (provenance.cpp).
+nlohmann::json run_provenance(const RunOptions& o, const KnobValues& knobs, bool cuda_available,
+                              const std::string& cuda_why_not);
+
 // Device handles per backend, each made on first use; a backend without one keeps the reason.
 struct Devices {
   struct Slot {
