@@ -38,11 +38,27 @@ struct WorkTile {
   int q_tile = 0;  // index of the q-tile inside the sequence
 };
 
+// An 8-bit K/V cache's codes in fp32, times k_scale / v_scale: built once per plan.
+struct KvLut {
+  bool on = false;
+  float k_scale = 1.f, v_scale = 1.f;
+  float k[256] = {}, v[256] = {};
+  KvLut() = default;
+  KvLut(DType kv, float ks, float vs) : on(!is_16bit(kv)), k_scale(ks), v_scale(vs) {
+    if (on)
+      for (int c = 0; c < 256; ++c) {
+        k[c] = fp8_to_float(static_cast<uint8_t>(c), kv) * ks;
+        v[c] = fp8_to_float(static_cast<uint8_t>(c), kv) * vs;
+      }
+  }
+};
+
 struct CpuPlan : AttentionPlan {
   int num_seqs = 0, heads = 0, kv_heads = 0, head_size = 0, block_size = 0;
   int64_t total_q = 0;
   DType dtype = DType::bf16;  // Q and O (K/V in it, or 8-bit codes read through a KvLut)
   AttentionTypes types;
+  KvLut lut;  // an 8-bit cache's decoding, under the problem's scales
   bool causal = true;
   AttentionFusion fusion;
   int q_tile = 1, kv_tile = 64, splits = 1, threads = 1;
@@ -105,19 +121,6 @@ void q_prologue_row(const AttentionParams& p, const float* w, int64_t token, con
   cpu::norm_rope_row(x, d, w != nullptr, w, p.prologue.q_norm_offset, p.prologue.q_norm_eps, rd, roped ? c : nullptr, roped ? s : nullptr);
   for (int i = 0; i < d; ++i) x[i] = half_to_float(float_to_half(x[i], DT), DT);
 }
-
-// An 8-bit K/V cache's codes in fp32, times k_scale / v_scale: built once per call.
-struct KvLut {
-  bool on = false;
-  float k[256], v[256];
-  explicit KvLut(const AttentionParams& p) : on(!is_16bit(p.types.kv)) {
-    if (on)
-      for (int c = 0; c < 256; ++c) {
-        k[c] = fp8_to_float(static_cast<uint8_t>(c), p.types.kv) * p.features.k_scale;
-        v[c] = fp8_to_float(static_cast<uint8_t>(c), p.types.kv) * p.features.v_scale;
-      }
-  }
-};
 
 // Applies the score features (softcap, ALiBi, qq-bias: device::ScoreMods) to the tile's scores of query vectors
 // [0, M), keys j0 + [0, n): column mi of S^T is the row (row0 + mi / g, head kh g + mi % g).
@@ -363,7 +366,7 @@ void run_typed(const CpuPlan& pl, const AttentionParams& p) {
   const int64_t per_tile = static_cast<int64_t>(p.kv_heads) * pl.splits;
   const int64_t items = static_cast<int64_t>(pl.tiles.size()) * per_tile;
   const int64_t rows_out = p.total_q * p.heads;
-  const KvLut lut(p);
+  const KvLut& lut = pl.lut;
 #pragma omp parallel num_threads(pl.threads)
   {
     const Scratch sc = carve(pl, omp_get_thread_num());
@@ -415,6 +418,7 @@ class CpuUnified final : public AttentionKernel {
     pl->total_q = p.total_q();
     pl->dtype = p.types.q;
     pl->types = p.types;
+    pl->lut = KvLut(p.types.kv, p.features.k_scale, p.features.v_scale);
     pl->causal = p.causal;
     pl->fusion = p.fusion;
     pl->threads = in.threads;
@@ -429,9 +433,11 @@ class CpuUnified final : public AttentionKernel {
 
     for (int s = 0; s < p.num_seqs(); ++s)
       for (int t = 0; t * pl->q_tile < p.q_lens[s]; ++t) pl->tiles.push_back({s, t});
-    auto cost = [&](const WorkTile& w) -> int64_t {  // visible keys of the tile's last row
-      const int last = std::min(p.q_lens[w.seq], (w.q_tile + 1) * pl->q_tile) - 1;
-      return device::Visibility(p.q_lens[w.seq], p.kv_lens[w.seq], p.causal).visible_end(last);
+    auto cost = [&](const WorkTile& w) -> int64_t {  // keys the tile's rows see, first to last
+      const int first = w.q_tile * pl->q_tile, last = std::min(p.q_lens[w.seq], first + pl->q_tile) - 1;
+      const device::Visibility vis(p.q_lens[w.seq], p.kv_lens[w.seq], p.causal, p.features.window_left,
+                                   p.features.window_right);
+      return vis.visible_end(last) - vis.first_visible(first);
     };
     std::stable_sort(pl->tiles.begin(), pl->tiles.end(),
                      [&](const WorkTile& a, const WorkTile& b) { return cost(a) > cost(b); });
@@ -445,7 +451,8 @@ class CpuUnified final : public AttentionKernel {
     if (!pl) throw std::invalid_argument("cpu.unified: plan was not made by cpu.unified");
     if (p.num_seqs != pl->num_seqs || p.heads != pl->heads || p.kv_heads != pl->kv_heads ||
         p.head_size != pl->head_size || p.block_size != pl->block_size || p.types != pl->types ||
-        p.causal != pl->causal || p.total_q != pl->total_q)
+        p.causal != pl->causal || p.total_q != pl->total_q || p.features.k_scale != pl->lut.k_scale ||
+        p.features.v_scale != pl->lut.v_scale)
       throw std::invalid_argument("cpu.unified: params do not describe the planned problem (" + pl->summary + ")");
     if (!p.q || !p.k_cache || !p.v_cache || !p.out || !p.cu_seqlens_q || !p.seqused_k || !p.block_table)
       throw std::invalid_argument("cpu.unified: a params pointer is null");
