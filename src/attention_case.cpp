@@ -16,13 +16,18 @@ class AttentionBound final : public BoundKernel {
       : kern_(k), dev_(dev), in_(in), rows_(rows), ref_(ref), plan_(k.plan(in.problem, knobs)),
         q_(dev, in.q.bytes()), k_(dev, in.k_cache.bytes()), v_(dev, in.v_cache.bytes()),
         out_(dev, in.q.size() * dtype_bytes(in.problem.types.o)), cu_(dev, in.cu_seqlens_q.size() * 4), su_(dev, in.seqused_k.size() * 4),
-        bt_(dev, in.block_table.size() * 4), ws_(dev, plan_->workspace_bytes) {
+        bt_(dev, in.block_table.size() * 4), ws_(dev, plan_->workspace_bytes),
+        alibi_(dev, in.problem.features.alibi_slopes.size() * 4), sinks_(dev, in.problem.features.sinks.size() * 4),
+        qq_(dev, in.problem.features.qq_bias.size() * 4) {
     dev.upload(q_.data(), in.q.data(), q_.bytes());
     dev.upload(k_.data(), in.k_cache.data(), k_.bytes());
     dev.upload(v_.data(), in.v_cache.data(), v_.bytes());
     dev.upload(cu_.data(), in.cu_seqlens_q.data(), cu_.bytes());
     dev.upload(su_.data(), in.seqused_k.data(), su_.bytes());
     dev.upload(bt_.data(), in.block_table.data(), bt_.bytes());
+    const AttentionFeatures& f = in.problem.features;
+    for (auto [buf, src] : {std::pair{&alibi_, f.alibi_slopes.data()}, {&sinks_, f.sinks.data()}, {&qq_, f.qq_bias.data()}})
+      if (buf->bytes() > 0) dev.upload(buf->data(), src, buf->bytes());
     dev.poison(out_.data(), out_.bytes());
     prm_ = in.params();
     prm_.q = q_.data();
@@ -33,6 +38,10 @@ class AttentionBound final : public BoundKernel {
     prm_.seqused_k = static_cast<const int32_t*>(su_.data());
     prm_.block_table = static_cast<const int32_t*>(bt_.data());
     prm_.workspace = ws_.data();
+    // The feature lists in the device's memory (null where the problem has none, as in.params() set them).
+    if (prm_.features.alibi_slopes) prm_.features.alibi_slopes = static_cast<const float*>(alibi_.data());
+    if (prm_.features.sinks) prm_.features.sinks = static_cast<const float*>(sinks_.data());
+    if (prm_.features.qq_bias) prm_.features.qq_bias = static_cast<const float*>(qq_.data());
     plan_summary = plan_->summary;
     if (is_gpu(k.backend())) graph_recommended = plan_->graph_replay;
   }
@@ -54,7 +63,7 @@ class AttentionBound final : public BoundKernel {
   const std::vector<int64_t>* rows_;
   const std::vector<float>* ref_;
   std::unique_ptr<AttentionPlan> plan_;
-  Buffer q_, k_, v_, out_, cu_, su_, bt_, ws_;
+  Buffer q_, k_, v_, out_, cu_, su_, bt_, ws_, alibi_, sinks_, qq_;
   AttentionParams prm_;
 };
 

@@ -36,8 +36,20 @@ struct InstanceCase {
   std::string key;
 };
 
+AttentionProblem with_softcap(AttentionProblem p) {
+  p.features.softcap = 30.f;
+  return p;
+}
+
+AttentionProblem with_kv(AttentionProblem p, DType kv) {
+  p.types.kv = kv;
+  p.features.k_scale = 0.5f;
+  return p;
+}
+
 // Every instance a plan can ask for, each reached through the knobs: per dtype and head size the narrow kernel's
-// warp shapes, the wide kernel's warpgroup counts, and decode.
+// warp shapes, the wide kernel's warpgroup counts, and decode; the features instances of the narrow kernel's
+// default shape and of decode, per head size and, at d128, per 8-bit K/V dtype.
 std::vector<InstanceCase> instance_family() {
   std::vector<InstanceCase> cases;
   for (DType dt : {DType::bf16, DType::f16}) {
@@ -55,6 +67,14 @@ std::vector<InstanceCase> instance_family() {
                          knobs({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", std::to_string(wgs)}}),
                          "wide/" + head + "/wgs" + std::to_string(wgs)});
       cases.push_back({problem(dt, d, 1, 4096), knobs(), "decode/" + head});
+      const std::string narrow_default = d <= 128 ? "/w4r32/feat" : "/w8r16/feat";
+      cases.push_back({with_softcap(problem(dt, d, 2048, 2048)), knobs(), "narrow/" + head + narrow_default});
+      cases.push_back({with_softcap(problem(dt, d, 1, 4096)), knobs(), "decode/" + head + "/feat"});
+    }
+    for (DType kv : {DType::e4m3, DType::e5m2}) {
+      const std::string head = std::string(dtype_name(dt)) + "-" + dtype_name(kv) + "/d128";
+      cases.push_back({with_kv(problem(dt, 128, 2048, 2048), kv), knobs(), "narrow/" + head + "/w4r32/feat"});
+      cases.push_back({with_kv(problem(dt, 128, 1, 4096), kv), knobs(), "decode/" + head + "/feat"});
     }
   }
   return cases;
@@ -73,7 +93,7 @@ TEST(CudaInstances, KeyOfEachPlan) {
     EXPECT_EQ(key_of(c.p, c.k), c.key);
     keys.insert(c.key);
   }
-  EXPECT_EQ(keys.size(), 36u);  // per dtype: narrow 3 + 3 + 2, wide 3 + 2 + 2, decode 3
+  EXPECT_EQ(keys.size(), 56u);  // per dtype: narrow 3 + 3 + 2, wide 3 + 2 + 2, decode 3, features 3 + 3 + 2 x 2
   // The default knobs: short d64 prompts on the narrow 4 x 32 kernel, long ones wide with 3 warpgroups (2 with a
   // Q prologue), d128 wide with 2, the short-q / long-KV shape on the decode kernel.
   EXPECT_EQ(key_of(problem(DType::bf16, 64, 100, 100), knobs()), "narrow/bf16/d64/w4r32");
@@ -84,6 +104,9 @@ TEST(CudaInstances, KeyOfEachPlan) {
   EXPECT_EQ(key_of(prologue, knobs()), "wide/bf16/d64/wgs2");
   EXPECT_EQ(key_of(problem(DType::f16, 128, 2048, 2048), knobs()), "wide/fp16/d128/wgs2");
   EXPECT_EQ(key_of(problem(DType::bf16, 128, 4, 4096), knobs()), "decode/bf16/d128");
+  // A feature-flagged prefill the wide kernel would run goes narrow (the wide kernel has no features).
+  EXPECT_EQ(key_of(with_softcap(problem(DType::bf16, 128, 4096, 4096)), knobs()), "narrow/bf16/d128/w4r32/feat");
+  EXPECT_EQ(key_of(with_kv(problem(DType::f16, 128, 1, 4096), DType::e5m2), knobs()), "decode/fp16-e5m2/d128/feat");
 }
 
 TEST(CudaInstances, LookupAndTheNoInstanceDecline) {
@@ -91,16 +114,22 @@ TEST(CudaInstances, LookupAndTheNoInstanceDecline) {
     InstanceKey key;
     int id;
   };
-  const InstanceKey wide2{InstanceVariant::wide, DType::bf16, 128, 0, 0, 2};
-  const InstanceKey wide3{InstanceVariant::wide, DType::bf16, 128, 0, 0, 3};
-  const InstanceKey narrow{InstanceVariant::narrow, DType::f16, 64, 4, 32, 0};
-  const Entry table[] = {{narrow, 1}, {wide2, 2}, {{InstanceVariant::decode, DType::bf16, 128, 0, 0, 0}, 3}};
+  const InstanceKey wide2{InstanceVariant::wide, DType::bf16, 128, 0, 0, 2, DType::bf16, false};
+  const InstanceKey wide3{InstanceVariant::wide, DType::bf16, 128, 0, 0, 3, DType::bf16, false};
+  const InstanceKey narrow{InstanceVariant::narrow, DType::f16, 64, 4, 32, 0, DType::f16, false};
+  const InstanceKey decode{InstanceVariant::decode, DType::bf16, 128, 0, 0, 0, DType::bf16, false};
+  const Entry table[] = {{narrow, 1}, {wide2, 2}, {decode, 3}};
   ASSERT_NE(find_instance(std::begin(table), std::end(table), wide2), nullptr);
   EXPECT_EQ(find_instance(std::begin(table), std::end(table), wide2)->id, 2);
   EXPECT_EQ(find_instance(std::begin(table), std::end(table), narrow)->id, 1);
   EXPECT_EQ(find_instance(std::begin(table), std::end(table), wide3), nullptr);
-  const InstanceKey other_dtype{InstanceVariant::narrow, DType::bf16, 64, 4, 32, 0};
+  const InstanceKey other_dtype{InstanceVariant::narrow, DType::bf16, 64, 4, 32, 0, DType::bf16, false};
   EXPECT_EQ(find_instance(std::begin(table), std::end(table), other_dtype), nullptr);
+  InstanceKey feat = decode;  // the features instance is another key, and so is an 8-bit cache's
+  feat.features = true;
+  EXPECT_EQ(find_instance(std::begin(table), std::end(table), feat), nullptr);
+  feat.kv = DType::e4m3;
+  EXPECT_EQ(instance_name(feat), "decode/bf16-e4m3/d128/feat");
   EXPECT_EQ(instance_name(narrow), "narrow/fp16/d64/w4r32");
   const Support s = no_instance(wide3);
   EXPECT_FALSE(s.ok);

@@ -258,6 +258,7 @@ TEST(Resolve, SpreadMatchesTheGoldenOutcomes) {
 
 TEST(Resolve, DeclinesTheProblemWithTheReason) {
   auto reason = [](const AttentionProblem& p) { return resolve_all_built(p, knobs()).support.reason; };
+  auto reason_with = [](const AttentionProblem& p, const UnifiedKnobs& k) { return resolve_all_built(p, k).support.reason; };
   EXPECT_EQ(reason(seqs({{64, 64}}, 4, 4, 96)), "head_size 96 not in {64, 128, 256}");
   AttentionProblem p = seqs({{64, 64}}, 4, 4, 64);
   p.block_size = 24;
@@ -269,15 +270,28 @@ TEST(Resolve, DeclinesTheProblemWithTheReason) {
             "more than 65535 sequences (grid.z limit)");
   for (DType d : {DType::e4m3, DType::e5m2}) {
     const AttentionProblem q = seqs({{1, 64}}, 2, 1, 64, d);
-    EXPECT_EQ(reason(q), sixteen_bit_storage_conflict(q));
-    EXPECT_NE(reason(q).find(std::string("dtype ") + dtype_name(d)), std::string::npos) << reason(q);
+    EXPECT_EQ(reason(q), std::string("dtype ") + dtype_name(d) +
+                             ": cuda.unified stores Q and O in one 16-bit dtype, K/V in it or in 8-bit codes (e4m3, "
+                             "e5m2)");
+    AttentionProblem kv8 = seqs({{1, 64}}, 2, 1, 64);  // 8-bit K/V: d128 only
+    kv8.types.kv = d;
+    EXPECT_EQ(reason(kv8), std::string("an 8-bit K/V cache (") + dtype_name(d) +
+                               ") at head_size 64: cuda.unified has 8-bit K/V kernels at head_size 128 only");
+    kv8.head_size = 128;
+    EXPECT_TRUE(resolve_all_built(kv8, knobs()).ok());
   }
-  p = seqs({{64, 64}}, 4, 4, 64);
+  // Features run on the narrow and decode kernels; forcing the wide kernel on one is declined by name.
+  p = seqs({{2048, 2048}}, 4, 4, 128);
   p.features.softcap = 50.f;
-  EXPECT_EQ(reason(p), "feature 'softcap': not implemented by cuda.unified");
+  EXPECT_TRUE(resolve_all_built(p, knobs()).ok());
+  EXPECT_EQ(reason_with(p, knobs({{"ATTNBENCH_SM90_PATH", "wide"}})),
+            "feature 'softcap': not in the wide 2D kernel; ATTNBENCH_SM90_PATH=auto or narrow runs the narrow "
+            "kernel, which has it");
   p.features = {};
-  p.features.window_left = 16;
-  EXPECT_EQ(reason(p), "feature 'window_left': not implemented by cuda.unified");
+  p.types.kv = DType::e4m3;
+  EXPECT_EQ(reason_with(p, knobs({{"ATTNBENCH_SM90_PATH", "wide"}})),
+            "an 8-bit K/V cache (e4m3): not in the wide 2D kernel; ATTNBENCH_SM90_PATH=auto or narrow runs the "
+            "narrow kernel, which has it");
   // The first decline wins: an unsupported head size before its Q prologue.
   p = seqs({{64, 64}}, 4, 4, 96);
   p.fusion.q_norm = true;

@@ -124,9 +124,12 @@ AttentionParams make_attention_params(const AttentionProblem& p) {
 }
 
 void check_gpu_layout(const std::string& kernel, const AttentionParams& a) {
-  if ((a.q_stride_token | a.q_stride_head | a.o_stride_token | a.o_stride_head | a.kv_stride_block |
-       a.kv_stride_token | a.kv_stride_head) % 8 != 0)
-    throw std::invalid_argument(kernel + ": strides must be multiples of 8 elements (16-byte rows)");
+  if ((a.q_stride_token | a.q_stride_head | a.o_stride_token | a.o_stride_head) % 8 != 0)
+    throw std::invalid_argument(kernel + ": Q and O strides must be multiples of 8 elements (16-byte rows)");
+  const int64_t kv_chunk = 16 / static_cast<int64_t>(dtype_bytes(a.types.kv));
+  if ((a.kv_stride_block | a.kv_stride_token | a.kv_stride_head) % kv_chunk != 0)
+    throw std::invalid_argument(kernel + ": K/V strides must be multiples of " + std::to_string(kv_chunk) +
+                                " elements (16-byte rows of " + dtype_name(a.types.kv) + ")");
   if (!device::page_fits_int32(a.block_size, a.kv_heads, a.head_size, a.kv_stride_token, a.kv_stride_head))
     throw std::invalid_argument(kernel + ": a K/V page must span fewer than 2^31 elements (kv_stride_token " +
                                 std::to_string(a.kv_stride_token) + ", kv_stride_head " +

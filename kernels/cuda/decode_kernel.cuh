@@ -6,12 +6,16 @@
 // reads run a tile ahead. With one split the CTA writes the output; otherwise it writes a base-2 LSE and a
 // normalised fp32 partial, and the splits are merged in the same launch by the last CTAs to arrive, in groups
 // (decode_merge.cuh; no separate combine kernel). The output gate (p.epilogue.gate) is applied at the write.
+// A features instance (F) applies the attention features (feature_tile.cuh): a sliding window's first tile starts
+// the split range, the mods and the mask act on every score, and a sink and v_scale scale the finished row; an
+// 8-bit cache (KV) streams its codes through the ring and widens each tile in shared memory before the mma.
 #pragma once
 #include <cuda_runtime.h>
 
 #include "attnbench/attention.hpp"
 #include "common/device/visibility.hpp"
 #include "cuda/decode_merge.cuh"
+#include "cuda/feature_tile.cuh"
 #include "cuda/heuristics.hpp"
 #include "cuda/launch.hpp"
 #include "cuda/paged_tile.cuh"
@@ -20,7 +24,7 @@
 
 namespace attnbench::cuda {
 
-template <int D>
+template <int D, int KVB = 2>  // KVB: bytes of a K/V element in the cache
 struct DecodeTile {
   static constexpr int kKeyWarps = kDecodeKeyWarps;
   static constexpr int kDSplit = decode_d_split(D);
@@ -32,22 +36,26 @@ struct DecodeTile {
   static constexpr bool kQInRegs = D <= 128;
   static constexpr int kStages = kDecodeStages;
   static constexpr int kQBytes = kBM * D * 2;
-  static constexpr int kTileBytes = kBN * D * 2;
-  static constexpr int kPipeBytes = kStages * 2 * kTileBytes;
+  static constexpr int kTileBytes = kBN * D * KVB;  // one K (V) tile of the ring
+  static constexpr int kWideBytes = KVB == 1 ? kBN * D * 2 : 0;  // one widened K (V) tile, after the ring
+  static constexpr int kPipeBytes = kStages * 2 * kTileBytes + 2 * kWideBytes;
   static constexpr int kOPitch = D + 4;  // fp32 merge buffer row pitch (breaks bank alignment of rows)
   static constexpr int kMergeBytes = kKeyWarps * kBM * kOPitch * 4 + 2 * kKeyWarps * kBM * 4;
   static_assert(kMergeBytes <= kPipeBytes, "the merge buffer reuses the pipeline stages");
   static constexpr int kSmemBytes = kQBytes + kPipeBytes;
-  static_assert(kSmemBytes == decode_smem_bytes(D), "the host's occupancy model sizes the same buffers");
+  static_assert(kSmemBytes == decode_smem_bytes(D, KVB), "the host's occupancy model sizes the same buffers");
 };
 
 namespace dev {
 
-template <DType DT, int D>
+template <DType DT, int D, DType KV, bool F>
 __global__ void __launch_bounds__(DecodeTile<D>::kThreads)
     decode_kernel(const __grid_constant__ AttentionParams p, int splits, int merge_group) {
   using T = typename StorageOf<DT>::type;
-  using Tile = DecodeTile<D>;
+  using TK = typename StorageOf<KV>::type;
+  constexpr bool kWiden = sizeof(TK) == 1;
+  static_assert(F || !kWiden, "an 8-bit cache has scales: a features instance");
+  using Tile = DecodeTile<D, sizeof(TK)>;
   constexpr int BM = Tile::kBM, BN = Tile::kBN, NT = Tile::kThreads, S = Tile::kStages;
   extern __shared__ __align__(128) unsigned char smem[];
 
@@ -67,16 +75,20 @@ __global__ void __launch_bounds__(DecodeTile<D>::kThreads)
   if (r0 >= rows_valid) return;
   // Keys each row sees, built where used: p.causal is then read at each use (held in a register, it changes the
   // kernel's schedule).
-  auto vis = [&] { return device::Visibility(q_len, kv_len, p.causal); };
+  auto vis = [&] {
+    return F ? device::Visibility(q_len, kv_len, p.causal, p.features.window_left, p.features.window_right)
+             : device::Visibility(q_len, kv_len, p.causal);
+  };
   const int32_t* table_row = p.block_table + static_cast<int64_t>(seq) * p.block_table_stride;
 
-  // Keys the tile's rows can see; this split's share of the tiles.
+  // Keys the tile's rows can see (from a sliding window's first tile); this split's share of the tiles.
   const int last_q = (min(r0 + BM, rows_valid) - 1) / group;
   const int n_end = vis().visible_end(last_q);
   const int mask_from = vis().visible_end_packed(r0, group);
   const int n_tiles = (n_end + BN - 1) / BN;
-  const int per_split = (n_tiles + splits - 1) / splits;
-  const int t_begin = split * per_split;
+  const int t_first = F ? vis().first_visible(r0 / group) / BN : 0;
+  const int per_split = (max(0, n_tiles - t_first) + splits - 1) / splits;
+  const int t_begin = t_first + split * per_split;
   const int t_end = min(n_tiles, t_begin + per_split);
 
   const uint32_t sq = smem_u32(smem);
@@ -88,7 +100,7 @@ __global__ void __launch_bounds__(DecodeTile<D>::kThreads)
   });
   cp_async_commit();
   const device::PageDivisor pd(p.block_size);
-  KvTileRows<T, D, BN, NT> rows;  // the table entries of the next tile to load
+  KvTileRows<TK, D, BN, NT> rows;  // the table entries of the next tile to load
   rows.fetch(table_row, pd, t_begin * BN, kv_len);
 #pragma unroll
   for (int st = 0; st < S - 1; ++st) {
@@ -99,7 +111,11 @@ __global__ void __launch_bounds__(DecodeTile<D>::kThreads)
     cp_async_commit();
   }
 
-  const float c = p.scale * 1.4426950408889634f;
+  const float c = softmax_c<F>(p);
+  const int my_row[2] = {r0 + lane / 4, r0 + lane / 4 + 8};
+  const RowFeatures feats(p, vis(), {my_row[0] < rows_valid ? my_row[0] / group : -1,
+                                     my_row[1] < rows_valid ? my_row[1] / group : -1},
+                          {kvh * group + my_row[0] % group, kvh * group + my_row[1] % group});
   float o[DS / 8][4];
 #pragma unroll
   for (int d = 0; d < DS / 8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
@@ -122,12 +138,21 @@ __global__ void __launch_bounds__(DecodeTile<D>::kThreads)
     if constexpr (Tile::kQInRegs) {
       if (j == 0) load_q_frags<D>(qf, sq, 0, lane);
     }
-    const uint32_t sk = stage_k(j % S), sv = sk + Tile::kTileBytes;
+    uint32_t sk = stage_k(j % S), sv = sk + Tile::kTileBytes;
+    if constexpr (kWiden) {  // codes -> the 16-bit tiles after the ring; the barrier at the top guards their reuse
+      const uint32_t wk = stage_k(S), wv = wk + Tile::kWideBytes;
+      widen_kv_tile<DT, KV, D, BN, NT>(wk, sk);
+      widen_kv_tile<DT, KV, D, BN, NT>(wv, sv);
+      __syncthreads();
+      sk = wk, sv = wv;
+    }
     const int n0 = t * BN + kw * 16;  // this warp's 16 keys
 
     float s[2][4];
     qk_tile<DT, D, 2, Tile::kQInRegs>(s, qf, sq, 0, sk, kw * 16, lane);
-    if (n0 + 16 > mask_from) {
+    if constexpr (F) {
+      feats.apply(s, n0, lane);
+    } else if (n0 + 16 > mask_from) {
 #pragma unroll
       for (int n = 0; n < 2; ++n) {
 #pragma unroll
@@ -202,6 +227,7 @@ __global__ void __launch_bounds__(DecodeTile<D>::kThreads)
     for (int w = 0; w < KW; ++w) v += so[(w * BM + row) * Tile::kOPitch + col0 + i];
     acc[i] = v * inv;
   }
+  float lse2 = lsum > 0.f ? mx * c + __log2f(lsum) : -INFINITY;  // base 2, the row's (merged) scores
   if (splits > 1) {
     // Publish, then merge by groups of splits (decode_merge.cuh); the CTA that merges last writes the output.
     const SplitSlots<D> w(p, splits, merge_group, seq * gridDim.y + blockIdx.y);
@@ -212,20 +238,25 @@ __global__ void __launch_bounds__(DecodeTile<D>::kThreads)
       return static_cast<int64_t>(q_start + prr / group) * p.heads + kvh * group + prr % group;
     };
     const bool first_of_row = row_ok && threadIdx.x % kTpr == 0;
-    if (row_ok) w.publish(split, grow, col0, first_of_row, acc, lsum > 0.f ? mx * c + __log2f(lsum) : -INFINITY);
+    if (row_ok) w.publish(split, grow, col0, first_of_row, acc, lse2);
     const int G = merge_group;
     const int groups = decode_merge_groups(splits, G);
     const int gfirst = split / G * G, gcount = min(G, splits - gfirst);
     if (!last_to_arrive(w.counters + split / G, gcount)) return;
     float* s_lse = so;  // the merge buffer is free: acc is in registers
-    const float glse = merge_slots<D, BM, NT>(w, gfirst, gcount, 1, s_lse, row, col0, row_g, acc);
+    lse2 = merge_slots<D, BM, NT>(w, gfirst, gcount, 1, s_lse, row, col0, row_g, acc);
     if (groups > 1) {
-      if (row_ok) w.publish(gfirst, grow, col0, first_of_row, acc, glse);
+      if (row_ok) w.publish(gfirst, grow, col0, first_of_row, acc, lse2);
       if (!last_to_arrive(w.counters + groups, groups)) return;
-      merge_slots<D, BM, NT>(w, 0, groups, G, s_lse, row, col0, row_g, acc);
+      lse2 = merge_slots<D, BM, NT>(w, 0, groups, G, s_lse, row, col0, row_g, acc);
     }
   }
   if (!row_ok) return;
+  if constexpr (F) {
+    const float f = row_out_factor(p, head, lse2);
+#pragma unroll
+    for (int i = 0; i < kCols; ++i) acc[i] *= f;
+  }
   T* dst = static_cast<T*>(p.out) + token * p.o_stride_token + head * p.o_stride_head + col0;
   if (p.epilogue.gate != nullptr) {
     const T* g = static_cast<const T*>(p.epilogue.gate) + token * p.epilogue.gate_stride_token + head * p.epilogue.gate_stride_head + col0;
@@ -242,10 +273,10 @@ __global__ void __launch_bounds__(DecodeTile<D>::kThreads)
 
 }  // namespace dev
 
-template <DType DT, int D>
+template <DType DT, int D, DType KV, bool F>
 void launch_decode(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaStream_t stream) {
-  using Tile = DecodeTile<D>;
-  auto* kernel = &dev::decode_kernel<DT, D>;
+  using Tile = DecodeTile<D, static_cast<int>(dtype_bytes(KV))>;
+  auto* kernel = &dev::decode_kernel<DT, D, KV, F>;
   static const bool configured = [&] {
     ATTNBENCH_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::kSmemBytes));
@@ -257,7 +288,7 @@ void launch_decode(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaSt
   ATTNBENCH_CUDA_CHECK(cudaGetLastError());
 }
 
-#define ATTNBENCH_INSTANTIATE_DECODE(DT, D) \
-  template void launch_decode<DT, D>(const AttentionParams&, const UnifiedLaunchPlan&, cudaStream_t);
+#define ATTNBENCH_INSTANTIATE_DECODE(DT, D, KV, F) \
+  template void launch_decode<DT, D, KV, F>(const AttentionParams&, const UnifiedLaunchPlan&, cudaStream_t);
 
 }  // namespace attnbench::cuda

@@ -20,10 +20,15 @@ const char* path_knob_name(PathKnob k) {
 }
 
 Support unified_supports(const AttentionProblem& p) {
-  if (const std::string types = sixteen_bit_storage_conflict(p); !types.empty()) return Support::no(types);
-  if (const std::string f = feature_conflict(p.features, "cuda.unified"); !f.empty()) return Support::no(f);
+  const AttentionTypes& t = p.types;
+  if (!is_16bit(t.q) || t.o != t.q || !(t.kv == t.q || !is_16bit(t.kv)))
+    return Support::no((t.uniform() ? std::string("dtype ") + dtype_name(t.q) : "types " + t.name() + " (q-kv-o)") +
+                       ": cuda.unified stores Q and O in one 16-bit dtype, K/V in it or in 8-bit codes (e4m3, e5m2)");
   if (p.head_size != 64 && p.head_size != 128 && p.head_size != 256)
     return Support::no("head_size " + std::to_string(p.head_size) + " not in {64, 128, 256}");
+  if (!is_16bit(t.kv) && p.head_size != 128)
+    return Support::no(std::string("an 8-bit K/V cache (") + dtype_name(t.kv) + ") at head_size " +
+                       std::to_string(p.head_size) + ": cuda.unified has 8-bit K/V kernels at head_size 128 only");
   if (p.block_size <= 0 || p.block_size % 16 != 0)
     return Support::no("block_size " + std::to_string(p.block_size) + " is not a multiple of 16");
   if (p.kv_heads <= 0 || p.heads % p.kv_heads != 0) return Support::no("heads not a multiple of kv_heads");
@@ -107,8 +112,17 @@ std::string q_prologue_conflict(const AttentionProblem& p, const UnifiedKnobs& k
   return "";
 }
 
+bool runs_features(const AttentionProblem& p) { return p.features.any() || !is_16bit(p.types.kv); }
+
+std::string wide_feature_conflict(const AttentionProblem& p) {
+  if (!runs_features(p)) return "";
+  const std::string what = p.features.any() ? "feature '" + p.features.first_set() + "'"
+                                            : std::string("an 8-bit K/V cache (") + dtype_name(p.types.kv) + ")";
+  return what + ": not in the wide 2D kernel; ATTNBENCH_SM90_PATH=auto or narrow runs the narrow kernel, which has it";
+}
+
 bool choose_wide(const AttentionProblem& p, const UnifiedKnobs& knobs) {
-  if (knobs.path == PathKnob::narrow || !wide_supports(p)) return false;
+  if (knobs.path == PathKnob::narrow || !wide_supports(p) || runs_features(p)) return false;
   if (knobs.path == PathKnob::wide) return true;
   return wide_auto(p) && wide_knob_conflict(p, knobs).empty();
 }
@@ -146,19 +160,26 @@ int wide_persistent_ctas(int64_t work_tiles, int num_sms) {
 DecodeSplitCost decode_split_cost(const AttentionProblem& p, int num_sms) {
   DecodeSplitCost c;
   c.sms = num_sms > 0 ? num_sms : kDefaultSmCount;
-  c.ctas_per_sm = decode_ctas_per_sm(p.head_size);
+  c.ctas_per_sm = decode_ctas_per_sm(p.head_size, static_cast<int>(dtype_bytes(p.types.kv)));
   c.tile_bytes = 2.0 * kDecodeBlockN * p.head_size * dtype_bytes(p.types.kv);
   const int rows = std::min<int64_t>(static_cast<int64_t>(p.max_seqlen_q()) * p.group_size(), kDecodeRowsPerCta);
   c.partial_bytes = 4.0 * rows * p.head_size;
   c.cta_bytes_per_us = decode_cta_bytes_per_us(p.head_size);
   c.row_tiles = decode_row_tiles(p);
   c.ctas_unsplit = static_cast<int64_t>(p.num_seqs()) * p.kv_heads * c.row_tiles;
-  c.n_tiles = (p.max_seqlen_k() + kDecodeBlockN - 1) / kDecodeBlockN;
   for (int s = 0; s < p.num_seqs(); ++s) {
     const int64_t rt = (static_cast<int64_t>(p.q_lens[s]) * p.group_size() + kDecodeRowsPerCta - 1) / kDecodeRowsPerCta;
-    c.column_tiles += p.kv_heads * rt * ((p.kv_lens[s] + kDecodeBlockN - 1) / kDecodeBlockN);
+    const int tiles = decode_visible_tiles(p, s);
+    c.n_tiles = std::max(c.n_tiles, tiles);
+    c.column_tiles += p.kv_heads * rt * tiles;
   }
   return c;
+}
+
+int decode_visible_tiles(const AttentionProblem& p, int s) {
+  const device::Visibility vis(p.q_lens[s], p.kv_lens[s], p.causal, p.features.window_left, p.features.window_right);
+  const int end = vis.rows_end(p.q_lens[s]), begin = vis.first_visible(0) / kDecodeBlockN * kDecodeBlockN;
+  return end > begin ? (end - begin + kDecodeBlockN - 1) / kDecodeBlockN : 0;
 }
 
 double decode_split_time_us(const DecodeSplitCost& c, int splits) {
@@ -234,8 +255,10 @@ std::size_t decode_workspace_bytes(const AttentionProblem& p, int splits, int me
 
 InstanceKey instance_key(const AttentionProblem& p, const UnifiedLaunchPlan& lp) {
   InstanceKey k;
-  k.dtype = p.types.q;  // instances store Q, K/V and O in one dtype (resolve declines the rest)
+  k.dtype = p.types.q;  // Q and O in one dtype (resolve declines the rest), K/V in it or in 8-bit codes
+  k.kv = p.types.kv;
   k.head_size = p.head_size;
+  k.features = runs_features(p) && lp.wide_wgs == 0;
   if (lp.path == UnifiedPath::decode_3d) {
     k.variant = InstanceVariant::decode;
   } else if (lp.wide_wgs > 0) {
@@ -250,14 +273,16 @@ InstanceKey instance_key(const AttentionProblem& p, const UnifiedLaunchPlan& lp)
 }
 
 std::string instance_name(const InstanceKey& k) {
-  const std::string head = std::string(dtype_name(k.dtype)) + "/d" + std::to_string(k.head_size);
+  const std::string types = k.kv == k.dtype ? dtype_name(k.dtype) : std::string(dtype_name(k.dtype)) + "-" + dtype_name(k.kv);
+  const std::string head = types + "/d" + std::to_string(k.head_size);
+  const std::string feat = k.features ? "/feat" : "";
   switch (k.variant) {
     case InstanceVariant::narrow:
-      return "narrow/" + head + "/w" + std::to_string(k.warps) + "r" + std::to_string(k.rows_per_warp);
-    case InstanceVariant::wide: return "wide/" + head + "/wgs" + std::to_string(k.wgs);
-    case InstanceVariant::decode: return "decode/" + head;
+      return "narrow/" + head + "/w" + std::to_string(k.warps) + "r" + std::to_string(k.rows_per_warp) + feat;
+    case InstanceVariant::wide: return "wide/" + head + "/wgs" + std::to_string(k.wgs) + feat;
+    case InstanceVariant::decode: return "decode/" + head + feat;
   }
-  return "?/" + head;
+  return "?/" + head + feat;
 }
 
 Support no_instance(const InstanceKey& k) {

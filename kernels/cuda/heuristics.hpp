@@ -111,14 +111,16 @@ constexpr int kDecodeBlockN = 16 * kDecodeKeyWarps;
 constexpr int kDecodeStages = 3;  // cp.async ring slots of K and V tiles
 constexpr int decode_d_split(int head_size) { return head_size >= 128 ? 2 : 1; }
 constexpr int decode_warps(int head_size) { return kDecodeKeyWarps * decode_d_split(head_size); }
-constexpr int decode_smem_bytes(int head_size) {
-  return kDecodeRowsPerCta * head_size * 2 + kDecodeStages * 2 * kDecodeBlockN * head_size * 2;
+// Q + the K/V ring (tiles of kv_bytes-wide codes) + with an 8-bit cache, the K and V tile widened to 16 bits.
+constexpr int decode_smem_bytes(int head_size, int kv_bytes = 2) {
+  return kDecodeRowsPerCta * head_size * 2 + kDecodeStages * 2 * kDecodeBlockN * head_size * kv_bytes +
+         (kv_bytes == 1 ? 2 * kDecodeBlockN * head_size * 2 : 0);
 }
 constexpr int kMaxSplits = 128;
 // Resident 3D CTAs per SM by shared memory (d64 50 KB: 4, d128 100 KB: 2, d256 200 KB: 1); the split heuristic
 // fills these slots.
-constexpr int decode_ctas_per_sm(int head_size) {
-  const int by_smem = kWideSmemLimit / decode_smem_bytes(head_size);
+constexpr int decode_ctas_per_sm(int head_size, int kv_bytes = 2) {
+  const int by_smem = kWideSmemLimit / decode_smem_bytes(head_size, kv_bytes);
   return by_smem < 4 ? by_smem : 4;
 }
 
@@ -131,6 +133,11 @@ std::string wide_knob_conflict(const AttentionProblem& p, const UnifiedKnobs& kn
 // Why cuda.unified cannot apply this problem's Q prologue (q_norm / q_rope_dim): only the wide kernel has it, and
 // it rotates 16-byte chunks (q_rope_dim % 16 == 0); empty when it can or there is none.
 std::string q_prologue_conflict(const AttentionProblem& p, const UnifiedKnobs& knobs);
+// Whether the problem needs a features instance: an attention feature or an 8-bit K/V cache.
+bool runs_features(const AttentionProblem& p);
+// Why the wide kernel cannot take this problem's features ("" when it has none): a decline where the knobs force
+// the wide path; under auto such a problem runs the narrow kernel.
+std::string wide_feature_conflict(const AttentionProblem& p);
 // 2D prefill regime under ATTNBENCH_SM90_PATH: narrow forces mma.sync; wide takes wgmma where wide_supports
 // (else narrow); auto takes wide only where it measured faster and passed the GPU gate (wide_auto, kernels/NOTES.md).
 bool choose_wide(const AttentionProblem& p, const UnifiedKnobs& knobs);
@@ -147,7 +154,9 @@ bool wide_persistent(const AttentionProblem& p, const UnifiedKnobs& knobs);
 // Persistent CTAs (ATTNBENCH_SM90_PERSISTENT=1): one per SM, each walking the q-tiles heaviest first.
 int wide_persistent_ctas(int64_t work_tiles, int num_sms);
 
-// Shapes the CUDA kernels serve: head_size 64/128/256, block_size a multiple of 16, fp16/bf16.
+// Shapes the CUDA kernels serve: head_size 64/128/256, block_size a multiple of 16, Q and O in one of fp16/bf16,
+// K/V in it or (d128 only) 8-bit e4m3/e5m2 codes; every attention feature on the narrow and decode kernels (the
+// wide kernel has none: a feature-flagged prefill runs narrow, and forcing the wide kernel on one is a decline).
 Support unified_supports(const AttentionProblem& p);
 
 // The dispatcher's choice. Decode (max_seqlen_q == 1) and short-q/long-KV problems whose packed rows
@@ -167,7 +176,7 @@ struct DecodeSplitCost {
   double cta_bytes_per_us = 0;  // one CTA's streaming rate (decode_cta_bytes_per_us)
   int row_tiles = 1;            // CTAs reading the same K/V (decode_row_tiles)
   int64_t ctas_unsplit = 0;     // the grid without splits: sequences x kv heads x row tiles
-  int n_tiles = 0;              // KV tiles of the longest sequence
+  int n_tiles = 0;              // KV tiles of the longest sequence's visible span (a sliding window's)
   int64_t column_tiles = 0;     // KV tiles over every CTA column with work (ragged batches: below ctas x n_tiles)
 };
 constexpr double kDecodeReadBytesPerUs = 4.4e6;    // the H200's streaming read, 4.4 TB/s
@@ -178,6 +187,8 @@ constexpr double kDecodeMergeBytesPerUs = 1.0e5;   // one CTA's read of the part
 // dependent mma chain (sweep: d128 ~40 KB/us, d256 ~31 KB/us per CTA).
 constexpr double decode_cta_bytes_per_us(int head_size) { return head_size >= 256 ? 3.1e4 : 4.0e4; }
 DecodeSplitCost decode_split_cost(const AttentionProblem& p, int num_sms);
+// KV tiles (kDecodeBlockN keys, tile-aligned) sequence s's rows see: all of them, or a sliding window's span.
+int decode_visible_tiles(const AttentionProblem& p, int s);
 // Modelled time in microseconds of the problem's CTA columns cut into `splits`: the busiest SM streams its share
 // of every column's tiles, and at least one whole split of the longest sequence.
 double decode_split_time_us(const DecodeSplitCost& c, int splits);
@@ -222,8 +233,9 @@ inline UnifiedLaunchPlan make_unified_launch_plan(const AttentionProblem& p, con
 }
 
 // A kernel instance (one explicit instantiation, listed in instances.cmake): the template arguments a plan needs.
-// narrow: launch_prefill<dtype, head_size, warps, rows_per_warp>; wide: launch_prefill_wide<dtype, head_size, wgs>;
-// decode: launch_decode<dtype, head_size>. Fields a variant does not use stay 0.
+// narrow: launch_prefill<dtype, head_size, warps, rows_per_warp, kv, features>; wide: launch_prefill_wide<dtype,
+// head_size, wgs>; decode: launch_decode<dtype, head_size, kv, features>. Fields a variant does not use stay 0.
+// A problem with any attention feature or an 8-bit K/V cache runs a features instance.
 enum class InstanceVariant { narrow, wide, decode };
 struct InstanceKey {
   InstanceVariant variant = InstanceVariant::narrow;
@@ -232,15 +244,18 @@ struct InstanceKey {
   int warps = 0;          // narrow
   int rows_per_warp = 0;  // narrow
   int wgs = 0;            // wide: consumer warpgroups
+  DType kv = DType::bf16;  // K/V storage: dtype, or an 8-bit code (with features)
+  bool features = false;   // the attention features compiled in (feature_tile.cuh): narrow and decode
   bool operator==(const InstanceKey& o) const {
     return variant == o.variant && dtype == o.dtype && head_size == o.head_size && warps == o.warps &&
-           rows_per_warp == o.rows_per_warp && wgs == o.wgs;
+           rows_per_warp == o.rows_per_warp && wgs == o.wgs && kv == o.kv && features == o.features;
   }
   bool operator!=(const InstanceKey& o) const { return !(*this == o); }
 };
 // The instance a launch plan runs.
 InstanceKey instance_key(const AttentionProblem& p, const UnifiedLaunchPlan& lp);
-// The key as instances.cmake spells it: narrow/bf16/d64/w4r16, wide/fp16/d128/wgs2, decode/bf16/d256.
+// The key as instances.cmake spells it: narrow/bf16/d64/w4r16, wide/fp16/d128/wgs2, decode/bf16/d256, and with
+// features decode/bf16/d128/feat, decode/bf16-e4m3/d128/feat (Q/O dtype - K/V dtype).
 std::string instance_name(const InstanceKey& k);
 // The decline of a key the build has no instance of (DeclineKind::no_instance, the key named in the reason).
 Support no_instance(const InstanceKey& k);

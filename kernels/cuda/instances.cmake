@@ -4,6 +4,8 @@
 #   narrow/<dtype>/d<D>/w<W>r<RW>  2D mma.sync prefill, W warps x RW query rows (prefill_kernel.cuh)
 #   wide/<dtype>/d<D>/wgs<WG>      2D wgmma prefill, WG consumer warpgroups (prefill_wide.cuh)
 #   decode/<dtype>/d<D>            3D split-KV decode (decode_kernel.cuh)
+#   .../feat                       narrow and decode with the attention features (feature_tile.cuh); <dtype> may
+#                                  then name an 8-bit K/V cache, <q-dtype>-<kv-dtype> (bf16-e4m3)
 # Which keys a plan can ask for is decided by heuristics.cpp (instance_key); the host tests check the two agree.
 set(ATTNBENCH_CUDA_INSTANCE_TABLE
   narrow/bf16/d64/w4r16   narrow/bf16/d64/w8r16   narrow/bf16/d64/w4r32
@@ -19,13 +21,23 @@ set(ATTNBENCH_CUDA_INSTANCE_TABLE
   wide/fp16/d128/wgs1 wide/fp16/d128/wgs2
   wide/fp16/d256/wgs1 wide/fp16/d256/wgs2
   decode/bf16/d64 decode/bf16/d128 decode/bf16/d256
-  decode/fp16/d64 decode/fp16/d128 decode/fp16/d256)
+  decode/fp16/d64 decode/fp16/d128 decode/fp16/d256
+  narrow/bf16/d64/w4r32/feat narrow/bf16/d128/w4r32/feat narrow/bf16/d256/w8r16/feat
+  narrow/fp16/d64/w4r32/feat narrow/fp16/d128/w4r32/feat narrow/fp16/d256/w8r16/feat
+  decode/bf16/d64/feat decode/bf16/d128/feat decode/bf16/d256/feat
+  decode/fp16/d64/feat decode/fp16/d128/feat decode/fp16/d256/feat
+  narrow/bf16-e4m3/d128/w4r32/feat narrow/bf16-e5m2/d128/w4r32/feat
+  narrow/fp16-e4m3/d128/w4r32/feat narrow/fp16-e5m2/d128/w4r32/feat
+  decode/bf16-e4m3/d128/feat decode/bf16-e5m2/d128/feat
+  decode/fp16-e4m3/d128/feat decode/fp16-e5m2/d128/feat)
 
-# "ci": a build without a GPU only needs the code to compile and the host tests to plan: every bf16 instance (the
-# CPU suite plans bf16 problems) and, so each variant's fp16 path still compiles, one fp16 instance of each.
+# "ci": a build without a GPU only needs the code to compile and the host tests to plan: every plain bf16 instance
+# (the CPU suite plans bf16 problems) and, so each variant's other paths still compile, one fp16 instance of each,
+# two features instances and two of an 8-bit cache.
 set(ATTNBENCH_CUDA_INSTANCES_CI
-  narrow/bf16/.* wide/bf16/.* decode/bf16/.*
-  narrow/fp16/d128/w4r32 wide/fp16/d64/wgs3 decode/fp16/d128)
+  narrow/bf16/d[0-9]+/w[0-9]+r[0-9]+ wide/bf16/.* decode/bf16/d[0-9]+
+  narrow/fp16/d128/w4r32 wide/fp16/d64/wgs3 decode/fp16/d128
+  narrow/bf16/d128/w4r32/feat decode/bf16/d256/feat narrow/fp16-e5m2/d128/w4r32/feat decode/bf16-e4m3/d128/feat)
 
 set(ATTNBENCH_CUDA_INSTANCES "all" CACHE STRING
     "cuda.unified instances to build: all, ci, or a list (; or ,) of regular expressions matched against whole keys")
@@ -68,31 +80,46 @@ endfunction()
 
 # One key's generated parts: the umbrella header, the instantiation macro call and the table entry.
 function(attnbench_instance_parts key header_out inst_out entry_out)
-  if(NOT key MATCHES "^(narrow|wide|decode)/(bf16|fp16)/d([0-9]+)(/w([0-9]+)r([0-9]+)|/wgs([0-9]+))?$")
+  if(NOT key MATCHES "^(narrow|wide|decode)/(bf16|fp16)(-e4m3|-e5m2)?/d([0-9]+)(/w([0-9]+)r([0-9]+)|/wgs([0-9]+))?(/feat)?$")
     message(FATAL_ERROR "instances.cmake: malformed key '${key}'")
   endif()
   set(variant ${CMAKE_MATCH_1})
-  set(d ${CMAKE_MATCH_3})
-  set(w "${CMAKE_MATCH_5}")
-  set(rw "${CMAKE_MATCH_6}")
-  set(wg "${CMAKE_MATCH_7}")
+  string(REPLACE "-" "" kv8 "${CMAKE_MATCH_3}")
+  set(d ${CMAKE_MATCH_4})
+  set(w "${CMAKE_MATCH_6}")
+  set(rw "${CMAKE_MATCH_7}")
+  set(wg "${CMAKE_MATCH_8}")
+  set(feat_suffix "${CMAKE_MATCH_9}")
   set(dt DType::bf16)
   if(CMAKE_MATCH_2 STREQUAL "fp16")
     set(dt DType::f16)
   endif()
+  set(kv ${dt})
+  if(NOT kv8 STREQUAL "")
+    set(kv DType::${kv8})
+  endif()
+  set(feat false)
+  if(feat_suffix STREQUAL "/feat")
+    set(feat true)
+  endif()
+  if((NOT kv8 STREQUAL "" AND NOT feat) OR (variant STREQUAL "wide" AND feat))
+    message(FATAL_ERROR "instances.cmake: key '${key}': an 8-bit K/V cache needs /feat, which the wide kernel has not")
+  endif()
   set(key_init "InstanceVariant::${variant}, ${dt}, ${d}")
   if(variant STREQUAL "narrow" AND NOT w STREQUAL "")
     set(header prefill_kernel.cuh)
-    set(inst "ATTNBENCH_INSTANTIATE_PREFILL_RW(${dt}, ${d}, ${w}, ${rw})")
-    set(entry "{\"${key}\", {${key_init}, ${w}, ${rw}, 0}, &launch_prefill<${dt}, ${d}, ${w}, ${rw}>, nullptr}")
+    set(args "${dt}, ${d}, ${w}, ${rw}, ${kv}, ${feat}")
+    set(inst "ATTNBENCH_INSTANTIATE_PREFILL_RW(${args})")
+    set(entry "{\"${key}\", {${key_init}, ${w}, ${rw}, 0, ${kv}, ${feat}}, &launch_prefill<${args}>, nullptr}")
   elseif(variant STREQUAL "wide" AND NOT wg STREQUAL "")
     set(header prefill_wide.cuh)
     set(inst "ATTNBENCH_INSTANTIATE_PREFILL_WIDE_WG(${dt}, ${d}, ${wg})")
-    set(entry "{\"${key}\", {${key_init}, 0, 0, ${wg}}, nullptr, &launch_prefill_wide<${dt}, ${d}, ${wg}>}")
+    set(entry "{\"${key}\", {${key_init}, 0, 0, ${wg}, ${kv}, false}, nullptr, &launch_prefill_wide<${dt}, ${d}, ${wg}>}")
   elseif(variant STREQUAL "decode" AND w STREQUAL "" AND wg STREQUAL "")
     set(header decode_kernel.cuh)
-    set(inst "ATTNBENCH_INSTANTIATE_DECODE(${dt}, ${d})")
-    set(entry "{\"${key}\", {${key_init}, 0, 0, 0}, &launch_decode<${dt}, ${d}>, nullptr}")
+    set(args "${dt}, ${d}, ${kv}, ${feat}")
+    set(inst "ATTNBENCH_INSTANTIATE_DECODE(${args})")
+    set(entry "{\"${key}\", {${key_init}, 0, 0, 0, ${kv}, ${feat}}, &launch_decode<${args}>, nullptr}")
   else()
     message(FATAL_ERROR "instances.cmake: key '${key}' does not fit its variant")
   endif()

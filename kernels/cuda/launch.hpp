@@ -10,9 +10,9 @@
 
 namespace attnbench::cuda {
 
-// 2D prefill: grid (lp.grid_x, lp.grid_y, lp.grid_z), W warps x RW query rows. Applies the output gate when
-// p.gate is non-null.
-template <DType DT, int D, int W, int RW>
+// 2D prefill: grid (lp.grid_x, lp.grid_y, lp.grid_z), W warps x RW query rows, K/V stored as KV (DT or 8-bit codes),
+// the attention features applied when F. Applies the output gate when p.gate is non-null.
+template <DType DT, int D, int W, int RW, DType KV, bool F>
 void launch_prefill(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaStream_t stream);
 
 // 2D prefill, wide regime (prefill_wide.cuh): WG consumer warpgroups of 64 query rows plus one producer warpgroup
@@ -23,8 +23,9 @@ void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, 
                          cudaStream_t stream);
 
 // 3D split-KV decode (p.workspace: lp.workspace_bytes); with lp.splits > 1 the last split CTA of each
-// (sequence, kv head, row tile) merges the splits. Applies the output gate when p.gate is non-null.
-template <DType DT, int D>
+// (sequence, kv head, row tile) merges the splits; K/V and features as launch_prefill's. Applies the output gate
+// when p.gate is non-null.
+template <DType DT, int D, DType KV, bool F>
 void launch_decode(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaStream_t stream);
 
 using PlainLauncher = void (*)(const AttentionParams&, const UnifiedLaunchPlan&, cudaStream_t);

@@ -12,10 +12,12 @@ namespace attnbench::cuda::dev {
 // One thread's rows of a K/V tile of BN keys gathered by NT threads (16-byte chunks, kRowStep rows apart) and the
 // physical blocks the block table gives them: fetch() reads the table entries of a tile, load() issues the tile's
 // cp.async from the entries fetched. A pipeline fetches a tile ahead, so no cp.async waits on a table read.
-// Tokens at or past kv_len are zero-filled and read no table entry past the sequence's.
+// Tokens at or past kv_len are zero-filled and read no table entry past the sequence's. 16-bit rows land swizzled
+// (swz); 8-bit codes land as plain [BN][D] bytes, widened into the swizzled layout later (widen_kv_tile).
 template <typename T, int D, int BN, int NT>
 struct KvTileRows {
-  static constexpr int kCpr = D / 8;  // 16-byte chunks per row
+  static constexpr int kElems = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte chunk
+  static constexpr int kCpr = D / kElems;                           // 16-byte chunks per row
   static_assert(NT % kCpr == 0 && (BN * kCpr) % NT == 0, "threads must tile the K/V tile evenly");
   static constexpr int kRowStep = NT / kCpr;
   static constexpr int kRows = BN / kRowStep;
@@ -34,7 +36,7 @@ struct KvTileRows {
     const T* k = static_cast<const T*>(p.k_cache);
     const T* v = static_cast<const T*>(p.v_cache);
     const int ch = static_cast<int>(threadIdx.x) % kCpr;
-    const int64_t head_off = static_cast<int64_t>(kvh) * p.kv_stride_head + ch * 8;
+    const int64_t head_off = static_cast<int64_t>(kvh) * p.kv_stride_head + ch * kElems;
 #pragma unroll
     for (int i = 0; i < kRows; ++i) {
       const int tok = n0 + row(i);
@@ -42,7 +44,7 @@ struct KvTileRows {
       const int64_t off = valid ? device::paged_offset(blk[i], pd.pos(tok).offset, p.kv_stride_block,
                                                        p.kv_stride_token) + head_off
                                 : 0;
-      const uint32_t dst = swz<D>(row(i), ch);
+      const uint32_t dst = sizeof(T) == 1 ? static_cast<uint32_t>(row(i) * D + ch * 16) : swz<D>(row(i), ch);
       cp_async_16(sk + dst, k + off, valid);
       cp_async_16(sv + dst, v + off, valid);
     }

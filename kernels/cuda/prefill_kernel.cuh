@@ -1,11 +1,15 @@
 // 2D prefill, narrow regime: one CTA per (q-tile, query head, sequence); W warps x RW (16 or 32) query rows; K/V tiles
 // gathered through the block table by cp.async into a multi-stage swizzled pipeline; S and P stay in
 // registers (P is the A operand of the PV mma); base-2 online softmax; fully-future KV tiles are skipped.
+// A features instance (F) applies the attention features (feature_tile.cuh): tiles before a sliding window's first
+// visible key are skipped too, the mods and the mask act on every score, a sink and v_scale scale the finished
+// rows; an 8-bit cache (KV) streams codes and widens each tile in shared memory before the mma.
 #pragma once
 #include <cuda_runtime.h>
 
 #include "attnbench/attention.hpp"
 #include "common/device/visibility.hpp"
+#include "cuda/feature_tile.cuh"
 #include "cuda/heuristics.hpp"
 #include "cuda/launch.hpp"
 #include "cuda/paged_tile.cuh"
@@ -14,7 +18,7 @@
 
 namespace attnbench::cuda {
 
-template <int D, int W, int RW = 16>
+template <int D, int W, int RW = 16, int KVB = 2>  // KVB: bytes of a K/V element in the cache
 struct PrefillTile {
   static_assert(RW == 16 || RW == 32, "16 or 32 query rows per warp");
   static constexpr int kWarps = W;
@@ -26,19 +30,23 @@ struct PrefillTile {
   // accumulators take the registers Q would need).
   static constexpr bool kQInRegs = D <= 128 && kMT == 1;
   static constexpr int kQBytes = kBM * D * 2;
-  static constexpr int kTileBytes = kBN * D * 2;
+  static constexpr int kTileBytes = kBN * D * KVB;  // one K (V) tile of the ring
+  static constexpr int kWideBytes = KVB == 1 ? kBN * D * 2 : 0;  // one widened K (V) tile, after the ring
   // 2 stages measured faster than 3 on the H200 (d128 S8192: 232 vs 196 TFLOP/s at 8 warps; kernels/NOTES.md).
   static constexpr int kStages = 2;
-  static constexpr int kSmemBytes = kQBytes + kStages * 2 * kTileBytes;
+  static constexpr int kSmemBytes = kQBytes + kStages * 2 * kTileBytes + 2 * kWideBytes;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA");
 };
 
 namespace dev {
 
-template <DType DT, int D, int W, int RW>
+template <DType DT, int D, int W, int RW, DType KV, bool F>
 __global__ void __launch_bounds__(32 * W) prefill_kernel(const __grid_constant__ AttentionParams p, int q_major) {
   using T = typename StorageOf<DT>::type;
-  using Tile = PrefillTile<D, W, RW>;
+  using TK = typename StorageOf<KV>::type;
+  constexpr bool kWiden = sizeof(TK) == 1;
+  static_assert(F || !kWiden, "an 8-bit cache has scales: a features instance");
+  using Tile = PrefillTile<D, W, RW, sizeof(TK)>;
   constexpr int BM = Tile::kBM, BN = Tile::kBN, NT = Tile::kThreads, S = Tile::kStages, MT = Tile::kMT;
   extern __shared__ __align__(128) unsigned char smem[];
 
@@ -56,7 +64,10 @@ __global__ void __launch_bounds__(32 * W) prefill_kernel(const __grid_constant__
   const int32_t* table_row = p.block_table + static_cast<int64_t>(seq) * p.block_table_stride;
   // Keys each row sees, built where used: p.causal is then read at each use (held in a register, it changes the
   // kernel's schedule).
-  auto vis = [&] { return device::Visibility(q_len, kv_len, p.causal); };
+  auto vis = [&] {
+    return F ? device::Visibility(q_len, kv_len, p.causal, p.features.window_left, p.features.window_right)
+             : device::Visibility(q_len, kv_len, p.causal);
+  };
 
   const uint32_t sq = dev::smem_u32(smem);
   auto stage_k = [&](int st) { return sq + Tile::kQBytes + st * 2 * Tile::kTileBytes; };
@@ -69,11 +80,13 @@ __global__ void __launch_bounds__(32 * W) prefill_kernel(const __grid_constant__
   const int n_end = vis().rows_end(m0 + BM);
   const int mask_from = vis().visible_end(m0);
   const int n_tiles = (n_end + BN - 1) / BN;
+  const int t_first = F ? min(n_tiles, vis().first_visible(m0) / BN) : 0;  // tiles before a window's start: none
   cp_async_commit();
 #pragma unroll
   for (int st = 0; st < S - 1; ++st) {
-    if (st < n_tiles) load_kv_tile<T, D, BN, NT>(stage_k(st), stage_k(st) + Tile::kTileBytes, p, table_row, kvh,
-                                                 st * BN, kv_len);
+    if (t_first + st < n_tiles)
+      load_kv_tile<TK, D, BN, NT>(stage_k(st), stage_k(st) + Tile::kTileBytes, p, table_row, kvh,
+                                  (t_first + st) * BN, kv_len);
     cp_async_commit();
   }
   uint32_t qf[Tile::kQInRegs ? D / 16 : 1][4];
@@ -83,7 +96,7 @@ __global__ void __launch_bounds__(32 * W) prefill_kernel(const __grid_constant__
     load_q_frags<D>(qf, sq, warp * RW, lane);
   }
 
-  const float c = p.scale * 1.4426950408889634f;
+  const float c = softmax_c<F>(p);
   float o[MT][D / 8][4];
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
@@ -93,16 +106,29 @@ __global__ void __launch_bounds__(32 * W) prefill_kernel(const __grid_constant__
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.f;
   const int row_a = m0 + warp * RW + lane / 4;  // this thread's rows: row_a + 16 mt + {0, 8}
+  auto row_features = [&](int mt) {
+    const int r0 = row_a + 16 * mt, r1 = r0 + 8;
+    return RowFeatures(p, vis(), {r0 < q_len ? r0 : -1, r1 < q_len ? r1 : -1}, {head, head});
+  };
+  const RowFeatures feats[2] = {row_features(0), row_features(MT - 1)};  // per m16 tile (MT <= 2)
 
-  for (int it = 0; it < n_tiles; ++it) {
+  for (int it = t_first; it < n_tiles; ++it) {
+    const int j = it - t_first;
     cp_async_wait<S - 2>();
     __syncthreads();  // tile `it` (and Q) visible; every warp is done with the stage refilled below
     if (it + S - 1 < n_tiles) {
-      const uint32_t k_next = stage_k((it + S - 1) % S);
-      load_kv_tile<T, D, BN, NT>(k_next, k_next + Tile::kTileBytes, p, table_row, kvh, (it + S - 1) * BN, kv_len);
+      const uint32_t k_next = stage_k((j + S - 1) % S);
+      load_kv_tile<TK, D, BN, NT>(k_next, k_next + Tile::kTileBytes, p, table_row, kvh, (it + S - 1) * BN, kv_len);
     }
     cp_async_commit();
-    const uint32_t sk = stage_k(it % S), sv = sk + Tile::kTileBytes;
+    uint32_t sk = stage_k(j % S), sv = sk + Tile::kTileBytes;
+    if constexpr (kWiden) {  // codes -> the 16-bit tiles after the ring; the barrier above guards their reuse
+      const uint32_t wk = stage_k(S), wv = wk + Tile::kWideBytes;
+      widen_kv_tile<DT, KV, D, BN, NT>(wk, sk);
+      widen_kv_tile<DT, KV, D, BN, NT>(wv, sv);
+      __syncthreads();
+      sk = wk, sv = wv;
+    }
     const int n0 = it * BN;
 
     float s[MT][BN / 8][4];
@@ -111,7 +137,10 @@ __global__ void __launch_bounds__(32 * W) prefill_kernel(const __grid_constant__
     } else {
       qk_tile_mt<DT, D, BN / 8, MT>(s, sq, warp * RW, sk, 0, lane);
     }
-    if (n0 + BN > mask_from) {
+    if constexpr (F) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) feats[mt].apply(s[mt], n0, lane);
+    } else if (n0 + BN > mask_from) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -143,7 +172,8 @@ __global__ void __launch_bounds__(32 * W) prefill_kernel(const __grid_constant__
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float sum = quad_sum(l[mt][r]);
-      const float inv = sum > 0.f ? 1.f / sum : 0.f;
+      float inv = sum > 0.f ? 1.f / sum : 0.f;
+      if constexpr (F) inv *= row_out_factor(p, head, sum > 0.f ? m[mt][r] * c + __log2f(sum) : -INFINITY);
       const int row = row_a + 16 * mt + 8 * r;
       if (row < q_len) {
         const int64_t tok = q_start + row;
@@ -169,10 +199,10 @@ __global__ void __launch_bounds__(32 * W) prefill_kernel(const __grid_constant__
 
 }  // namespace dev
 
-template <DType DT, int D, int W, int RW>
+template <DType DT, int D, int W, int RW, DType KV, bool F>
 void launch_prefill(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaStream_t stream) {
-  using Tile = PrefillTile<D, W, RW>;
-  auto* kernel = &dev::prefill_kernel<DT, D, W, RW>;
+  using Tile = PrefillTile<D, W, RW, static_cast<int>(dtype_bytes(KV))>;
+  auto* kernel = &dev::prefill_kernel<DT, D, W, RW, KV, F>;
   // Once per instantiation; legal while the caller captures (not a stream operation).
   static const bool configured = [&] {
     ATTNBENCH_CUDA_CHECK(
@@ -185,8 +215,7 @@ void launch_prefill(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaS
   ATTNBENCH_CUDA_CHECK(cudaGetLastError());
 }
 
-#define ATTNBENCH_INSTANTIATE_PREFILL(DT, D, W) ATTNBENCH_INSTANTIATE_PREFILL_RW(DT, D, W, 16)
-#define ATTNBENCH_INSTANTIATE_PREFILL_RW(DT, D, W, RW) \
-  template void launch_prefill<DT, D, W, RW>(const AttentionParams&, const UnifiedLaunchPlan&, cudaStream_t);
+#define ATTNBENCH_INSTANTIATE_PREFILL_RW(DT, D, W, RW, KV, F) \
+  template void launch_prefill<DT, D, W, RW, KV, F>(const AttentionParams&, const UnifiedLaunchPlan&, cudaStream_t);
 
 }  // namespace attnbench::cuda

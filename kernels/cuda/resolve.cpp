@@ -23,8 +23,10 @@ Support problem_support(const AttentionProblem& p, const UnifiedKnobs& knobs) {
   // A Q prologue the chosen kernel does not have would silently be skipped.
   if (const std::string q = q_prologue_conflict(p, knobs); !q.empty()) return Support::no(q);
   // Forced wide knobs the geometry cannot hold are declined; under auto they keep the narrow kernel instead.
-  if (choose_path(p) == UnifiedPath::prefill_2d && knobs.path == PathKnob::wide)
+  if (choose_path(p) == UnifiedPath::prefill_2d && knobs.path == PathKnob::wide && wide_supports(p)) {
+    if (const std::string f = wide_feature_conflict(p); !f.empty()) return Support::no(f);
     if (const std::string c = wide_knob_conflict(p, knobs); !c.empty()) return Support::no(c);
+  }
   return Support::yes();
 }
 
@@ -36,7 +38,9 @@ UnifiedInstance make_instance(const AttentionProblem& p, const UnifiedKnobs& kno
   in.key = instance_key(p, in.launch);
   in.graph_replay = recommend_graph_replay(p, knobs, /*caller_capturing=*/false);
   in.fusion = p.fusion;
-  in.summary = in.launch.summary + (p.fusion.has_q_prologue() ? " +q-norm-rope" : "") + (p.fusion.output_gate ? " +gate" : "");
+  in.summary = in.launch.summary + (p.fusion.has_q_prologue() ? " +q-norm-rope" : "") +
+               (p.fusion.output_gate ? " +gate" : "") + (in.key.features ? " +features" : "") +
+               (is_16bit(p.types.kv) ? "" : std::string(" kv=") + dtype_name(p.types.kv));
   return in;
 }
 

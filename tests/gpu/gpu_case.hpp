@@ -10,6 +10,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "attnbench/backends.hpp"
@@ -44,7 +45,7 @@ struct DeviceCase {
   std::vector<uint16_t> gate_host;  // fused: the whole fused buffer; else [total_q, h, d]
   int64_t gate_off = 0, gate_st = 0, gate_sh = 0;  // gate element (t, h, d) at gate_host[off + t st + h sh + d]
   std::vector<int32_t> device_table;  // the pool's places (pool_blocks > 0), else empty: host.block_table
-  cuda::DeviceBuffer q, k, v, cu, used, table, out, workspace, fused, gate;
+  cuda::DeviceBuffer q, k, v, cu, used, table, out, workspace, fused, gate, alibi, sinks, qq_bias;
   std::unique_ptr<AttentionKernel> kernel = make_cuda_unified();
   std::unique_ptr<AttentionPlan> plan;
   AttentionParams params;
@@ -118,6 +119,14 @@ struct DeviceCase {
         params.epilogue.gate = gate.data();
       }
     }
+    const AttentionFeatures& f = p.features;  // the feature lists in device memory, null where absent
+    for (auto [buf, src, dst] : {std::tuple{&alibi, &f.alibi_slopes, &params.features.alibi_slopes},
+                                 {&sinks, &f.sinks, &params.features.sinks},
+                                 {&qq_bias, &f.qq_bias, &params.features.qq_bias}})
+      if (!src->empty()) {
+        up(*buf, *src);
+        *dst = static_cast<const float*>(buf->data());
+      }
     params.epilogue.gate_stride_token = gate_st;
     params.epilogue.gate_stride_head = gate_sh;
     up(cu, host.cu_seqlens_q);

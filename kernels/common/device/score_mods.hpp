@@ -43,4 +43,11 @@ ATTNBENCH_HD_INLINE float sink_weight(const float* sinks, int h, float m) {
   return sinks != nullptr ? expf(sinks[h] - m) : 0.f;
 }
 
+// The same for a row whose softmax is known by its base-2 log-sum-exp lse2 = log2(sum_j e^(s_j)) (a split
+// kernel's merged rows): the share of the denominator that is the keys', 1 / (1 + e^sink / e^(lse)); 1 without a
+// sink, 0 for a row that saw no key (lse2 = -inf).
+ATTNBENCH_HD_INLINE float sink_share(const float* sinks, int h, float lse2) {
+  return sinks != nullptr ? 1.f / (1.f + exp2f(sinks[h] * 1.4426950408889634f - lse2)) : 1.f;
+}
+
 }  // namespace attnbench::device

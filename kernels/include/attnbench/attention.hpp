@@ -117,7 +117,8 @@ struct AttentionParams {
 // it has not. Throws std::invalid_argument prefixed with `kernel`.
 void check_q_prologue_params(const std::string& kernel, const AttentionFusion& f, const AttentionQPrologue& a);
 
-// The layout rules the GPU kernels share: every stride a multiple of 8 elements (16-byte rows), and a K/V page
+// The layout rules the GPU kernels share: every stride a multiple of 16 bytes (8 elements of Q and O, 8 or 16 of
+// K/V by its dtype), and a K/V page
 // spanning fewer than 2^31 elements (offsets inside a page are 32-bit). Throws std::invalid_argument prefixed with
 // `kernel`, naming the strides.
 void check_gpu_layout(const std::string& kernel, const AttentionParams& a);

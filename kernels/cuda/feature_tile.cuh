@@ -1,0 +1,105 @@
+// The attention features in the mma.sync kernels (narrow prefill, decode): the score mods and visible key range of
+// a thread's two rows of a score tile, the finished row's factor (sinks, v_scale), and the widening of an 8-bit K/V
+// tile into the swizzled 16-bit layout the mma fragments read. The rules are the shared ones
+// (common/device/score_mods.hpp, visibility.hpp); this file only places them in the mma.sync register layout.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+#include "attnbench/attention.hpp"
+#include "common/device/score_mods.hpp"
+#include "common/device/visibility.hpp"
+#include "cuda/ld_st.cuh"
+#include "cuda/mma_sm80.cuh"
+#include "cuda/storage.cuh"
+
+namespace attnbench::cuda::dev {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// A features kernel's scores are final (natural units, after the mods and the mask) before the softmax, whose
+// base-2 scale is then log2(e) instead of softmax scale * log2(e).
+template <bool F>
+__device__ __forceinline__ float softmax_c(const AttentionParams& p) {
+  return F ? kLog2e : p.scale * kLog2e;
+}
+
+// One thread's two rows (r = 0, 1) of an mma.sync score tile: query row row[r] of the sequence (-1: a padding row,
+// which sees no key) of query head head[r].
+struct RowFeatures {
+  device::ScoreMods mods[2];
+  int first[2], end[2];  // the visible keys [first, end) of each row
+  float scale;           // softmax scale * k_scale: the raw q.k (of K codes) to the score the mods take
+
+  __device__ __forceinline__ RowFeatures(const AttentionParams& p, const device::Visibility& vis, const int (&row)[2],
+                                         const int (&head)[2]) {
+    const AttentionFeatureParams& f = p.features;
+    scale = p.scale * f.k_scale;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const bool real = row[r] >= 0;
+      mods[r] = device::score_mods(f.softcap, f.alibi_slopes, real ? f.qq_bias : nullptr, f.qq_bias_len,
+                                   real ? row[r] : 0, vis.q_len, vis.kv_len, head[r]);
+      first[r] = real ? vis.first_visible(row[r]) : 0;
+      end[r] = real ? vis.visible_end(row[r]) : 0;
+    }
+  }
+
+  // s: raw q.k of keys n0 + the accumulator columns -> the final scores, -inf where a row does not see the key.
+  template <int NT8>
+  __device__ __forceinline__ void apply(float (&s)[NT8][4], int n0, int lane) const {
+#pragma unroll
+    for (int n = 0; n < NT8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = n0 + n * 8 + 2 * (lane % 4) + (e & 1), r = e >> 1;
+        const float v = mods[r].apply(s[n][e] * scale, col);
+        s[n][e] = col >= first[r] && col < end[r] ? v : -INFINITY;
+      }
+  }
+};
+
+// The factor of a finished, normalised row whose scores' base-2 log-sum-exp is lse2: v_scale (V codes to values)
+// times the keys' share of a denominator that also holds the head's sink.
+__device__ __forceinline__ float row_out_factor(const AttentionParams& p, int head, float lse2) {
+  return p.features.v_scale * device::sink_share(p.features.sinks, head, lse2);
+}
+
+// Two 8-bit codes (the low 16 bits of codes2) -> two 16-bit values of DT, exactly (e4m3 and e5m2 values are fp16
+// and bf16 values).
+template <DType DT, DType KV>
+__device__ __forceinline__ uint32_t widen2(uint32_t codes2) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes2 & 0xffffu),
+                                                   StorageOf<KV>::kind);
+  if constexpr (DT == DType::f16) {
+    return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+  } else {
+    const float2 f = __half22float2(__half2(h));
+    return pack2<DT>(f.x, f.y);
+  }
+}
+
+// The [BN][D] codes at src (plain bytes, as KvTileRows lands them) -> the swizzled [BN][D] DT tile at dst; NT
+// threads, 16 codes (one 16-byte chunk in, two out) per step.
+template <DType DT, DType KV, int D, int BN, int NT>
+__device__ __forceinline__ void widen_kv_tile(uint32_t dst, uint32_t src) {
+  constexpr int kCpr = D / 16;
+#pragma unroll
+  for (int c = threadIdx.x; c < BN * kCpr; c += NT) {
+    const int row = c / kCpr, ch = c % kCpr;
+    const uint4 v = ld_shared_v4(src + c * 16);
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+    uint32_t h[8];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      h[2 * i] = widen2<DT, KV>(w[i]);
+      h[2 * i + 1] = widen2<DT, KV>(w[i] >> 16);
+    }
+    st_shared_v4(dst + swz<D>(row, 2 * ch), make_uint4(h[0], h[1], h[2], h[3]));
+    st_shared_v4(dst + swz<D>(row, 2 * ch + 1), make_uint4(h[4], h[5], h[6], h[7]));
+  }
+}
+
+}  // namespace attnbench::cuda::dev

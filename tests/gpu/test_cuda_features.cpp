@@ -1,0 +1,167 @@
+// cuda.unified's attention features on the GPU: each feature, and the combinations real models use, through the
+// decode kernel (one split and many), speculative decode and the narrow prefill kernel, at every head size and
+// both dtypes, against the fp32 reference; each run is also checked against the reference without its feature,
+// which must fail (the feature was applied, not skipped); and the 8-bit K/V caches with their scales.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gpu_case.hpp"
+#include "gpu_check.hpp"
+#include "gpu_shape.hpp"
+
+namespace attnbench::gputest {
+namespace {
+
+using Knobs = std::map<std::string, std::string>;
+
+struct FeatureRun {
+  std::string name;
+  AttentionFeatures features;
+};
+
+std::vector<float> spread(int n, float lo, float hi) {
+  std::vector<float> v(n);
+  for (int i = 0; i < n; ++i) v[i] = lo + (hi - lo) * static_cast<float>(i) / static_cast<float>(std::max(1, n - 1));
+  return v;
+}
+
+std::vector<float> alibi(int heads) {
+  std::vector<float> v(heads);
+  for (int h = 0; h < heads; ++h) v[h] = std::exp2(-8.f * static_cast<float>(h + 1) / static_cast<float>(heads));
+  return v;
+}
+
+// The features (and the pairs real models use) for a problem of `heads` query heads and q_len_max new tokens.
+std::vector<FeatureRun> feature_runs(int heads, int q_len_max, bool causal) {
+  std::vector<FeatureRun> runs;
+  auto add = [&](std::string name, auto set) {
+    AttentionFeatures f;
+    set(f);
+    runs.push_back({std::move(name), f});
+  };
+  add("window_left 100", [](AttentionFeatures& f) { f.window_left = 100; });
+  if (!causal) add("window 70/40", [](AttentionFeatures& f) { f.window_left = 70, f.window_right = 40; });
+  add("softcap 2", [](AttentionFeatures& f) { f.softcap = 2.f; });
+  add("alibi", [&](AttentionFeatures& f) { f.alibi_slopes = alibi(heads); });
+  add("sinks", [&](AttentionFeatures& f) { f.sinks = spread(heads, 2.f, 6.f); });
+  add("sinks + window 128", [&](AttentionFeatures& f) { f.sinks = spread(heads, 2.f, 6.f), f.window_left = 128; });
+  add("softcap 2 + window 300", [](AttentionFeatures& f) { f.softcap = 2.f, f.window_left = 300; });
+  add("qq-bias", [&](AttentionFeatures& f) {
+    f.qq_bias_len = q_len_max;
+    for (int i = 0; i < q_len_max; ++i)
+      for (int j = 0; j < q_len_max; ++j) f.qq_bias.push_back(3.f * std::cos(1.3f * i + 0.7f * j));
+  });
+  return runs;
+}
+
+struct PathCase {
+  Shape shape;
+  Knobs knobs;
+};
+
+// Decode (auto, 1 and 16 splits; ragged, block size 16), speculative decode, narrow prefill (ragged, causal and
+// not), per head size.
+std::vector<PathCase> path_cases(int d) {
+  const int kvh = d == 256 ? 2 : 4;
+  const std::vector<std::pair<int, int>> ragged = {{1, 3000}, {1, 777}, {1, 64}, {1, 5000}};
+  std::vector<PathCase> cases = {
+      {{"decode", ragged, 16, kvh, d, true, 16}, {}},
+      {{"decode", ragged, 16, kvh, d, true, 16}, {{"ATTNBENCH_3D_SPLITS", "1"}}},
+      {{"decode", ragged, 16, kvh, d, true, 16}, {{"ATTNBENCH_3D_SPLITS", "16"}}},
+      {{"spec q6", {{6, 2048}, {6, 611}}, 16, 8, d, true, 64}, {}},
+      {{"prefill", {{300, 300}, {200, 1000}}, 8, 2, d, true, 64}, {}},
+      {{"prefill non-causal", {{300, 300}, {200, 1000}}, 8, 2, d, false, 32}, {}},
+  };
+  return cases;
+}
+
+Outcome run_features(const PathCase& pc, DType dt, const AttentionFeatures& f, DType kv, uint64_t seed,
+                     Outcome* without) {
+  AttentionProblem p = problem_of(pc.shape, dt);
+  p.types.kv = kv;
+  p.features = f;
+  DeviceCase c(p, pc.knobs, seed);
+  cuda::Stream stream;
+  c.poison();
+  c.run(stream.get());
+  stream.synchronize();
+  if (without) {
+    AttentionFeatures plain;
+    plain.k_scale = f.k_scale, plain.v_scale = f.v_scale;
+    *without = check_output(c, seed, nullptr, &plain);
+  }
+  return check_output(c, seed);
+}
+
+int max_q(const Shape& s) {
+  int q = 0;
+  for (auto [ql, kl] : s.seqs) q = std::max(q, ql);
+  return q;
+}
+
+TEST(CudaFeatures, EachFeatureOnEveryPathPassesTheGateAndMatters) {
+  int runs = 0;
+  for (int d : {64, 128, 256})
+    for (const PathCase& pc : path_cases(d))
+      for (const FeatureRun& fr : feature_runs(pc.shape.heads, max_q(pc.shape), pc.shape.causal))
+        for (DType dt : {DType::bf16, DType::f16}) {
+          Outcome without;
+          const Outcome o = run_features(pc, dt, fr.features, dt, 9000 + runs, &without);
+          ++runs;
+          const std::string what = pc.shape.name + " d" + std::to_string(d) + " " + dtype_name(dt) + " " + fr.name +
+                                   (pc.knobs.empty() ? "" : " " + pc.knobs.begin()->second);
+          EXPECT_EQ(o.nonfinite, 0) << what;
+          EXPECT_EQ(o.padding_written, 0) << what;
+          EXPECT_TRUE(o.within) << what << ": " << o.worst;
+          EXPECT_FALSE(without.within) << what << ": the output also passes without the feature (max_abs "
+                                       << without.max_abs << ")";
+          if (!o.within || without.within)
+            std::printf("  %-50s max_abs=%.3g row_rel=%.3g without: row_rel=%.3g\n", what.c_str(), o.max_abs,
+                        o.max_row_rel, without.max_row_rel);
+        }
+  std::printf("  %d feature runs\n", runs);
+}
+
+// 8-bit caches: codes whose values (code x scale) are N(0, 1); the scales must be applied (a run against the
+// reference with unit scales fails), alone and beside the other features.
+TEST(CudaFeatures, EightBitCachesWithTheirScales) {
+  int runs = 0;
+  for (DType kv : {DType::e4m3, DType::e5m2})
+    for (const PathCase& pc : path_cases(128))
+      for (DType dt : {DType::bf16, DType::f16})
+        for (bool with_window : {false, true}) {
+          AttentionFeatures f;
+          f.k_scale = 0.0625f, f.v_scale = 0.03125f;
+          if (with_window) f.sinks = spread(pc.shape.heads, 1.f, 4.f), f.window_left = 128;
+          Outcome unscaled;
+          AttentionProblem p = problem_of(pc.shape, dt);
+          p.types.kv = kv;
+          p.features = f;
+          DeviceCase c(p, pc.knobs, 7000 + runs);
+          cuda::Stream stream;
+          c.poison();
+          c.run(stream.get());
+          stream.synchronize();
+          AttentionFeatures unit = f;
+          unit.k_scale = unit.v_scale = 1.f;
+          unscaled = check_output(c, 7000 + runs, nullptr, &unit);
+          const Outcome o = check_output(c, 7000 + runs);
+          ++runs;
+          const std::string what = pc.shape.name + " " + dtype_name(dt) + "-" + dtype_name(kv) +
+                                   (with_window ? " sinks + window" : "") +
+                                   (pc.knobs.empty() ? "" : " " + pc.knobs.begin()->second);
+          EXPECT_EQ(o.nonfinite, 0) << what;
+          EXPECT_TRUE(o.within) << what << ": " << o.worst;
+          EXPECT_FALSE(unscaled.within) << what << ": the output also passes with unit scales";
+          if (!o.within) std::printf("  %-50s max_abs=%.3g row_rel=%.3g\n", what.c_str(), o.max_abs, o.max_row_rel);
+        }
+  std::printf("  %d 8-bit cache runs\n", runs);
+}
+
+}  // namespace
+}  // namespace attnbench::gputest
