@@ -49,7 +49,8 @@ AttentionProblem with_kv(AttentionProblem p, DType kv) {
 
 // Every instance a plan can ask for, each reached through the knobs: per dtype and head size the narrow kernel's
 // warp shapes, the wide kernel's warpgroup counts, and decode; the features instances of the narrow kernel's
-// default shape and of decode, per head size and, at d128, per 8-bit K/V dtype.
+// default shape, of the wide kernel's (two warpgroups) and of decode, per head size and, at d128, of the narrow
+// kernel and decode per 8-bit K/V dtype.
 std::vector<InstanceCase> instance_family() {
   std::vector<InstanceCase> cases;
   for (DType dt : {DType::bf16, DType::f16}) {
@@ -68,7 +69,9 @@ std::vector<InstanceCase> instance_family() {
                          "wide/" + head + "/wgs" + std::to_string(wgs)});
       cases.push_back({problem(dt, d, 1, 4096), knobs(), "decode/" + head});
       const std::string narrow_default = d <= 128 ? "/w4r32/feat" : "/w8r16/feat";
-      cases.push_back({with_softcap(problem(dt, d, 2048, 2048)), knobs(), "narrow/" + head + narrow_default});
+      cases.push_back({with_softcap(problem(dt, d, 2048, 2048)), knobs({{"ATTNBENCH_SM90_PATH", "narrow"}}),
+                       "narrow/" + head + narrow_default});
+      cases.push_back({with_softcap(problem(dt, d, 2048, 2048)), knobs(), "wide/" + head + "/wgs2/feat"});
       cases.push_back({with_softcap(problem(dt, d, 1, 4096)), knobs(), "decode/" + head + "/feat"});
     }
     for (DType kv : {DType::e4m3, DType::e5m2}) {
@@ -93,7 +96,7 @@ TEST(CudaInstances, KeyOfEachPlan) {
     EXPECT_EQ(key_of(c.p, c.k), c.key);
     keys.insert(c.key);
   }
-  EXPECT_EQ(keys.size(), 56u);  // per dtype: narrow 3 + 3 + 2, wide 3 + 2 + 2, decode 3, features 3 + 3 + 2 x 2
+  EXPECT_EQ(keys.size(), 62u);  // per dtype: narrow 3 + 3 + 2, wide 3 + 2 + 2, decode 3, features 3 x 3 + 2 x 2
   // The default knobs: short d64 prompts on the narrow 4 x 32 kernel, long ones wide with 3 warpgroups (2 with a
   // Q prologue), d128 wide with 2, the short-q / long-KV shape on the decode kernel.
   EXPECT_EQ(key_of(problem(DType::bf16, 64, 100, 100), knobs()), "narrow/bf16/d64/w4r32");
@@ -104,8 +107,10 @@ TEST(CudaInstances, KeyOfEachPlan) {
   EXPECT_EQ(key_of(prologue, knobs()), "wide/bf16/d64/wgs2");
   EXPECT_EQ(key_of(problem(DType::f16, 128, 2048, 2048), knobs()), "wide/fp16/d128/wgs2");
   EXPECT_EQ(key_of(problem(DType::bf16, 128, 4, 4096), knobs()), "decode/bf16/d128");
-  // A feature-flagged prefill the wide kernel would run goes narrow (the wide kernel has no features).
-  EXPECT_EQ(key_of(with_softcap(problem(DType::bf16, 128, 4096, 4096)), knobs()), "narrow/bf16/d128/w4r32/feat");
+  // A feature-flagged prefill runs the wide kernel's features instance, at two warpgroups; an 8-bit cache narrow.
+  EXPECT_EQ(key_of(with_softcap(problem(DType::bf16, 64, 4096, 4096)), knobs()), "wide/bf16/d64/wgs2/feat");
+  EXPECT_EQ(key_of(with_kv(problem(DType::bf16, 128, 4096, 4096), DType::e4m3), knobs()),
+            "narrow/bf16-e4m3/d128/w4r32/feat");
   EXPECT_EQ(key_of(with_kv(problem(DType::f16, 128, 1, 4096), DType::e5m2), knobs()), "decode/fp16-e5m2/d128/feat");
 }
 

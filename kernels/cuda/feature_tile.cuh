@@ -19,44 +19,87 @@ namespace attnbench::cuda::dev {
 
 constexpr float kLog2e = 1.4426950408889634f;
 
-// A features kernel's scores are final (natural units, after the mods and the mask) before the softmax, whose
-// base-2 scale is then log2(e) instead of softmax scale * log2(e).
+// A features kernel keeps its scores in raw units (q.k of K codes) as the plain kernels do: the mods are applied in
+// those units (divided by sc = softmax scale * k_scale), so the softmax's base-2 scale is sc * log2(e).
 template <bool F>
 __device__ __forceinline__ float softmax_c(const AttentionParams& p) {
-  return F ? kLog2e : p.scale * kLog2e;
+  return (F ? p.scale * p.features.k_scale : p.scale) * kLog2e;
 }
 
 // One thread's two rows (r = 0, 1) of an mma.sync score tile: query row row[r] of the sequence (-1: a padding row,
-// which sees no key) of query head head[r].
+// which sees no key) of query head head[r]. The shared mods (device::score_mods) in raw units: softcap
+// c tanh(sc s / c) / sc, the ALiBi slope / sc, the qq-bias / sc; each applied only where the problem has it (the
+// tests are uniform across the kernel), and the mask only on tiles not wholly visible to both rows.
 struct RowFeatures {
-  device::ScoreMods mods[2];
-  int first[2], end[2];  // the visible keys [first, end) of each row
-  float scale;           // softmax scale * k_scale: the raw q.k (of K codes) to the score the mods take
+  float cap_in = 0.f, cap_out = 0.f;  // softcap: s <- cap_out tanh(s cap_in); cap_out = 0: none
+  float inv_sc = 1.f;
+  float slope[2];                     // ALiBi slope / sc per key of distance
+  int pos[2];                         // i' of each row
+  const float* qq[2];                 // the row's qq-bias row (null: none)
+  int new_from = 0;                   // kv_len - q_len
+  int first[2], end[2];               // the visible keys [first, end) of each row
+  bool alibi = false;
 
   __device__ __forceinline__ RowFeatures(const AttentionParams& p, const device::Visibility& vis, const int (&row)[2],
                                          const int (&head)[2]) {
     const AttentionFeatureParams& f = p.features;
-    scale = p.scale * f.k_scale;
+    const float sc = p.scale * f.k_scale;
+    inv_sc = 1.f / sc;
+    if (f.softcap > 0.f) cap_in = sc / f.softcap, cap_out = f.softcap / sc;
+    alibi = f.alibi_slopes != nullptr;
+    new_from = vis.kv_len - vis.q_len;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const bool real = row[r] >= 0;
-      mods[r] = device::score_mods(f.softcap, f.alibi_slopes, real ? f.qq_bias : nullptr, f.qq_bias_len,
-                                   real ? row[r] : 0, vis.q_len, vis.kv_len, head[r]);
+      const device::ScoreMods m = device::score_mods(f.softcap, f.alibi_slopes, real ? f.qq_bias : nullptr,
+                                                     f.qq_bias_len, real ? row[r] : 0, vis.q_len, vis.kv_len, head[r]);
+      slope[r] = m.slope * inv_sc;
+      pos[r] = m.pos;
+      qq[r] = m.qq_row;
       first[r] = real ? vis.first_visible(row[r]) : 0;
       end[r] = real ? vis.visible_end(row[r]) : 0;
     }
   }
 
-  // s: raw q.k of keys n0 + the accumulator columns -> the final scores, -inf where a row does not see the key.
+  // s: raw q.k of keys n0 + the accumulator columns (8 NT8 keys from n0) -> raw final scores, -inf where a row does
+  // not see the key.
   template <int NT8>
   __device__ __forceinline__ void apply(float (&s)[NT8][4], int n0, int lane) const {
+    const int c0 = n0 + 2 * (lane % 4);  // the column of element (n, e): c0 + 8 n + (e & 1)
+    if (cap_out != 0.f) {
+#pragma unroll
+      for (int n = 0; n < NT8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[n][e] = cap_out * tanhf(s[n][e] * cap_in);
+    }
+    if (alibi) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float base = slope[r] * static_cast<float>(c0 - pos[r]);
+#pragma unroll
+        for (int n = 0; n < NT8; ++n)
+#pragma unroll
+          for (int e = 2 * r; e < 2 * r + 2; ++e) s[n][e] += fmaf(slope[r], static_cast<float>(8 * n + (e & 1)), base);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      if (qq[r] == nullptr) continue;
+#pragma unroll
+      for (int n = 0; n < NT8; ++n)
+#pragma unroll
+        for (int e = 2 * r; e < 2 * r + 2; ++e) {
+          const int col = c0 + 8 * n + (e & 1);
+          if (col >= new_from) s[n][e] += qq[r][col - new_from] * inv_sc;
+        }
+    }
+    if (n0 >= max(first[0], first[1]) && n0 + 8 * NT8 <= min(end[0], end[1])) return;  // wholly visible
 #pragma unroll
     for (int n = 0; n < NT8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int col = n0 + n * 8 + 2 * (lane % 4) + (e & 1), r = e >> 1;
-        const float v = mods[r].apply(s[n][e] * scale, col);
-        s[n][e] = col >= first[r] && col < end[r] ? v : -INFINITY;
+        const int col = c0 + 8 * n + (e & 1), r = e >> 1;
+        if (col < first[r] || col >= end[r]) s[n][e] = -INFINITY;
       }
   }
 };

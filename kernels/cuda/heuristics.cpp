@@ -115,14 +115,13 @@ std::string q_prologue_conflict(const AttentionProblem& p, const UnifiedKnobs& k
 bool runs_features(const AttentionProblem& p) { return p.features.any() || !is_16bit(p.types.kv); }
 
 std::string wide_feature_conflict(const AttentionProblem& p) {
-  if (!runs_features(p)) return "";
-  const std::string what = p.features.any() ? "feature '" + p.features.first_set() + "'"
-                                            : std::string("an 8-bit K/V cache (") + dtype_name(p.types.kv) + ")";
-  return what + ": not in the wide 2D kernel; ATTNBENCH_SM90_PATH=auto or narrow runs the narrow kernel, which has it";
+  if (is_16bit(p.types.kv)) return "";
+  return std::string("an 8-bit K/V cache (") + dtype_name(p.types.kv) +
+         "): not in the wide 2D kernel; ATTNBENCH_SM90_PATH=auto or narrow runs the narrow kernel, which has it";
 }
 
 bool choose_wide(const AttentionProblem& p, const UnifiedKnobs& knobs) {
-  if (knobs.path == PathKnob::narrow || !wide_supports(p) || runs_features(p)) return false;
+  if (knobs.path == PathKnob::narrow || !wide_supports(p) || !is_16bit(p.types.kv)) return false;
   if (knobs.path == PathKnob::wide) return true;
   return wide_auto(p) && wide_knob_conflict(p, knobs).empty();
 }
@@ -138,8 +137,8 @@ bool wide_auto(const AttentionProblem& p) {
 
 int wide_wgs(const AttentionProblem& p, const UnifiedKnobs& knobs) {
   if (knobs.flash_wide != 0) return knobs.flash_wide;
-  return p.fusion.has_q_prologue() ? std::min(wide_default_wgs(p.head_size), kWideMaxWgsQPrologue)
-                            : wide_default_wgs(p.head_size);
+  return p.fusion.has_q_prologue() || p.features.any() ? std::min(wide_default_wgs(p.head_size), kWideMaxWgsQPrologue)
+                                                       : wide_default_wgs(p.head_size);
 }
 
 int wide_stages(const AttentionProblem& p, int wgs, const UnifiedKnobs& knobs) {
@@ -258,7 +257,7 @@ InstanceKey instance_key(const AttentionProblem& p, const UnifiedLaunchPlan& lp)
   k.dtype = p.types.q;  // Q and O in one dtype (resolve declines the rest), K/V in it or in 8-bit codes
   k.kv = p.types.kv;
   k.head_size = p.head_size;
-  k.features = runs_features(p) && lp.wide_wgs == 0;
+  k.features = runs_features(p);
   if (lp.path == UnifiedPath::decode_3d) {
     k.variant = InstanceVariant::decode;
   } else if (lp.wide_wgs > 0) {

@@ -135,8 +135,8 @@ std::string wide_knob_conflict(const AttentionProblem& p, const UnifiedKnobs& kn
 std::string q_prologue_conflict(const AttentionProblem& p, const UnifiedKnobs& knobs);
 // Whether the problem needs a features instance: an attention feature or an 8-bit K/V cache.
 bool runs_features(const AttentionProblem& p);
-// Why the wide kernel cannot take this problem's features ("" when it has none): a decline where the knobs force
-// the wide path; under auto such a problem runs the narrow kernel.
+// Why the wide kernel cannot take this problem's K/V cache (8-bit codes; "" for 16-bit): a decline where the knobs
+// force the wide path; under auto such a problem runs the narrow kernel.
 std::string wide_feature_conflict(const AttentionProblem& p);
 // 2D prefill regime under ATTNBENCH_SM90_PATH: narrow forces mma.sync; wide takes wgmma where wide_supports
 // (else narrow); auto takes wide only where it measured faster and passed the GPU gate (wide_auto, kernels/NOTES.md).
@@ -144,7 +144,7 @@ bool choose_wide(const AttentionProblem& p, const UnifiedKnobs& knobs);
 // The auto rule alone (kernels/NOTES.md, wide v3/v4): wide where it passed the GPU gate and measured faster.
 bool wide_auto(const AttentionProblem& p);
 // Consumer warpgroups under ATTNBENCH_SM90_FLASH_WIDE (0 = wide_default_wgs, at most kWideMaxWgsQPrologue with
-// a Q prologue).
+// a Q prologue or an attention feature: their code beside 3 warpgroups would spill).
 int wide_wgs(const AttentionProblem& p, const UnifiedKnobs& knobs);
 // Ring slots under ATTNBENCH_SM90_STAGES (0 = wide_default_stages).
 int wide_stages(const AttentionProblem& p, int wgs, const UnifiedKnobs& knobs);
@@ -155,8 +155,8 @@ bool wide_persistent(const AttentionProblem& p, const UnifiedKnobs& knobs);
 int wide_persistent_ctas(int64_t work_tiles, int num_sms);
 
 // Shapes the CUDA kernels serve: head_size 64/128/256, block_size a multiple of 16, Q and O in one of fp16/bf16,
-// K/V in it or (d128 only) 8-bit e4m3/e5m2 codes; every attention feature on the narrow and decode kernels (the
-// wide kernel has none: a feature-flagged prefill runs narrow, and forcing the wide kernel on one is a decline).
+// K/V in it or (d128 only) 8-bit e4m3/e5m2 codes; every attention feature on every kernel, the 8-bit caches on the
+// narrow and decode kernels (an 8-bit prefill runs narrow; forcing the wide kernel on one is a decline).
 Support unified_supports(const AttentionProblem& p);
 
 // The dispatcher's choice. Decode (max_seqlen_q == 1) and short-q/long-KV problems whose packed rows

@@ -13,7 +13,9 @@
 // one KV group sharing the tile's rows. An optional Q prologue (q_prologue.cuh) normalises and rotates Q in shared
 // memory before the first wgmma reads it. Two things ptxas needs told, checked in the SASS (kernels/NOTES.md, the
 // wide kernel): the warpgroup index is made warp-uniform (descriptors in uniform registers) and a shared store pins
-// the P V wait after the softmax.
+// the P V wait after the softmax. A features instance (F) applies the attention features: a sliding window's
+// first tile starts each unit's tiles, the scores are made final before the softmax (feature_tile.cuh), a sink
+// scales the finished rows.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -36,7 +38,7 @@ namespace attnbench::cuda {
 namespace dev {
 
 // Producer warpgroup: threads [0, 128); consumer warpgroup wg: threads [128 (wg + 1), 128 (wg + 2)).
-template <DType DT, int D, int WG, bool TMA>
+template <DType DT, int D, int WG, bool TMA, bool F>
 __global__ void __launch_bounds__(128 * (WG + 1), 1)
     prefill_wide_kernel(const __grid_constant__ AttentionParams p, const WideLaunch w,
                         const __grid_constant__ CUtensorMap tmk, const __grid_constant__ CUtensorMap tmv) {
@@ -57,15 +59,15 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
   sm.init_barriers(S);
   const int32_t* block_table = p.block_table;
   if (threadIdx.x < 128) {
-    wide_producer<D, WG, TMA>(p, w, sm, S, block_table, tmk, tmv);
+    wide_producer<D, WG, TMA, F>(p, w, sm, S, block_table, tmk, tmv);
     return;
   }
-  wide_consumer<DT, D, WG, TMA>(p, w, sm, S);
+  wide_consumer<DT, D, WG, TMA, F>(p, w, sm, S);
 }
 
 }  // namespace dev
 
-template <DType DT, int D, int WG>
+template <DType DT, int D, int WG, bool F>
 void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, const KvTensorMaps* maps,
                          cudaStream_t stream) {
   if (lp.wide_stages < 2 || lp.wide_stages > kWideMaxStages)
@@ -81,7 +83,7 @@ void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, 
                      p.heads / lp.wide_pack};
   auto go = [&](auto tma) {
     constexpr bool kTma = decltype(tma)::value;
-    auto* kernel = &dev::prefill_wide_kernel<DT, D, WG, kTma>;
+    auto* kernel = &dev::prefill_wide_kernel<DT, D, WG, kTma, F>;
     static const bool configured = [&] {
       ATTNBENCH_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kWideSmemLimit));
       return true;
@@ -98,8 +100,8 @@ void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, 
 }
 
 // One .cu per (dtype, head size): every consumer-warpgroup count that head size allows.
-#define ATTNBENCH_INSTANTIATE_PREFILL_WIDE_WG(DT, D, WG) \
-  template void launch_prefill_wide<DT, D, WG>(const AttentionParams&, const UnifiedLaunchPlan&, \
+#define ATTNBENCH_INSTANTIATE_PREFILL_WIDE_WG(DT, D, WG, F) \
+  template void launch_prefill_wide<DT, D, WG, F>(const AttentionParams&, const UnifiedLaunchPlan&, \
                                                const KvTensorMaps*, cudaStream_t);
 
 }  // namespace attnbench::cuda

@@ -23,8 +23,8 @@ namespace attnbench::cuda::dev {
 // place before any wgmma reads it. The prologue is
 // not compiled beside 3 consumer warpgroups (it would make that kernel's tile loop spill); the plan keeps
 // Q-prologue problems at <= kWideMaxWgsQPrologue.
-template <DType DT, int D, int WG, bool TMA>
-__device__ __forceinline__ void wide_q_ready(const WideCtx<DT, D, WG, TMA>& cx,
+template <DType DT, int D, int WG, bool TMA, bool F>
+__device__ __forceinline__ void wide_q_ready(const WideCtx<DT, D, WG, TMA, F>& cx,
                                              const WideGeom<WideTile<D, WG, TMA>::kBN>& g, uint32_t sq) {
   constexpr int RW = kWideRowsPerWg;
   cp_async_wait<0>();
@@ -42,8 +42,8 @@ __device__ __forceinline__ void wide_q_ready(const WideCtx<DT, D, WG, TMA>& cx,
 // The next unit's Q into the other tile while this unit computes (its last reader, the epilogue of the unit before,
 // finished with the named barrier at its end). The next unit is found again by the loop rather than kept: held
 // across the unit, its geometry makes the d64 and d256 consumers spill.
-template <DType DT, int D, int WG, bool TMA>
-__device__ __forceinline__ void wide_load_next_q(const WideCtx<DT, D, WG, TMA>& cx, int k, int qb) {
+template <DType DT, int D, int WG, bool TMA, bool F>
+__device__ __forceinline__ void wide_load_next_q(const WideCtx<DT, D, WG, TMA, F>& cx, int k, int qb) {
   int k_next = k + 1;
   WideWork u_next;
   WideGeom<WideTile<D, WG, TMA>::kBN> g_next;
@@ -51,8 +51,8 @@ __device__ __forceinline__ void wide_load_next_q(const WideCtx<DT, D, WG, TMA>& 
 }
 
 // Unit k (n_done-th of this CTA): with two Q tiles, unit n uses tile n % 2.
-template <DType DT, int D, int WG, bool TMA>
-__device__ __forceinline__ void wide_consume_unit(const WideCtx<DT, D, WG, TMA>& cx,
+template <DType DT, int D, int WG, bool TMA, bool F>
+__device__ __forceinline__ void wide_consume_unit(const WideCtx<DT, D, WG, TMA, F>& cx,
                                                   const WideGeom<WideTile<D, WG, TMA>::kBN>& g, int k, int n_done,
                                                   RingPos& cur) {
   constexpr int BN = WideTile<D, WG, TMA>::kBN, RW = kWideRowsPerWg;
@@ -65,15 +65,22 @@ __device__ __forceinline__ void wide_consume_unit(const WideCtx<DT, D, WG, TMA>&
   // This warpgroup's rows hold tokens [t_lo, t_hi] of the unit: a slice of one head's tokens, or (rows of two heads
   // or more, GQA packing) all of them. It computes the tiles its rows can see; the CTA's later tiles it waits for
   // and releases without math. Only `any_rows` stays live through the tiles (the epilogue finds the rows again).
-  const device::Visibility vis = g.vis(cx.p);
+  // With F, a sliding window: the unit's tiles start at t_first (the producer's first) and this warpgroup's at
+  // wg_first; the tiles between are taken without math too.
+  const device::Visibility vis = wide_vis<F>(cx.p, g);
   bool any_rows;
-  int wg_tiles, mask_from;
+  int wg_tiles, mask_from, t_first = 0, wg_first = 0;
   {
     const WgRows rows(w, g, cx.wg * RW, RW);
     const int wg_end = max(0, vis.visible_end(rows.t_hi));
     any_rows = rows.any;
     wg_tiles = rows.any ? (wg_end + BN - 1) / BN : 0;
     mask_from = vis.visible_end(rows.t_lo);
+    if constexpr (F) {
+      t_first = wide_first_tile<BN, F>(cx.p, g);
+      wg_first = max(t_first, min(wg_tiles, vis.first_visible(rows.t_lo) / BN));
+      wg_tiles = max(wg_tiles, wg_first);
+    }
   }
 
   WideAcc<D, BN> a;
@@ -81,31 +88,35 @@ __device__ __forceinline__ void wide_consume_unit(const WideCtx<DT, D, WG, TMA>&
   for (int d = 0; d < D / 8; ++d) a.o[d][0] = a.o[d][1] = a.o[d][2] = a.o[d][3] = 0.f;
   a.m[0] = a.m[1] = -INFINITY;
   a.l[0] = a.l[1] = 0.f;
-  int limit[2];  // this thread's two rows (tile rows wg RW + warp 16 + lane / 4 + {0, 8}) see keys [0, limit)
+  int limit[2], tok[2], head[2];  // this thread's two rows (tile rows wg RW + warp 16 + lane / 4 + {0, 8}) see keys [0, limit)
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const WideRow rr = wide_row(w, g, cx.wg * RW + cx.warp * 16 + cx.lane / 4 + 8 * r);
     limit[r] = vis.visible_end(rr.tok);
+    tok[r] = rr.valid ? rr.tok : -1;
+    head[r] = rr.head;
   }
+  const WideRowFeatures<F> rf = wide_row_features<F>(cx.p, vis, tok, head);
 #pragma unroll
   for (int j = 0; j < BN / 16; ++j) a.pa[j][0] = a.pa[j][1] = a.pa[j][2] = a.pa[j][3] = 0u;
   const Sw128Desc<> dq(sq, 16);  // Q, K-major: SBO 1024 (8 rows)
 
-  if (wg_tiles > 0) wide_step<true>(cx, a, cur, dq, 0, mask_from, limit);
+  wide_skip_tiles(cx, cur, t_first, wg_first);
+  if (wg_tiles > wg_first) wide_step<true>(cx, a, cur, dq, wg_first, mask_from, limit, rf);
   if (w.q_bufs == 2) wide_load_next_q(cx, k, qb);
-  for (int t = 1; t < wg_tiles; ++t) wide_step<false>(cx, a, cur, dq, t, mask_from, limit);
-  if (wg_tiles > 0) wide_last_pv(cx, a, cur);
+  for (int t = wg_first + 1; t < wg_tiles; ++t) wide_step<false>(cx, a, cur, dq, t, mask_from, limit, rf);
+  if (wg_tiles > wg_first) wide_last_pv(cx, a, cur);
   wide_skip_tiles(cx, cur, wg_tiles, g.n_tiles);
   if (any_rows) wide_epilogue(cx, g, sq, a);
 }
 
 // A consumer warpgroup: its register budget, its warpgroup index, then every unit of the CTA's walk.
-template <DType DT, int D, int WG, bool TMA>
+template <DType DT, int D, int WG, bool TMA, bool F>
 __device__ __forceinline__ void wide_consumer(const AttentionParams& p, const WideLaunch& w,
                                               const WideSmem<D, WG, TMA>& sm, int S) {
   using Tile = WideTile<D, WG, TMA>;
   using T = typename StorageOf<DT>::type;
-  using Ctx = WideCtx<DT, D, WG, TMA>;
+  using Ctx = WideCtx<DT, D, WG, TMA, F>;
   if constexpr (WG >= 2) setmaxnreg_inc<Tile::kConsumerRegs>();
   // The warpgroup index through a lane-0 shuffle: ptxas then knows it is warp-uniform, so the shared-memory
   // descriptors of every wgmma are built in uniform registers (no per-wgmma R2UR moves in the issue loop).
@@ -116,7 +127,7 @@ __device__ __forceinline__ void wide_consumer(const AttentionParams& p, const Wi
   }
   const Ctx cx{p,    w,    sm,   S,
                wg,   tid,  warp, lane,
-               p.scale * 1.4426950408889634f, static_cast<T*>(p.out), static_cast<const T*>(p.epilogue.gate),
+               softmax_c<F>(p), static_cast<T*>(p.out), static_cast<const T*>(p.epilogue.gate),
                static_cast<const T*>(p.q)};
   RingPos cur;  // ring position of the next K tile (V of a tile sits at the same position)
   int k = 0, n_done = 0;

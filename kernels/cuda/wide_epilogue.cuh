@@ -25,8 +25,8 @@ template <DType DT> __device__ __forceinline__ uint32_t gate_pair(uint32_t o2, u
 // One unit's output rows of this warpgroup. The Q tile at sq is free: its last S wgmma has been waited for. It is
 // swizzled, so the 4-byte writes of a warp hit 32 distinct banks. O is rounded before the gate, as an unfused
 // O-then-gate chain rounds it.
-template <DType DT, int D, int WG, bool TMA>
-__device__ __forceinline__ void wide_epilogue(const WideCtx<DT, D, WG, TMA>& cx,
+template <DType DT, int D, int WG, bool TMA, bool F>
+__device__ __forceinline__ void wide_epilogue(const WideCtx<DT, D, WG, TMA, F>& cx,
                                               const WideGeom<WideTile<D, WG, TMA>::kBN>& g, uint32_t sq,
                                               const WideAcc<D, WideTile<D, WG, TMA>::kBN>& a) {
   constexpr int RW = kWideRowsPerWg;
@@ -36,8 +36,11 @@ __device__ __forceinline__ void wide_epilogue(const WideCtx<DT, D, WG, TMA>& cx,
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const float sum = quad_sum(a.l[r]);
-    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    float inv = sum > 0.f ? 1.f / sum : 0.f;
     const int lrow = warp * 16 + lane / 4 + 8 * r;
+    if constexpr (F)
+      inv *= row_out_factor(p, wide_row(cx.w, g, cx.wg * RW + lrow).head,
+                            sum > 0.f ? a.m[r] * cx.c + __log2f(sum) : -INFINITY);
 #pragma unroll
     for (int d = 0; d < D / 8; ++d)
       st_shared_u32(sq + wide_swz<RW>(lrow, d) + (lane % 4) * 4,

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "attnbench/attention.hpp"
+#include "cuda/feature_tile.cuh"
 #include "cuda/mbarrier.cuh"
 #include "cuda/mma_sm80.cuh"
 #include "cuda/q_prologue.cuh"
@@ -20,9 +21,10 @@
 namespace attnbench::cuda::dev {
 
 // A consumer thread's fixed context: the kernel's inputs, the ring depth, its warpgroup (warp-uniform), its thread,
-// warp and lane in the warpgroup, the softmax scale in base 2 and the Q / O / gate pointers. Values read from the
+// warp and lane in the warpgroup, the softmax scale in base 2 and the Q / O / gate pointers; F: the attention
+// features are applied (feature_tile.cuh). Values read from the
 // parameters once, before the unit loop: read inside it, the asm statements' memory clobbers make nvcc reload them.
-template <DType DT, int D, int WG, bool TMA>
+template <DType DT, int D, int WG, bool TMA, bool F>
 struct WideCtx {
   using Tile = WideTile<D, WG, TMA>;
   static constexpr int BN = Tile::kBN, RW = kWideRowsPerWg;
@@ -65,8 +67,8 @@ struct WideAcc {
 };
 
 // This warpgroup's 64 Q rows of a unit into the swizzled tile at dst (zero past q_len), one cp.async group.
-template <DType DT, int D, int WG, bool TMA>
-__device__ __forceinline__ void wide_load_q(const WideCtx<DT, D, WG, TMA>& cx, uint32_t dst,
+template <DType DT, int D, int WG, bool TMA, bool F>
+__device__ __forceinline__ void wide_load_q(const WideCtx<DT, D, WG, TMA, F>& cx, uint32_t dst,
                                             const WideGeom<WideTile<D, WG, TMA>::kBN>& gg) {
   constexpr int kCpr = D / 8, RW = kWideRowsPerWg;
 #pragma unroll
@@ -130,14 +132,25 @@ __device__ __forceinline__ void wide_rescale_pack(WideAcc<D, BN>& a, const float
   }
 }
 
+// The features of a thread's two rows in a features kernel (F), nothing otherwise.
+template <bool F>
+using WideRowFeatures = std::conditional_t<F, RowFeatures, int>;
+template <bool F>
+__device__ __forceinline__ WideRowFeatures<F> wide_row_features(const AttentionParams& p, const device::Visibility& vis,
+                                                                const int (&tok)[2], const int (&head)[2]) {
+  if constexpr (F) return RowFeatures(p, vis, tok, head);
+  else return 0;
+}
+
 // Iteration t: issues S(t) = Q K^T and O += P(t-1) V(t-1), waits for S only (then K(t) is released), runs the
 // softmax of S(t) while the P V wgmmas still run, waits for them (V(t-1) released), rescales O and converts P(t).
+// With F the scores are made final (mods, window and mask: rf) instead of masked.
 // kFirst (no P V to overlap) is a compile-time branch: a run-time one around the wgmma issue makes ptxas serialise
 // every wgmma (C7520).
-template <bool kFirst, DType DT, int D, int WG, bool TMA>
-__device__ __forceinline__ void wide_step(const WideCtx<DT, D, WG, TMA>& cx, WideAcc<D, WideTile<D, WG, TMA>::kBN>& a,
+template <bool kFirst, DType DT, int D, int WG, bool TMA, bool F>
+__device__ __forceinline__ void wide_step(const WideCtx<DT, D, WG, TMA, F>& cx, WideAcc<D, WideTile<D, WG, TMA>::kBN>& a,
                                           RingPos& cur, const Sw128Desc<>& dq, int t, int mask_from,
-                                          const int (&limit)[2]) {
+                                          const int (&limit)[2], const WideRowFeatures<F>& rf) {
   constexpr int BN = WideTile<D, WG, TMA>::kBN, RW = kWideRowsPerWg;
   const int S = cx.S;
   const RingPos rk = cur, rv = cur.before(S);  // tiles t and t-1
@@ -170,7 +183,11 @@ __device__ __forceinline__ void wide_step(const WideCtx<DT, D, WG, TMA>& cx, Wid
   }
   fence_regs(s);
   cx.release(cx.sm.empty_k, rk.slot());
-  wide_mask<BN>(s, n0, mask_from, limit, cx.lane);
+  if constexpr (F) {
+    rf.apply(s, n0, cx.lane);
+  } else {
+    wide_mask<BN>(s, n0, mask_from, limit, cx.lane);
+  }
   float alpha[2];
   softmax_tile<BN / 8, 4>(s, a.m, a.l, cx.c, [&](int r, float al) { alpha[r] = al; });
   if constexpr (!kFirst) {
@@ -187,8 +204,8 @@ __device__ __forceinline__ void wide_step(const WideCtx<DT, D, WG, TMA>& cx, Wid
 }
 
 // The last tile's P V, after the loop.
-template <DType DT, int D, int WG, bool TMA>
-__device__ __forceinline__ void wide_last_pv(const WideCtx<DT, D, WG, TMA>& cx,
+template <DType DT, int D, int WG, bool TMA, bool F>
+__device__ __forceinline__ void wide_last_pv(const WideCtx<DT, D, WG, TMA, F>& cx,
                                              WideAcc<D, WideTile<D, WG, TMA>::kBN>& a, const RingPos& cur) {
   const RingPos rv = cur.before(cx.S);
   fence_regs(a.o);
@@ -203,8 +220,8 @@ __device__ __forceinline__ void wide_last_pv(const WideCtx<DT, D, WG, TMA>& cx,
 
 // Tiles [from, n_tiles) of the CTA are all masked for this warpgroup's rows: wait for each (the producer has
 // claimed the slot, so the arrival lands on the tile's own EMPTY phase), take the round, release, in tile order.
-template <DType DT, int D, int WG, bool TMA>
-__device__ __forceinline__ void wide_skip_tiles(const WideCtx<DT, D, WG, TMA>& cx, RingPos& cur, int from,
+template <DType DT, int D, int WG, bool TMA, bool F>
+__device__ __forceinline__ void wide_skip_tiles(const WideCtx<DT, D, WG, TMA, F>& cx, RingPos& cur, int from,
                                                 int n_tiles) {
   const int S = cx.S;
   for (int t = from; t < n_tiles; ++t) {

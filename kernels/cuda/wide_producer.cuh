@@ -65,14 +65,15 @@ __device__ __forceinline__ void tma_kv_tile(const AttentionParams& p, const Smem
 
 // One unit's tiles by TMA: step t claims K(t)'s slot and issues it, then V(t - 1)'s; the tail tile (tokens past
 // kv_len) goes K and V together through the warp's cp.async gather.
-template <int D, int WG>
+template <int D, int WG, bool F>
 __device__ __forceinline__ void produce_unit_tma(const AttentionParams& p, const WideLaunch& w,
                                                  const WideSmem<D, WG, true>& sm, int S, const CUtensorMap& tmk,
                                                  const CUtensorMap& tmv, const WideGeom<WideTile<D, WG, true>::kBN>& g,
                                                  const int32_t* table_row, int64_t head_off, RingPos& kp, int lane) {
   constexpr int BN = WideTile<D, WG, true>::kBN;
   const int full_tiles = min(g.n_tiles, g.kv_len / BN);  // tiles whose BN tokens are all < kv_len
-  for (int t = 0; t <= g.n_tiles; ++t) {
+  const int t0 = wide_first_tile<BN, F>(p, g);
+  for (int t = t0; t <= g.n_tiles; ++t) {
     const RingPos r = kp;  // tile t's position; tile t-1's is the one before
     if (t < g.n_tiles) {
       kp.advance(S);
@@ -92,7 +93,7 @@ __device__ __forceinline__ void produce_unit_tma(const AttentionParams& p, const
         }
       }
     }
-    if (t > 0 && t - 1 < full_tiles) {  // V one tile behind K (the tail tile's V went with its K)
+    if (t > t0 && t - 1 < full_tiles) {  // V one tile behind K (the tail tile's V went with its K)
       const RingPos v = r.before(S);
       mbar_wait(&sm.empty_v[v.slot()], v.phase() ^ 1);
       if (lane == 0) tma_kv_tile<D, BN>(p, sm, table_row, &tmv, &sm.full_v[v.slot()], sm.v_slot(v.slot()), g.kvh, t - 1);
@@ -104,7 +105,7 @@ __device__ __forceinline__ void produce_unit_tma(const AttentionParams& p, const
 // stay in flight. A slot's V is released one round after its K is consumed, so publishing t-1 only after claiming
 // slot t needs 3 slots: with 2 the producer would wait for the release of V(t-2), which needs full K(t-1), which it
 // has not published.
-template <int D, int WG>
+template <int D, int WG, bool F>
 __device__ __forceinline__ void produce_unit_gather(const AttentionParams& p, const WideLaunch& w,
                                                     const WideSmem<D, WG, false>& sm, int S,
                                                     const WideGeom<WideTile<D, WG, false>::kBN>& g,
@@ -117,7 +118,8 @@ __device__ __forceinline__ void produce_unit_gather(const AttentionParams& p, co
     mbar_arrive(&sm.full_v[q.slot()]);
   };
   RingPos prev;  // the tile gathered one step earlier
-  for (int t = 0; t < g.n_tiles; ++t) {
+  const int t0 = wide_first_tile<BN, F>(p, g);
+  for (int t = t0; t < g.n_tiles; ++t) {
     const RingPos r = kp;
     kp.advance(S);
     mbar_wait(&sm.empty_k[r.slot()], r.phase() ^ 1);
@@ -128,20 +130,20 @@ __device__ __forceinline__ void produce_unit_gather(const AttentionParams& p, co
     if (lag == 0) {
       cp_async_wait<0>();
       publish(r);
-    } else if (t > 0) {  // tile t-1 landed: publish it while tile t is in flight
+    } else if (t > t0) {  // tile t-1 landed: publish it while tile t is in flight
       cp_async_wait<1>();
       publish(prev);
     }
     prev = r;
   }
-  if (lag == 1 && g.n_tiles > 0) {
+  if (lag == 1 && g.n_tiles > t0) {
     cp_async_wait<0>();
     publish(prev);
   }
 }
 
 // The producer warpgroup: its register budget, then every unit of the CTA's walk (TMA: one warp; the rest exit).
-template <int D, int WG, bool TMA>
+template <int D, int WG, bool TMA, bool F>
 __device__ __forceinline__ void wide_producer(const AttentionParams& p, const WideLaunch& w,
                                               const WideSmem<D, WG, TMA>& sm, int S, const int32_t* block_table,
                                               const CUtensorMap& tmk, const CUtensorMap& tmv) {
@@ -159,10 +161,10 @@ __device__ __forceinline__ void wide_producer(const AttentionParams& p, const Wi
     const int32_t* table_row = block_table + static_cast<int64_t>(u.seq) * p.block_table_stride;
     const int64_t head_off = static_cast<int64_t>(g.kvh) * p.kv_stride_head;
     if constexpr (TMA) {
-      produce_unit_tma<D, WG>(p, w, sm, S, tmk, tmv, g, table_row, head_off, kp, lane);
+      produce_unit_tma<D, WG, F>(p, w, sm, S, tmk, tmv, g, table_row, head_off, kp, lane);
     } else {
       (void)lane;
-      produce_unit_gather<D, WG>(p, w, sm, S, g, table_row, head_off, kp);
+      produce_unit_gather<D, WG, F>(p, w, sm, S, g, table_row, head_off, kp);
     }
   }
 }

@@ -112,6 +112,23 @@ struct WgRows {
   }
 };
 
+// The unit's visibility in a kernel with the features (F): its sliding window too; otherwise g.vis. The unit's
+// tile count stays the windowless one (a right window's tiles past every row are taken without math).
+template <bool F, int BN>
+__device__ __forceinline__ device::Visibility wide_vis(const AttentionParams& p, const WideGeom<BN>& g) {
+  if constexpr (F)
+    return device::Visibility::aligned(g.q_len, g.kv_len, g.diag, p.causal, p.features.window_left,
+                                       p.features.window_right);
+  return g.vis(p);
+}
+// The unit's first KV tile: the one holding the first key its first row's window sees (0 without features or a
+// left window); producer and consumers start there.
+template <int BN, bool F>
+__device__ __forceinline__ int wide_first_tile(const AttentionParams& p, const WideGeom<BN>& g) {
+  if constexpr (!F) return 0;
+  return min(g.n_tiles, wide_vis<F>(p, g).first_visible(g.m0) / BN);
+}
+
 // Ring slot and phase parity of one KV tile; each role steps its own positions once per tile, in tile order
 // across its units (no division by the run-time ring depth).
 struct RingPos {

@@ -1,5 +1,5 @@
 // cuda.unified's attention features on the GPU: each feature, and the combinations real models use, through the
-// decode kernel (one split and many), speculative decode and the narrow prefill kernel, at every head size and
+// decode kernel (one split and many), speculative decode and both prefill kernels, at every head size and
 // both dtypes, against the fp32 reference; each run is also checked against the reference without its feature,
 // which must fail (the feature was applied, not skipped); and the 8-bit K/V caches with their scales.
 #include <gtest/gtest.h>
@@ -64,8 +64,8 @@ struct PathCase {
   Knobs knobs;
 };
 
-// Decode (auto, 1 and 16 splits; ragged, block size 16), speculative decode, narrow prefill (ragged, causal and
-// not), per head size.
+// Decode (auto, 1 and 16 splits; ragged, block size 16), speculative decode, the narrow prefill (causal and not)
+// and the wide one (TMA, the cp.async gather of block size 32, GQA-packed short q-tiles), per head size.
 std::vector<PathCase> path_cases(int d) {
   const int kvh = d == 256 ? 2 : 4;
   const std::vector<std::pair<int, int>> ragged = {{1, 3000}, {1, 777}, {1, 64}, {1, 5000}};
@@ -74,8 +74,11 @@ std::vector<PathCase> path_cases(int d) {
       {{"decode", ragged, 16, kvh, d, true, 16}, {{"ATTNBENCH_3D_SPLITS", "1"}}},
       {{"decode", ragged, 16, kvh, d, true, 16}, {{"ATTNBENCH_3D_SPLITS", "16"}}},
       {{"spec q6", {{6, 2048}, {6, 611}}, 16, 8, d, true, 64}, {}},
-      {{"prefill", {{300, 300}, {200, 1000}}, 8, 2, d, true, 64}, {}},
-      {{"prefill non-causal", {{300, 300}, {200, 1000}}, 8, 2, d, false, 32}, {}},
+      {{"prefill", {{300, 300}, {200, 1000}}, 8, 2, d, true, 64}, {{"ATTNBENCH_SM90_PATH", "narrow"}}},
+      {{"prefill non-causal", {{300, 300}, {200, 1000}}, 8, 2, d, false, 32}, {{"ATTNBENCH_SM90_PATH", "narrow"}}},
+      {{"prefill", {{300, 300}, {200, 1000}}, 8, 2, d, true, 64}, {{"ATTNBENCH_SM90_PATH", "wide"}}},
+      {{"prefill non-causal bs32", {{300, 300}, {200, 1000}}, 8, 2, d, false, 32}, {{"ATTNBENCH_SM90_PATH", "wide"}}},
+      {{"prefill packed", {{40, 900}, {64, 64}, {17, 300}}, 8, 2, d, true, 64}, {{"ATTNBENCH_SM90_PATH", "wide"}}},
   };
   return cases;
 }
@@ -135,6 +138,7 @@ TEST(CudaFeatures, EightBitCachesWithTheirScales) {
     for (const PathCase& pc : path_cases(128))
       for (DType dt : {DType::bf16, DType::f16})
         for (bool with_window : {false, true}) {
+          if (pc.knobs.count("ATTNBENCH_SM90_PATH") && pc.knobs.at("ATTNBENCH_SM90_PATH") == "wide") continue;
           AttentionFeatures f;
           f.k_scale = 0.0625f, f.v_scale = 0.03125f;
           if (with_window) f.sinks = spread(pc.shape.heads, 1.f, 4.f), f.window_left = 128;
