@@ -272,7 +272,8 @@ InstanceKey instance_key(const AttentionProblem& p, const UnifiedLaunchPlan& lp)
 }
 
 std::string instance_name(const InstanceKey& k) {
-  const std::string types = k.kv == k.dtype ? dtype_name(k.dtype) : std::string(dtype_name(k.dtype)) + "-" + dtype_name(k.kv);
+  const std::string types =
+      k.kv == k.dtype ? dtype_name(k.dtype) : std::string(dtype_name(k.dtype)) + "-" + dtype_name(k.kv);
   const std::string head = types + "/d" + std::to_string(k.head_size);
   const std::string feat = k.features ? "/feat" : "";
   switch (k.variant) {

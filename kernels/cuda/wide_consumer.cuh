@@ -88,7 +88,9 @@ __device__ __forceinline__ void wide_consume_unit(const WideCtx<DT, D, WG, TMA, 
   for (int d = 0; d < D / 8; ++d) a.o[d][0] = a.o[d][1] = a.o[d][2] = a.o[d][3] = 0.f;
   a.m[0] = a.m[1] = -INFINITY;
   a.l[0] = a.l[1] = 0.f;
-  int limit[2], tok[2], head[2];  // this thread's two rows (tile rows wg RW + warp 16 + lane / 4 + {0, 8}) see keys [0, limit)
+  // This thread's two rows (tile rows wg RW + warp 16 + lane / 4 + {0, 8}) see keys [0, limit); with F, their
+  // tokens (-1: none) and heads.
+  int limit[2], tok[2], head[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const WideRow rr = wide_row(w, g, cx.wg * RW + cx.warp * 16 + cx.lane / 4 + 8 * r);

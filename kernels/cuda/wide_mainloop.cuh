@@ -148,9 +148,10 @@ __device__ __forceinline__ WideRowFeatures<F> wide_row_features(const AttentionP
 // kFirst (no P V to overlap) is a compile-time branch: a run-time one around the wgmma issue makes ptxas serialise
 // every wgmma (C7520).
 template <bool kFirst, DType DT, int D, int WG, bool TMA, bool F>
-__device__ __forceinline__ void wide_step(const WideCtx<DT, D, WG, TMA, F>& cx, WideAcc<D, WideTile<D, WG, TMA>::kBN>& a,
-                                          RingPos& cur, const Sw128Desc<>& dq, int t, int mask_from,
-                                          const int (&limit)[2], const WideRowFeatures<F>& rf) {
+__device__ __forceinline__ void wide_step(const WideCtx<DT, D, WG, TMA, F>& cx,
+                                          WideAcc<D, WideTile<D, WG, TMA>::kBN>& a, RingPos& cur,
+                                          const Sw128Desc<>& dq, int t, int mask_from, const int (&limit)[2],
+                                          const WideRowFeatures<F>& rf) {
   constexpr int BN = WideTile<D, WG, TMA>::kBN, RW = kWideRowsPerWg;
   const int S = cx.S;
   const RingPos rk = cur, rv = cur.before(S);  // tiles t and t-1
