@@ -1,8 +1,10 @@
 #include "shape_features.hpp"
 
 #include <cmath>
+#include <cstddef>
 #include <limits>
 #include <stdexcept>
+#include <vector>
 
 #include "json_file.hpp"
 
@@ -76,7 +78,14 @@ json features_json(const AttentionFeatures& f) {
   if (f.softcap != 0.f) j["softcap"] = f.softcap;
   if (!f.alibi_slopes.empty()) j["alibi_slopes"] = f.alibi_slopes;
   if (!f.sinks.empty()) j["sinks"] = f.sinks;
-  if (f.qq_bias_len > 0) j["qq_bias_len"] = f.qq_bias_len;
+  if (f.qq_bias_len > 0) {
+    j["qq_bias_len"] = f.qq_bias_len;
+    json rows = json::array();  // as the shape file gives it: qq_bias_len rows
+    for (int i = 0; i < f.qq_bias_len; ++i)
+      rows.push_back(std::vector<float>(f.qq_bias.begin() + static_cast<std::ptrdiff_t>(i) * f.qq_bias_len,
+                                        f.qq_bias.begin() + static_cast<std::ptrdiff_t>(i + 1) * f.qq_bias_len));
+    j["qq_bias"] = rows;
+  }
   if (f.k_scale != 1.f) j["k_scale"] = f.k_scale;
   if (f.v_scale != 1.f) j["v_scale"] = f.v_scale;
   return j;

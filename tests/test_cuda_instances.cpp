@@ -78,6 +78,8 @@ std::vector<InstanceCase> instance_family() {
       const std::string head = std::string(dtype_name(dt)) + "-" + dtype_name(kv) + "/d128";
       cases.push_back({with_kv(problem(dt, 128, 2048, 2048), kv), knobs(), "narrow/" + head + "/w4r32/feat"});
       cases.push_back({with_kv(problem(dt, 128, 1, 4096), kv), knobs(), "decode/" + head + "/feat"});
+      cases.push_back({with_kv(problem(dt, 128, 2048, 2048), kv), knobs({{"ATTNBENCH_SM90_PATH", "wide"}}),
+                       "wide/" + head + "/wgs2/feat"});
     }
   }
   return cases;
@@ -96,7 +98,7 @@ TEST(CudaInstances, KeyOfEachPlan) {
     EXPECT_EQ(key_of(c.p, c.k), c.key);
     keys.insert(c.key);
   }
-  EXPECT_EQ(keys.size(), 62u);  // per dtype: narrow 3 + 3 + 2, wide 3 + 2 + 2, decode 3, features 3 x 3 + 2 x 2
+  EXPECT_EQ(keys.size(), 66u);  // per dtype: narrow 3 + 3 + 2, wide 3 + 2 + 2, decode 3, features 3 x 3 + 2 x 3
   // The default knobs: short d64 prompts on the narrow 4 x 32 kernel, long ones wide with 3 warpgroups (2 with a
   // Q prologue), d128 wide with 2, the short-q / long-KV shape on the decode kernel.
   EXPECT_EQ(key_of(problem(DType::bf16, 64, 100, 100), knobs()), "narrow/bf16/d64/w4r32");
@@ -107,7 +109,8 @@ TEST(CudaInstances, KeyOfEachPlan) {
   EXPECT_EQ(key_of(prologue, knobs()), "wide/bf16/d64/wgs2");
   EXPECT_EQ(key_of(problem(DType::f16, 128, 2048, 2048), knobs()), "wide/fp16/d128/wgs2");
   EXPECT_EQ(key_of(problem(DType::bf16, 128, 4, 4096), knobs()), "decode/bf16/d128");
-  // A feature-flagged prefill runs the wide kernel's features instance, at two warpgroups; an 8-bit cache narrow.
+  // A feature-flagged prefill runs the wide kernel's features instance, at two warpgroups; an 8-bit cache narrow
+  // (wide only when forced).
   EXPECT_EQ(key_of(with_softcap(problem(DType::bf16, 64, 4096, 4096)), knobs()), "wide/bf16/d64/wgs2/feat");
   EXPECT_EQ(key_of(with_kv(problem(DType::bf16, 128, 4096, 4096), DType::e4m3), knobs()),
             "narrow/bf16-e4m3/d128/w4r32/feat");

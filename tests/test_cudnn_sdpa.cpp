@@ -4,6 +4,8 @@
 // registry entry. Built only with cudnn.sdpa.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -60,11 +62,12 @@ TEST(CudnnSdpa, DeclinesTypesFeaturesGateAndQPrologueWithoutADevice) {
   expect_declined(p, "types bf16-e4m3-bf16 (q-kv-o)");
 
   p = small_problem();
-  p.features.window_left = 16;
-  expect_declined(p, "feature 'window_left': not implemented by cudnn.sdpa");
-  p = small_problem();
   p.features.softcap = 30.f;
-  expect_declined(p, "feature 'softcap': not implemented by cudnn.sdpa");
+  expect_declined(p, "feature 'softcap': cuDNN's SDPA node has none");
+  p = small_problem();
+  p.features.qq_bias_len = 5;
+  p.features.qq_bias.assign(25, 0.5f);
+  expect_declined(p, "feature 'qq_bias': cuDNN's SDPA node takes no such bias");
 
   p = small_problem();
   p.fusion.output_gate = true;
@@ -212,6 +215,67 @@ TEST(CudnnSdpaKnobs, GraphKeyHoldsTheChoice) {
   EXPECT_EQ(key("a", "3", shorter), key("a", "3", p));
   EXPECT_NE(key("a", "autotune", shorter), key("a", "autotune", p));
   EXPECT_EQ(key("a", "autotune", p), key("a", "autotune", p));
+}
+
+// The features cuDNN's node takes and how: a window as the diagonal band (left bound window_left + 1), ALiBi only
+// with its own slopes on causal q_len == kv_len problems (top-left), sinks; the rest declined by name.
+TEST(CudnnSdpaFeatures, BandAlibiAndSinks) {
+  AttentionProblem p = small_problem();  // causal, q 1 and 5 of kv 100 and 37
+  cudnn::Band b = cudnn::band_of(p);
+  EXPECT_FALSE(b.top_left);
+  EXPECT_EQ(b.right, std::optional<int64_t>(0));  // bottom-right causal
+  EXPECT_FALSE(b.left);
+  p.features.window_left = 16;
+  b = cudnn::band_of(p);
+  EXPECT_EQ(b.left, std::optional<int64_t>(17));  // cuDNN keeps j > i' - bound; ours j >= i' - window_left
+  EXPECT_EQ(b.right, std::optional<int64_t>(0));
+  EXPECT_EQ(cudnn::feature_conflict(p), "");
+  p.causal = false;
+  p.features.window_right = 3;
+  b = cudnn::band_of(p);
+  EXPECT_EQ(b.right, std::optional<int64_t>(3));
+  p.features.window_left = -1;
+  EXPECT_FALSE(cudnn::band_of(p).left);
+  p = small_problem();
+  p.q_lens = {1, 1};
+  EXPECT_FALSE(cudnn::band_of(p).right);  // causal decode: no mask
+  p.features.window_left = 8;
+  EXPECT_EQ(cudnn::band_of(p).right, std::optional<int64_t>(0));
+
+  std::vector<float> slopes;
+  for (int h = 0; h < 4; ++h) slopes.push_back(std::exp2(-8.f * (h + 1) / 4));
+  EXPECT_TRUE(cudnn::cudnn_alibi_slopes(slopes));
+  EXPECT_FALSE(cudnn::cudnn_alibi_slopes({0.5f, 0.25f, 0.125f}));  // three heads: cuDNN's formula differs
+  p = small_problem();
+  p.q_lens = p.kv_lens = {64, 64};
+  p.features.alibi_slopes = slopes;
+  EXPECT_EQ(cudnn::feature_conflict(p), "");
+  EXPECT_TRUE(cudnn::band_of(p).top_left);
+  p.features.alibi_slopes[1] *= 1.0004f;  // a shape file's rounding: cuDNN's slopes still
+  EXPECT_EQ(cudnn::feature_conflict(p), "");
+  p.features.alibi_slopes[1] *= 1.01f;
+  EXPECT_NE(cudnn::feature_conflict(p).find("has its own slopes"), std::string::npos) << cudnn::feature_conflict(p);
+  p.features.alibi_slopes = slopes;
+  p.kv_lens = {64, 100};
+  EXPECT_NE(cudnn::feature_conflict(p).find("q_len must equal kv_len (64 vs 100)"), std::string::npos);
+  p.kv_lens = {64, 64};
+  p.causal = false;
+  EXPECT_NE(cudnn::feature_conflict(p).find("needs the causal mask"), std::string::npos);
+
+  p = small_problem();
+  p.features.sinks = {1.f, 2.f, 3.f, 4.f};
+  AttentionProblem sink_prefill = p;
+  sink_prefill.q_lens = {5, 5};
+  EXPECT_EQ(cudnn::feature_conflict(sink_prefill), "");
+  sink_prefill.q_lens = {5, 1};  // one sequence of one query: cuDNN's sink is wrong there
+  EXPECT_NE(cudnn::feature_conflict(sink_prefill).find("wrong on a sequence of one query"), std::string::npos);
+  const cudnn::Layout l = cudnn::planned_layout(p);
+  const cudnn::PlanChoice c = cudnn::plan_choice(knobs());
+  AttentionProblem windowed = small_problem();
+  windowed.features.window_left = 16;
+  EXPECT_NE(cudnn::graph_key(p, l, c), cudnn::graph_key(small_problem(), l, c));  // sinks are an input
+  EXPECT_NE(cudnn::feature_conflict(p), "");  // small_problem's first sequence is a decode
+  EXPECT_NE(cudnn::graph_key(windowed, l, c), cudnn::graph_key(small_problem(), l, c));
 }
 
 // cuDNN is told of a spare block only where the table has a slot no token needs (the harness's inputs name it

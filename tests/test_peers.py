@@ -18,9 +18,12 @@ os.environ["ATTNBENCH_SHAPES_DIR"] = os.path.join(ROOT, "shapes")
 import peer_common as pc  # noqa: E402
 import flashinfer_paged as fip  # noqa: E402  (importable without torch and FlashInfer)
 import torch_sdpa  # noqa: E402  (importable without torch)
+import peer_features as pf  # noqa: E402
+import flex_attention as flex  # noqa: E402  (importable without torch)
 
 SCRIPT = os.path.join(ROOT, "scripts", "peers", "torch_sdpa.py")
 FI_SCRIPT = os.path.join(ROOT, "scripts", "peers", "flashinfer_paged.py")
+FLEX_SCRIPT = os.path.join(ROOT, "scripts", "peers", "flex_attention.py")
 failures = []
 
 
@@ -154,6 +157,29 @@ def stand_in_torch(tmp):
     return folder
 
 
+def test_feature_rule():
+    """The peers' plain statement of the features (which keys a row sees, one score's mods) and their declines,
+    against hand-computed values."""
+    c = attention_case([3], [10], heads=2, kv_heads=1, features={"window_left": 2})
+    # row 0 sits at key 7: keys 5..7 visible under causal + window_left 2
+    check([j for j in range(10) if pf.visible(c, 0, j, 3, 10)] == [5, 6, 7], "window_left 2, causal")
+    c = attention_case([1], [10], causal=False, features={"window_left": 1, "window_right": 1})
+    check([j for j in range(10) if pf.visible(c, 0, j, 1, 10)] == [8, 9], "non-causal window around the last key")
+    f = {"softcap": 2.0, "alibi_slopes": [0.5, 0.25], "qq_bias_len": 2, "qq_bias": [[1.0, 2.0], [3.0, 4.0]]}
+    c = attention_case([2], [6], heads=2, kv_heads=1, features=f)
+    # row 1 (i' = 5), key 4 (new token 0), head 1: 2 tanh(1 / 2) + 0.25 (4 - 5) + qq[1][0]
+    got = pf.modded_score(c, 1.0, 1, 1, 4, 2, 6, math.tanh)
+    check(abs(got - (2 * math.tanh(0.5) - 0.25 + 3.0)) < 1e-12, f"mods {got}")
+    got = pf.modded_score(c, 1.0, 0, 0, 1, 2, 6, math.tanh)  # key 1 is an old token: no qq-bias
+    check(abs(got - (2 * math.tanh(0.5) + 0.5 * (1 - 4))) < 1e-12, f"mods of an old key {got}")
+    check(pf.feature_decline(c, ("softcap",), "p") == "feature 'alibi_slopes': not expressed by p", "decline order")
+    check(pf.feature_decline(c, flex.SERVED, "p") == "", "flex serves softcap, ALiBi and the qq-bias")
+    kv8 = attention_case([1], [64], features={"k_scale": 0.5})
+    kv8.types = dict(kv8.types, kv="e4m3")
+    check("one 16-bit dtype" in flex.decline(kv8), f"flex declines an 8-bit cache: {flex.decline(kv8)!r}")
+    check(flex.decline(attention_case([1], [64], features={"sinks": [1.0] * 32})) == "", "flex takes sinks")
+
+
 def test_cases_from_binary(binary, tmp):
     decode = pc.list_cases(["decode"], binary=binary)
     check(len(decode) == 30, f"decode: 15 shapes x 2 dtypes, got {len(decode)}")
@@ -197,6 +223,13 @@ def test_cases_from_binary(binary, tmp):
     check("types bf16-e4m3-bf16" in kv8.plain_decline(), f"kv8: {kv8.plain_decline()!r}")
     check("feature 'softcap'" in cap.plain_decline(), f"cap: {cap.plain_decline()!r}")
     check(plain.plain_decline() == "", f"plain: {plain.plain_decline()!r}")
+
+    # The listing carries every feature's values, the qq-bias as its rows: what a features peer computes with.
+    spec = [c for c in pc.list_cases(["features"], binary=binary) if c.name.startswith("spec_qq_bias")][0]
+    f = spec.features
+    check(f.get("qq_bias_len") == 8 and len(f.get("qq_bias", [])) == 8 and all(len(r) == 8 for r in f["qq_bias"]),
+          f"qq_bias rows in the listing: {f}")
+    check(abs(f["qq_bias"][2][5] - 0.5 * math.sin(1.3 * 2 + 0.7 * 5)) < 1e-3, f"qq_bias[2][5] {f['qq_bias'][2][5]}")
 
 
 def test_rows_match_harness(binary, tmp, files):
@@ -249,12 +282,17 @@ def test_cli(binary, tmp):
         r = peer(use + ["--group", "decode", "-o", out])
         check(r.returncode == torch_sdpa.EXIT_CANNOT_RUN and "cannot run here" in r.stderr, f"no torch: {r.stderr}")
         check(not os.path.exists(out), "nothing written without torch")
+        r = peer(use + ["--group", "features", "-o", out], script=FLEX_SCRIPT)
+        check(r.returncode == 3 and "cannot run here" in r.stderr, f"flex, no torch: {r.returncode} {r.stderr}")
+        check(not os.path.exists(out), "nothing written by the flex peer without torch")
         r = peer(use + ["--group", "decode", "-o", out], script=FI_SCRIPT)
         check(r.returncode == fip.EXIT_CANNOT_RUN == 3 and "cannot run here" in r.stderr, f"fi, no torch: {r.stderr}")
         check(not os.path.exists(out), "nothing written by the FlashInfer peer without torch")
 
     # The FlashInfer peer: bad input is exit 2 before anything is imported; torch with a device but FlashInfer
     # not importable is exit 3, one line naming FlashInfer, nothing written.
+    r = peer(use + ["--shapes", bad], script=FLEX_SCRIPT)
+    check(r.returncode == 2 and message in r.stderr, f"flex bad shape file: {r.returncode} {r.stderr!r}")
     r = peer(use + ["--shapes", bad], script=FI_SCRIPT)
     check(r.returncode == 2 and message in r.stderr, f"fi bad shape file: {r.returncode} {r.stderr!r}")
     r = peer(use + ["--group", "decode", "--mode", "fast"], script=FI_SCRIPT)
@@ -288,6 +326,31 @@ def test_reference_with_torch():
             check(torch.allclose(out[0, h, i], expect, atol=1e-5), f"reference h{h} i{i}")
 
 
+def test_feature_reference_with_torch():
+    """Only where torch is importable: the features reference against a loop over the plain-Python rule, every
+    feature at once (window, softcap, ALiBi, qq-bias, sinks; GQA, q 3 of kv 9)."""
+    try:
+        import torch
+    except ImportError:
+        print("torch not importable: features reference check skipped")
+        return
+    f = {"window_left": 4, "softcap": 1.5, "alibi_slopes": [0.3, -0.2, 0.1, 0.05], "sinks": [0.5, 1.0, -1.0, 2.0],
+         "qq_bias_len": 3, "qq_bias": [[0.1, -0.4, 0.3], [0.2, 0.5, -0.6], [0.7, -0.1, 0.0]]}
+    c = attention_case([3], [9], heads=4, kv_heads=2, head_size=8, features=f)
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(1, 4, 3, 8, generator=g), torch.randn(1, 2, 9, 8, generator=g),
+               torch.randn(1, 2, 9, 8, generator=g))
+    out = pf.reference(torch, c, q, k, v)
+    for h in range(4):
+        for i in range(3):
+            keys = [j for j in range(9) if pf.visible(c, i, j, 3, 9)]
+            s = torch.stack([pf.modded_score(c, (q[0, h, i] * k[0, h // 2, j]).sum() * c.softmax_scale(), h, i, j, 3,
+                                             9, torch.tanh) for j in keys])
+            w = torch.exp(s - s.max())
+            expect = (w[:, None] * v[0, h // 2, keys]).sum(0) / (w.sum() + math.exp(f["sinks"][h] - float(s.max())))
+            check(torch.allclose(out[0, h, i], expect, atol=1e-5), f"features reference h{h} i{i}")
+
+
 def main():
     binary = sys.argv[1] if len(sys.argv) > 1 else pc.attnbench_binary()
     test_mask_stats_rows()
@@ -295,6 +358,8 @@ def main():
     test_flashinfer_choices()
     test_flashinfer_arguments()
     test_reference_with_torch()
+    test_feature_rule()
+    test_feature_reference_with_torch()
     if os.access(binary, os.X_OK):
         with tempfile.TemporaryDirectory() as tmp:
             test_cases_from_binary(binary, tmp)

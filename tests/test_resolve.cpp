@@ -35,17 +35,31 @@ TEST(Resolve, DeclinesTheProblemWithTheReason) {
     kv8.head_size = 128;
     EXPECT_TRUE(resolve_all_built(kv8, knobs()).ok());
   }
-  // Features run on every kernel; an 8-bit cache on the narrow and decode ones: forcing the wide kernel on it is
-  // declined by name.
+  // Features run on every kernel. An 8-bit cache runs narrow under auto, and wide when forced where it lands by TMA
+  // (pages of a multiple of 64 tokens) with at least 3 ring slots; forcing it elsewhere is declined by name.
   p = seqs({{2048, 2048}}, 4, 4, 128);
   p.features.softcap = 50.f;
   EXPECT_TRUE(resolve_all_built(p, knobs()).ok());
   EXPECT_TRUE(resolve_all_built(p, knobs({{"ATTNBENCH_SM90_PATH", "wide"}})).ok());
   p.features = {};
   p.types.kv = DType::e4m3;
+  EXPECT_EQ(cuda::instance_name(resolve_all_built(p, knobs()).instance.key), "narrow/bf16-e4m3/d128/w4r32/feat");
+  p.q_lens = p.kv_lens = {4096};  // persistent: the plain kernel's default at d128 is 2 slots and Q loaded ahead
+  const cuda::Resolution wide8 = resolve_all_built(p, knobs({{"ATTNBENCH_SM90_PATH", "wide"}}));
+  ASSERT_TRUE(wide8.ok()) << wide8.support.reason;
+  EXPECT_EQ(cuda::instance_name(wide8.instance.key), "wide/bf16-e4m3/d128/wgs2/feat");
+  EXPECT_EQ(wide8.instance.launch.wide_stages, cuda::kWideMinStagesCodes);
+  EXPECT_EQ(wide8.instance.launch.wide_q_bufs, 1);
+  EXPECT_EQ(reason_with(p, knobs({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_STAGES", "2"}})),
+            "ATTNBENCH_SM90_STAGES=2: an 8-bit cache's producer widens tile t - 1 after claiming tile t's slots, "
+            "which needs at least 3 slots");
+  p.block_size = 32;
   EXPECT_EQ(reason_with(p, knobs({{"ATTNBENCH_SM90_PATH", "wide"}})),
-            "an 8-bit K/V cache (e4m3): not in the wide 2D kernel; ATTNBENCH_SM90_PATH=auto or narrow runs the "
-            "narrow kernel, which has it");
+            "an 8-bit K/V cache (e4m3) at block_size 32: the wide 2D kernel lands codes by TMA, in pages of a "
+            "multiple of 64 tokens; ATTNBENCH_SM90_PATH=auto or narrow runs the narrow kernel, which has it");
+  const cuda::Resolution narrow8 = resolve_all_built(p, knobs());
+  ASSERT_TRUE(narrow8.ok()) << narrow8.support.reason;
+  EXPECT_EQ(cuda::instance_name(narrow8.instance.key), "narrow/bf16-e4m3/d128/w4r32/feat");
   // The first decline wins: an unsupported head size before its Q prologue.
   p = seqs({{64, 64}}, 4, 4, 96);
   p.fusion.q_norm = true;
@@ -211,8 +225,12 @@ TEST(Resolve, CpuDeclinesWithTheReason) {
   EXPECT_EQ(reason(seqs({{8, 8}}, 2, 1, 12)), "head_size 12 is not a multiple of 8 in [8, 512]");
   EXPECT_EQ(reason(seqs({{8, 8}}, 2, 1, 520)), "head_size 520 is not a multiple of 8 in [8, 512]");
   const AttentionProblem e4m3 = seqs({{1, 64}}, 2, 1, 64, DType::e4m3);
-  EXPECT_EQ(reason(e4m3), "types e4m3 (q-kv-o): cpu.unified stores Q and O in one 16-bit dtype, K/V in it or in an "
-                          "8-bit one");
+  EXPECT_EQ(reason(e4m3), "dtype e4m3: cpu.unified stores Q and O in one 16-bit dtype, K/V in it or in 8-bit codes "
+                          "(e4m3, e5m2)");
+  AttentionProblem mixed = seqs({{1, 64}}, 2, 1, 64);
+  mixed.types.o = DType::f16;  // the one rule the CUDA backend shares
+  EXPECT_EQ(reason(mixed), "types bf16-bf16-fp16 (q-kv-o): cpu.unified stores Q and O in one 16-bit dtype, K/V in it "
+                           "or in 8-bit codes (e4m3, e5m2)");
   AttentionProblem p = seqs({{64, 64}}, 4, 4, 64);
   p.features.softcap = 50.f;
   EXPECT_EQ(reason(p), "") << "cpu.unified computes every attention feature";

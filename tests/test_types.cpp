@@ -25,7 +25,7 @@ TEST(Types, KernelsDeclineEightBitStorageByName) {
     p.types = AttentionTypes::all(d);
     const Support s = make_cpu_unified()->supports(p, knobs);
     EXPECT_FALSE(s.ok);
-    EXPECT_NE(s.reason.find(std::string("types ") + dtype_name(d) + " (q-kv-o): cpu.unified stores Q and O in one 16-bit"),
+    EXPECT_NE(s.reason.find(std::string("dtype ") + dtype_name(d) + ": cpu.unified stores Q and O in one 16-bit"),
               std::string::npos)
         << s.reason;
   }

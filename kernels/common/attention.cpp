@@ -144,4 +144,11 @@ std::string sixteen_bit_storage_conflict(const AttentionProblem& p) {
   return std::string("dtype ") + dtype_name(t.q) + ": this kernel stores Q, K/V and O in fp16 or bf16 only";
 }
 
+std::string unified_storage_conflict(const AttentionProblem& p, const std::string& kernel) {
+  const AttentionTypes& t = p.types;
+  if (is_16bit(t.q) && t.o == t.q && (t.kv == t.q || !is_16bit(t.kv))) return "";
+  return (t.uniform() ? std::string("dtype ") + dtype_name(t.q) : "types " + t.name() + " (q-kv-o)") + ": " + kernel +
+         " stores Q and O in one 16-bit dtype, K/V in it or in 8-bit codes (e4m3, e5m2)";
+}
+
 }  // namespace attnbench

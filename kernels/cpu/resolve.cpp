@@ -38,10 +38,7 @@ Support unified_support(const AttentionProblem& p, const CpuKnobs& knobs) {
   } catch (const std::invalid_argument& e) {
     return Support::no(e.what());
   }
-  const AttentionTypes& t = p.types;
-  if (!is_16bit(t.q) || t.o != t.q || !(t.kv == t.q || !is_16bit(t.kv)))
-    return Support::no("types " + t.name() + " (q-kv-o): cpu.unified stores Q and O in one 16-bit dtype, K/V in it "
-                       "or in an 8-bit one");
+  if (const std::string types = unified_storage_conflict(p, "cpu.unified"); !types.empty()) return Support::no(types);
   if (p.head_size % 8 != 0 || p.head_size > 512)
     return Support::no("head_size " + std::to_string(p.head_size) + " is not a multiple of 8 in [8, 512]");
   const std::string over = over_work_limit(attention_work(p).flops, knobs);

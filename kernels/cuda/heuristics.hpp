@@ -63,14 +63,17 @@ constexpr int wide_default_wgs(int head_size) { return wide_max_wgs(head_size); 
 // warpgroups: beside 3 its code cost the d64 tile loop a register spill. A Q-prologue problem defaults to 2.
 constexpr int kWideMaxWgsQPrologue = 2;
 constexpr int kWideMaxStages = 4;
+// An 8-bit cache's producer claims tile t's K and V slots before it widens and publishes tile t - 1; with 2 slots
+// the claim of V(t) waits for P V(t - 2), which waits for K(t - 1): a deadlock (kernels/NOTES.md, features v4).
+constexpr int kWideMinStagesCodes = 3;
 constexpr int kWideSmemLimit = 227 * 1024;  // dynamic shared memory per CTA on sm_90
-// Q (64 rows x d per consumer warpgroup; q_bufs copies) + K and V rings + 4 mbarriers per slot (FULL_K, FULL_V,
-// EMPTY_K, EMPTY_V) + 8 scratch bytes per warp (a store that orders the softmax before a wgmma wait) + 1024 bytes
-// to align the base for the 128-byte swizzle.
+// Q (64 rows x d per consumer warpgroup; q_bufs copies) + K and V rings + 5 mbarriers per slot (FULL_K, FULL_V,
+// EMPTY_K, EMPTY_V, and LANDED for an 8-bit cache's codes) + 8 scratch bytes per warp (a store that orders the
+// softmax before a wgmma wait) + 1024 bytes to align the base for the 128-byte swizzle.
 constexpr int kWideScratchBytes = 8 * 4 * (kWideMaxWgs + 1);
 constexpr int wide_smem_bytes(int head_size, int wgs, int stages, int q_bufs = 1) {
   return kWideRowsPerWg * head_size * 2 * wgs * q_bufs + stages * 2 * wide_block_n(head_size) * head_size * 2 +
-         4 * kWideMaxStages * 8 + kWideScratchBytes + 1024;
+         5 * kWideMaxStages * 8 + kWideScratchBytes + 1024;
 }
 // Q tiles per consumer warpgroup: a persistent CTA loads the next unit's Q into a second tile while it computes
 // the current one, when the second tile fits beside the ring; otherwise (and one unit per CTA) one tile.
@@ -135,8 +138,9 @@ std::string wide_knob_conflict(const AttentionProblem& p, const UnifiedKnobs& kn
 std::string q_prologue_conflict(const AttentionProblem& p, const UnifiedKnobs& knobs);
 // Whether the problem needs a features instance: an attention feature or an 8-bit K/V cache.
 bool runs_features(const AttentionProblem& p);
-// Why the wide kernel cannot take this problem's K/V cache (8-bit codes; "" for 16-bit): a decline where the knobs
-// force the wide path; under auto such a problem runs the narrow kernel.
+// Why the wide kernel cannot take this problem's K/V cache ("" when it can: 16-bit, or 8-bit codes in pages of a
+// multiple of 64 tokens, which it lands by TMA): a decline where the knobs force the wide path; under auto such a
+// problem runs the narrow kernel.
 std::string wide_feature_conflict(const AttentionProblem& p);
 // 2D prefill regime under ATTNBENCH_SM90_PATH: narrow forces mma.sync; wide takes wgmma where wide_supports
 // (else narrow); auto takes wide only where it measured faster and passed the GPU gate (wide_auto, kernels/NOTES.md).

@@ -4,8 +4,8 @@
 #   narrow/<dtype>/d<D>/w<W>r<RW>  2D mma.sync prefill, W warps x RW query rows (prefill_kernel.cuh)
 #   wide/<dtype>/d<D>/wgs<WG>      2D wgmma prefill, WG consumer warpgroups (prefill_wide.cuh)
 #   decode/<dtype>/d<D>            3D split-KV decode (decode_kernel.cuh)
-#   .../feat                       with the attention features (feature_tile.cuh); narrow and decode keys may
-#                                  then name an 8-bit K/V cache in <dtype>, <q-dtype>-<kv-dtype> (bf16-e4m3)
+#   .../feat                       with the attention features (feature_tile.cuh); a d128 key may then name an
+#                                  8-bit K/V cache in <dtype>, <q-dtype>-<kv-dtype> (bf16-e4m3)
 # Which keys a plan can ask for is decided by heuristics.cpp (instance_key); the host tests check the two agree.
 set(ATTNBENCH_CUDA_INSTANCE_TABLE
   narrow/bf16/d64/w4r16   narrow/bf16/d64/w8r16   narrow/bf16/d64/w4r32
@@ -31,16 +31,18 @@ set(ATTNBENCH_CUDA_INSTANCE_TABLE
   narrow/bf16-e4m3/d128/w4r32/feat narrow/bf16-e5m2/d128/w4r32/feat
   narrow/fp16-e4m3/d128/w4r32/feat narrow/fp16-e5m2/d128/w4r32/feat
   decode/bf16-e4m3/d128/feat decode/bf16-e5m2/d128/feat
-  decode/fp16-e4m3/d128/feat decode/fp16-e5m2/d128/feat)
+  decode/fp16-e4m3/d128/feat decode/fp16-e5m2/d128/feat
+  wide/bf16-e4m3/d128/wgs2/feat wide/bf16-e5m2/d128/wgs2/feat
+  wide/fp16-e4m3/d128/wgs2/feat wide/fp16-e5m2/d128/wgs2/feat)
 
 # "ci": a build without a GPU only needs the code to compile and the host tests to plan: every plain bf16 instance
 # (the CPU suite plans bf16 problems) and, so each variant's other paths still compile, one fp16 instance of each,
-# three features instances and two of an 8-bit cache.
+# three features instances and three of an 8-bit cache.
 set(ATTNBENCH_CUDA_INSTANCES_CI
   narrow/bf16/d[0-9]+/w[0-9]+r[0-9]+ wide/bf16/d[0-9]+/wgs[0-9] decode/bf16/d[0-9]+
   narrow/fp16/d128/w4r32 wide/fp16/d64/wgs3 decode/fp16/d128
   wide/bf16/d128/wgs2/feat narrow/bf16/d128/w4r32/feat decode/bf16/d256/feat narrow/fp16-e5m2/d128/w4r32/feat
-  decode/bf16-e4m3/d128/feat)
+  decode/bf16-e4m3/d128/feat wide/fp16-e4m3/d128/wgs2/feat)
 
 set(ATTNBENCH_CUDA_INSTANCES "all" CACHE STRING
     "cuda.unified instances to build: all, ci, or a list (; or ,) of regular expressions matched against whole keys")
@@ -105,8 +107,8 @@ function(attnbench_instance_parts key header_out inst_out entry_out)
   if(feat_suffix STREQUAL "/feat")
     set(feat true)
   endif()
-  if((NOT kv8 STREQUAL "" AND NOT feat) OR (variant STREQUAL "wide" AND NOT kv8 STREQUAL ""))
-    message(FATAL_ERROR "instances.cmake: key '${key}': an 8-bit K/V cache needs /feat, and the wide kernel has none")
+  if(NOT kv8 STREQUAL "" AND (NOT feat OR NOT d STREQUAL "128"))
+    message(FATAL_ERROR "instances.cmake: key '${key}': an 8-bit K/V cache needs /feat and head size 128")
   endif()
   set(key_init "InstanceVariant::${variant}, ${dt}, ${d}")
   if(variant STREQUAL "narrow" AND NOT w STREQUAL "")
@@ -116,7 +118,7 @@ function(attnbench_instance_parts key header_out inst_out entry_out)
     set(entry "{\"${key}\", {${key_init}, ${w}, ${rw}, 0, ${kv}, ${feat}}, &launch_prefill<${args}>, nullptr}")
   elseif(variant STREQUAL "wide" AND NOT wg STREQUAL "")
     set(header prefill_wide.cuh)
-    set(args "${dt}, ${d}, ${wg}, ${feat}")
+    set(args "${dt}, ${d}, ${wg}, ${kv}, ${feat}")
     set(inst "ATTNBENCH_INSTANTIATE_PREFILL_WIDE_WG(${args})")
     set(entry "{\"${key}\", {${key_init}, 0, 0, ${wg}, ${kv}, ${feat}}, nullptr, &launch_prefill_wide<${args}>}")
   elseif(variant STREQUAL "decode" AND w STREQUAL "" AND wg STREQUAL "")

@@ -88,6 +88,13 @@ __device__ __forceinline__ float exp2_approx(float x) {
   return y;
 }
 
+// rcp.approx.ftz.f32: 1 / x within an ulp (1 / inf = 0).
+__device__ __forceinline__ float rcp_approx(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Butterfly reductions over the 4 lanes (a quad) that share one accumulator row.
 __device__ __forceinline__ float quad_max(float v) {
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));

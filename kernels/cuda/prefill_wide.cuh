@@ -15,7 +15,8 @@
 // wide kernel): the warpgroup index is made warp-uniform (descriptors in uniform registers) and a shared store pins
 // the P V wait after the softmax. A features instance (F) applies the attention features: a sliding window's
 // first tile starts each unit's tiles, the scores are made final before the softmax (feature_tile.cuh), a sink
-// scales the finished rows.
+// scales the finished rows. An 8-bit cache (KV, d128, TMA) lands its codes in the slots and the producer warpgroup
+// widens them there (wide_widen.cuh); the consumers are the 16-bit kernel's.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -32,17 +33,20 @@
 #include "cuda/wide_consumer.cuh"
 #include "cuda/wide_layout.cuh"
 #include "cuda/wide_producer.cuh"
+#include "cuda/wide_widen.cuh"
 #include "cuda/wide_work.cuh"
 
 namespace attnbench::cuda {
 namespace dev {
 
 // Producer warpgroup: threads [0, 128); consumer warpgroup wg: threads [128 (wg + 1), 128 (wg + 2)).
-template <DType DT, int D, int WG, bool TMA, bool F>
+template <DType DT, int D, int WG, bool TMA, bool F, DType KV>
 __global__ void __launch_bounds__(128 * (WG + 1), 1)
     prefill_wide_kernel(const __grid_constant__ AttentionParams p, const WideLaunch w,
                         const __grid_constant__ CUtensorMap tmk, const __grid_constant__ CUtensorMap tmv) {
   using Tile = WideTile<D, WG, TMA>;
+  constexpr bool kCodes = !is_16bit(KV);
+  static_assert(!kCodes || (TMA && F), "an 8-bit cache lands by TMA and has scales: a features instance");
   const int S = w.stages;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
@@ -54,12 +58,21 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
   uint64_t* full_v = full_k + kWideMaxStages;
   uint64_t* empty_k = full_v + kWideMaxStages;
   uint64_t* empty_v = empty_k + kWideMaxStages;
-  const uint32_t scratch = smem_u32(empty_v + kWideMaxStages);
+  uint64_t* landed = empty_v + kWideMaxStages;  // 8-bit caches: a slot's codes landed
+  const uint32_t scratch = smem_u32(landed + (kCodes ? kWideMaxStages : 0));
   const WideSmem<D, WG, TMA> sm{base, smem, k_ring, v_ring, full_k, full_v, empty_k, empty_v, scratch};
+  if constexpr (kCodes) {
+    if (threadIdx.x == 0)
+      for (int s = 0; s < S; ++s) mbar_init(&landed[s], 1);  // fenced and published by init_barriers
+  }
   sm.init_barriers(S);
   const int32_t* block_table = p.block_table;
   if (threadIdx.x < 128) {
-    wide_producer<D, WG, TMA, F>(p, w, sm, S, block_table, tmk, tmv);
+    if constexpr (kCodes) {
+      wide_producer_codes<DT, KV, D, WG, F>(p, w, sm, landed, S, block_table, tmk, tmv);
+    } else {
+      wide_producer<D, WG, TMA, F>(p, w, sm, S, block_table, tmk, tmv);
+    }
     return;
   }
   wide_consumer<DT, D, WG, TMA, F>(p, w, sm, S);
@@ -67,7 +80,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
 
 }  // namespace dev
 
-template <DType DT, int D, int WG, bool F>
+template <DType DT, int D, int WG, DType KV, bool F>
 void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, const KvTensorMaps* maps,
                          cudaStream_t stream) {
   if (lp.wide_stages < 2 || lp.wide_stages > kWideMaxStages)
@@ -83,7 +96,7 @@ void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, 
                      p.heads / lp.wide_pack};
   auto go = [&](auto tma) {
     constexpr bool kTma = decltype(tma)::value;
-    auto* kernel = &dev::prefill_wide_kernel<DT, D, WG, kTma, F>;
+    auto* kernel = &dev::prefill_wide_kernel<DT, D, WG, kTma, F, KV>;
     static const bool configured = [&] {
       ATTNBENCH_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kWideSmemLimit));
       return true;
@@ -94,14 +107,20 @@ void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, 
     const KvTensorMaps& m = kTma ? *maps : none;
     kernel<<<grid, WideTile<D, WG, kTma>::kThreads, smem, stream>>>(p, w, m.k, m.v);
   };
-  if (lp.wide_kv_tma) go(std::true_type{});
-  else go(std::false_type{});
+  if constexpr (!is_16bit(KV)) {
+    if (!lp.wide_kv_tma) throw std::invalid_argument("cuda.unified wide: an 8-bit K/V cache lands by TMA only");
+    go(std::true_type{});
+  } else if (lp.wide_kv_tma) {
+    go(std::true_type{});
+  } else {
+    go(std::false_type{});
+  }
   ATTNBENCH_CUDA_CHECK(cudaGetLastError());
 }
 
 // One .cu per (dtype, head size): every consumer-warpgroup count that head size allows.
-#define ATTNBENCH_INSTANTIATE_PREFILL_WIDE_WG(DT, D, WG, F) \
-  template void launch_prefill_wide<DT, D, WG, F>(const AttentionParams&, const UnifiedLaunchPlan&, \
-                                               const KvTensorMaps*, cudaStream_t);
+#define ATTNBENCH_INSTANTIATE_PREFILL_WIDE_WG(DT, D, WG, KV, F) \
+  template void launch_prefill_wide<DT, D, WG, KV, F>(const AttentionParams&, const UnifiedLaunchPlan&, \
+                                                   const KvTensorMaps*, cudaStream_t);
 
 }  // namespace attnbench::cuda

@@ -32,14 +32,18 @@ CUtensorMap encode_paged_kv_map(const void* base, DType dt, int head_size, int k
   if (enc == nullptr) throw std::runtime_error("cuda.unified wide: cuTensorMapEncodeTiled unavailable");
   const cuuint64_t dims[4] = {static_cast<cuuint64_t>(head_size), static_cast<cuuint64_t>(kv_heads),
                               static_cast<cuuint64_t>(block_size), static_cast<cuuint64_t>(pages)};
-  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(stride_head) * 2, static_cast<cuuint64_t>(stride_token) * 2,
-                                 static_cast<cuuint64_t>(stride_block) * 2};
-  const cuuint32_t box[4] = {64, 1, 64, 1};
+  const bool codes = !is_16bit(dt);
+  const cuuint64_t eb = codes ? 1 : 2;  // bytes per element
+  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(stride_head) * eb, static_cast<cuuint64_t>(stride_token) * eb,
+                                 static_cast<cuuint64_t>(stride_block) * eb};
+  const cuuint32_t box[4] = {codes ? static_cast<cuuint32_t>(head_size) : 64u, 1, 64, 1};
   const cuuint32_t estr[4] = {1, 1, 1, 1};
-  const CUresult r = enc(&m, dt == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
-                         const_cast<void*>(base), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUtensorMapDataType type = codes              ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                   : dt == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                       : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const CUresult r = enc(&m, type, 4, const_cast<void*>(base), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                         codes ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
+                         CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     throw std::runtime_error("cuda.unified wide: cuTensorMapEncodeTiled failed (CUresult " + std::to_string(r) + ")");
   return m;

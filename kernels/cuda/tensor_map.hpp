@@ -11,7 +11,8 @@ namespace attnbench::cuda {
 // The paged cache [num_blocks][block_size][kv_heads][head_size] at `base` (element strides) as a 4D map, innermost
 // first {d, kv head, token in page, page}, box {64, 1, 64, 1}, 128-byte swizzle: one box = one 8 KB d-slab of 64
 // tokens of one kv head, the [d/64][token][64] shared-memory layout of the wide kernel. `pages` is the page
-// extent; the wide kernel passes INT32_MAX (coordinates come from the block table, no page is out of bounds).
+// extent; the wide kernel passes INT32_MAX (coordinates come from the block table, no page is out of bounds). An
+// 8-bit cache's map is of bytes, box {head_size, 1, 64, 1}, unswizzled: one box = 64 tokens' plain code rows.
 // cuTensorMapEncodeTiled is reached through the runtime's driver entry point (no libcuda link). Throws when it is
 // unavailable or refuses the layout. Allocates nothing.
 CUtensorMap encode_paged_kv_map(const void* base, DType dt, int head_size, int kv_heads, int block_size,

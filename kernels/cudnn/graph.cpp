@@ -40,8 +40,9 @@ fe::graph::Tensor_attributes token_tensor(const char* name, Uid uid, const Atten
 
 
 // The SDPA node of p on layout l: paged K/V containers {blocks, kv_heads, block_size, d} by the cache's strides,
-// the block table as both page tables {B, 1, blocks per sequence, 1}, the padding mask's lengths, causal
-// bottom-right where masked(p).
+// the block table as both page tables {B, 1, blocks per sequence, 1}, the padding mask's lengths, the diagonal
+// band of band_of(p) (causal bottom-right where masked(p), a sliding window), ALiBi, the sinks as a [1, H, 1, 1]
+// fp32 input.
 void declare_sdpa(fe::graph::Graph& g, const AttentionProblem& p, const Layout& l, bool ragged,
                   cudnn::Implementation impl) {
   const int64_t b = p.num_seqs(), pages = p.max_blocks_per_seq(), ts = l.table_stride;
@@ -62,7 +63,17 @@ void declare_sdpa(fe::graph::Graph& g, const AttentionProblem& p, const Layout& 
                      .set_paged_attention_k_table(index_tensor(g, "table_k", kTableK, {b, 1, pages, 1}, {ts, ts, 1, 1}))
                      .set_paged_attention_v_table(index_tensor(g, "table_v", kTableV, {b, 1, pages, 1}, {ts, ts, 1, 1}))
                      .set_paged_attention_max_seq_len_kv(p.max_seqlen_k());
-  if (masked(p)) options.set_diagonal_alignment(fe::DiagonalAlignment_t::BOTTOM_RIGHT).set_diagonal_band_right_bound(0);
+  const Band band = band_of(p);
+  if (band.left || band.right)
+    options.set_diagonal_alignment(band.top_left ? fe::DiagonalAlignment_t::TOP_LEFT
+                                                 : fe::DiagonalAlignment_t::BOTTOM_RIGHT);
+  if (band.right) options.set_diagonal_band_right_bound(static_cast<int>(*band.right));
+  if (band.left) options.set_diagonal_band_left_bound(static_cast<int>(*band.left));
+  if (!p.features.alibi_slopes.empty()) options.set_alibi_mask(true);
+  if (!p.features.sinks.empty())
+    options.set_sink_token(g.tensor(fe::graph::Tensor_attributes().set_name("sinks").set_uid(kSinks)
+                                        .set_dim({1, p.heads, 1, 1}).set_stride({p.heads, 1, 1, 1})
+                                        .set_data_type(fe::DataType_t::FLOAT)));
   if (impl != cudnn::Implementation::automatic)
     options.set_implementation(impl == cudnn::Implementation::unified ? fe::AttentionImplementation_t::UNIFIED
                                                                       : fe::AttentionImplementation_t::COMPOSITE);
@@ -260,6 +271,7 @@ std::unordered_map<int64_t, void*> variant_pack(const Pointers& x, bool ragged) 
       {kV, const_cast<void*>(x.v)}, {kO, x.o},
       {kSeqLenQ, x.seq_len_q},      {kSeqLenKv, const_cast<int32_t*>(x.seq_len_kv)},
       {kTableK, table},             {kTableV, table}};
+  if (x.sinks) pack[kSinks] = const_cast<float*>(x.sinks);
   if (ragged) {
     pack[kQOffsets] = x.q_offsets;
     pack[kOOffsets] = x.o_offsets;

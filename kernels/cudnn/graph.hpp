@@ -21,7 +21,7 @@
 namespace attnbench::cudnn {
 
 namespace fe = cudnn_frontend;
-enum Uid : int64_t { kQ = 1, kK, kV, kO, kSeqLenQ, kSeqLenKv, kTableK, kTableV, kQOffsets, kOOffsets };
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kSeqLenQ, kSeqLenKv, kTableK, kTableV, kQOffsets, kOOffsets, kSinks };
 
 // A cuDNN handle, created on the current device.
 struct Handle {
@@ -64,9 +64,6 @@ struct BuiltGraph {
   mutable std::optional<Tuning> tuning;  // autotune's, timed by the first plan() that needs it
 };
 
-// Whether the graph needs the bottom-right causal mask: with one query per sequence it hides no key (the query sits
-// on the last position), and a graph without a diagonal band is one more engines take.
-inline bool masked(const AttentionProblem& p) { return p.causal && p.max_seqlen_q() > 1; }
 
 // The graph of (p, l) under the choice, from the process-wide cache (cuDNN's refusals kept too, so a declined
 // problem is asked once), or nullptr and why not.
@@ -80,6 +77,7 @@ struct Pointers {
   int32_t* seq_len_q = nullptr;
   const int32_t *seq_len_kv = nullptr, *table = nullptr;
   int32_t *q_offsets = nullptr, *o_offsets = nullptr;  // ragged only
+  const float* sinks = nullptr;                         // [heads], with sinks only
 };
 std::unordered_map<int64_t, void*> variant_pack(const Pointers& x, bool ragged);
 void set_stream(cudnnHandle_t h, cudaStream_t s);

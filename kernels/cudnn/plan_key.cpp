@@ -1,5 +1,6 @@
 #include "cudnn/plan_key.hpp"
 
+#include <cmath>
 #include <sstream>
 #include <stdexcept>
 
@@ -108,11 +109,62 @@ std::string pick_text(const PlanChoice& c) {
   return "?";
 }
 
+bool cudnn_alibi_slopes(const std::vector<float>& slopes) {
+  const int heads = static_cast<int>(slopes.size());
+  if (heads == 0 || (heads & (heads - 1)) != 0) return false;  // its formula past a power of two is another
+  for (int h = 0; h < heads; ++h) {
+    const double want = std::exp2(-8.0 * (h + 1) / heads);
+    if (std::abs(slopes[h] - want) > 1e-3 * want) return false;  // a shape file's rounded digits still match
+  }
+  return true;
+}
+
+std::string feature_conflict(const AttentionProblem& p) {
+  const AttentionFeatures& f = p.features;
+  if (f.softcap != 0.f)
+    return "feature 'softcap': cuDNN's SDPA node has none (its score_mod, the only way to one, excludes the "
+           "padding mask the paged inputs need)";
+  if (!f.qq_bias.empty() || f.qq_bias_len != 0) return "feature 'qq_bias': cuDNN's SDPA node takes no such bias";
+  if (!f.alibi_slopes.empty()) {
+    if (!cudnn_alibi_slopes(f.alibi_slopes))
+      return "feature 'alibi_slopes': cuDNN's ALiBi mask has its own slopes 2^(-8 (h + 1) / H) for a power-of-two "
+             "H, and these are other";
+    if (!p.causal) return "feature 'alibi_slopes': cuDNN's ALiBi mask needs the causal mask";
+    for (std::size_t s = 0; s < p.q_lens.size(); ++s)
+      if (p.q_lens[s] != p.kv_lens[s])
+        return "feature 'alibi_slopes': cuDNN's ALiBi mask is top-left aligned, so q_len must equal kv_len (" +
+               std::to_string(p.q_lens[s]) + " vs " + std::to_string(p.kv_lens[s]) + ")";
+  }
+  if (!f.sinks.empty())
+    for (int q : p.q_lens)
+      if (q == 1)
+        return "feature 'sinks': cuDNN's sink token is wrong on a sequence of one query (cuDNN 9.19, measured: "
+               "max_abs 0.11 with a diagonal band, 0.91 without)";
+  if (f.k_scale != 1.f || f.v_scale != 1.f) return "feature 'k_scale'/'v_scale': cudnn.sdpa takes 16-bit K/V only";
+  return "";
+}
+
+Band band_of(const AttentionProblem& p) {
+  const AttentionFeatures& f = p.features;
+  Band b;
+  b.top_left = !f.alibi_slopes.empty();
+  if (masked(p) || (p.causal && f.window_left >= 0) || !f.alibi_slopes.empty()) {
+    b.right = 0;
+  } else if (f.window_right >= 0) {
+    b.right = f.window_right;
+  }
+  if (f.window_left >= 0) b.left = static_cast<int64_t>(f.window_left) + 1;
+  return b;
+}
+
 std::string graph_key(const AttentionProblem& p, const Layout& l, const PlanChoice& c) {
   std::ostringstream k;
   k << dtype_name(p.types.q) << ' ' << p.num_seqs() << ' ' << p.heads << ' ' << p.kv_heads << ' ' << p.head_size
     << ' ' << p.block_size << ' ' << p.max_seqlen_q() << ' ' << p.max_seqlen_k() << ' ' << container_blocks(p, l) << ' '
-    << ragged_q(p) << ' ' << p.causal << ' ' << std::hexfloat << p.softmax_scale();
+    << ragged_q(p) << ' ' << p.causal << ' ' << std::hexfloat << p.softmax_scale() << std::dec;
+  const Band b = band_of(p);
+  k << " band " << b.top_left << ' ' << b.left.value_or(-1) << ' ' << b.right.value_or(-1) << " sinks "
+    << !p.features.sinks.empty();
   for (int64_t v : {l.q_token, l.q_head, l.o_token, l.o_head, l.kv_block, l.kv_token, l.kv_head, l.table_stride})
     k << ' ' << v;
   k << " node " << implementation_text(c.implementation) << " heuristics " << heuristics_text(c.heuristics)

@@ -3,6 +3,7 @@
 // code, so the tests check the parsing and the key without a device.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -60,6 +61,26 @@ PlanChoice plan_choice(const KnobValues& knobs);
 std::string heuristics_text(const std::vector<Heuristic>& h);  // "a,fallback"
 std::string pick_text(const PlanChoice& c);                     // "first", "3", "autotune"
 std::string implementation_text(Implementation i);              // "auto", "composite", "unified"
+
+// Whether the graph needs the bottom-right causal mask: with one query per sequence it hides no key (the query sits
+// on the last position), and a graph without a diagonal band is one more engines take.
+inline bool masked(const AttentionProblem& p) { return p.causal && p.max_seqlen_q() > 1; }
+
+// The attention features cuDNN's SDPA node takes, and how: a sliding window as its diagonal band (it keeps
+// j > i' - left bound, so the bound is window_left + 1), ALiBi as its own mask (its slopes 2^(-8 (h + 1) / H)
+// only, causal, every q_len == kv_len: its mask is top-left aligned), a sink per head as its sink token (cuDNN
+// 9.13 on; not where a sequence has one query: cuDNN 9.19 computes it wrong there, measured). Why the problem's
+// features cannot be taken ("" when they can).
+std::string feature_conflict(const AttentionProblem& p);
+// Whether the slopes are cuDNN's ALiBi slopes for that many heads (within 0.1%: cuDNN computes with its own).
+bool cudnn_alibi_slopes(const std::vector<float>& slopes);
+// The diagonal band of p: bottom-right, except top-left under ALiBi; right bound 0 when causal (and the rows see
+// past the diagonal nowhere else), window_right when not; left bound window_left + 1. nullopt: no bound.
+struct Band {
+  bool top_left = false;
+  std::optional<int64_t> left, right;
+};
+Band band_of(const AttentionProblem& p);
 
 // The graph cache's key: everything the graph and its plan depend on.
 std::string graph_key(const AttentionProblem& p, const Layout& l, const PlanChoice& c);

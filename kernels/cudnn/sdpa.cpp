@@ -44,6 +44,7 @@ using cudnn::Candidate;
 using cudnn::Handle;
 using cudnn::Layout;
 using cudnn::layout_of;
+using cudnn::band_of;
 using cudnn::masked;
 using cudnn::PlanChoice;
 using cudnn::planned_layout;
@@ -73,7 +74,7 @@ std::string layout_conflict(const AttentionProblem& p, const Layout& l) {
 // the planned layout l.
 std::string problem_conflict(const AttentionProblem& p, const Layout& l) {
   if (std::string s = sixteen_bit_storage_conflict(p); !s.empty()) return s;
-  if (std::string f = feature_conflict(p.features, kName); !f.empty()) return f;
+  if (std::string f = cudnn::feature_conflict(p); !f.empty()) return f;
   if (p.fusion.output_gate) return "output_gate: cudnn.sdpa has no gate epilogue";
   if (p.fusion.has_q_prologue()) return "Q prologue (q_norm / q_rope_dim): cudnn.sdpa has none";
   try {
@@ -108,8 +109,27 @@ struct CudnnSdpaPlan : AttentionPlan {
 };
 
 // What ran: versions, the frontend's node, the mask and tables, the knobs' choice and the candidate with its engine.
+// The mask and the features as the graph has them: ", bottom-right causal", ", band top-left left 4097 right 0,
+// ALiBi", ", sinks".
+std::string mask_text(const AttentionProblem& p) {
+  const cudnn::Band b = band_of(p);
+  std::string out;
+  if (!b.left && !b.right) {
+    out = p.causal ? ", causal at q_len 1 (no mask)" : ", non-causal";
+  } else if (!b.left && !b.top_left && b.right == 0) {
+    out = ", bottom-right causal";
+  } else {
+    out = std::string(", band ") + (b.top_left ? "top-left" : "bottom-right");
+    if (b.left) out += " left " + std::to_string(*b.left);
+    if (b.right) out += " right " + std::to_string(*b.right);
+  }
+  if (!p.features.alibi_slopes.empty()) out += ", ALiBi";
+  if (!p.features.sinks.empty()) out += ", sinks";
+  return out;
+}
+
 std::string summary_of(const AttentionProblem& p, const BuiltGraph& g, const Candidate& c, const Tuning* t) {
-  const char* mask = masked(p) ? ", bottom-right causal" : p.causal ? ", causal at q_len 1 (no mask)" : ", non-causal";
+  const std::string mask = mask_text(p);
   const PlanChoice& k = g.choice;
   return "cudnn " + version_text(static_cast<int64_t>(cudnnGetVersion())) + " sdpa paged (frontend " +
          version_text(CUDNN_FRONTEND_VERSION) + "), " + g.implementation + " node" +
@@ -129,6 +149,10 @@ void check_params(const CudnnSdpaPlan& cp, const AttentionParams& a) {
   if (!a.q || !a.k_cache || !a.v_cache || !a.out || !a.cu_seqlens_q || !a.seqused_k || !a.block_table || !a.workspace)
     throw std::invalid_argument(
         "cudnn.sdpa: params need q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table and workspace");
+  const AttentionFeatures& f = p.features;
+  const AttentionFeatureParams& fp = a.features;
+  if (fp.window_left != f.window_left || fp.window_right != f.window_right || (fp.sinks != nullptr) != !f.sinks.empty())
+    throw std::invalid_argument("cudnn.sdpa: params.features do not match the plan's (window bounds, sinks)");
   if (a.epilogue.gate)
     throw std::invalid_argument("cudnn.sdpa: params.epilogue.gate set, and cudnn.sdpa has no gate epilogue");
   check_q_prologue_params(kName, AttentionFusion{}, a.prologue);
@@ -210,7 +234,7 @@ class CudnnSdpa final : public AttentionKernel {
     const cudnn::DerivedTables t = cudnn::tables_in(a.workspace, cp->ws, g.ragged);
     cudnn::launch_derive_tables(a.cu_seqlens_q, a.num_seqs, a.q_stride_token, a.o_stride_token, t, s);
     auto pack = variant_pack({a.q, a.k_cache, a.v_cache, a.out, t.seq_len_q, a.seqused_k, a.block_table,
-                              t.q_offsets, t.o_offsets},
+                              t.q_offsets, t.o_offsets, a.features.sinks},
                              g.ragged);
     std::lock_guard<std::mutex> lock(g.mu);
     set_stream(cp->handle->h, s);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <iterator>
 #include <map>
@@ -53,7 +54,7 @@ struct CudnnCase {
   std::unique_ptr<AttentionKernel> kernel = make_cudnn_sdpa();
   Support support;
   std::unique_ptr<AttentionPlan> plan;
-  cuda::DeviceBuffer q, k, v, cu, used, table, out, workspace;
+  cuda::DeviceBuffer q, k, v, cu, used, table, out, workspace, sinks;
   AttentionParams params;
 
   CudnnCase(const AttentionProblem& p, uint64_t seed, BlockOrder order = BlockOrder::shuffled,
@@ -83,6 +84,11 @@ struct CudnnCase {
     params.seqused_k = static_cast<const int32_t*>(used.data());
     params.block_table = static_cast<const int32_t*>(table.data());
     params.workspace = workspace.data();
+    params.features.alibi_slopes = params.features.qq_bias = nullptr;  // host lists: cuDNN reads only the sinks
+    if (const std::vector<float>& s = host.problem.features.sinks; !s.empty()) {
+      up(sinks, s.data(), s.size() * 4);
+      params.features.sinks = static_cast<const float*>(sinks.data());
+    }
     poison();
   }
   void poison() { out.fill_byte(0xFF); }  // 0xFFFF is NaN in fp16 and bf16
@@ -94,12 +100,15 @@ struct CudnnCase {
   }
 };
 
-// Every (token, head) row against the fp32 reference, with the harness's gate and default tolerance.
-GateResult gate_every_row(const CudnnCase& c) {
+// Every (token, head) row against the fp32 reference, with the harness's gate and default tolerance; `adjust`
+// changes the reference's features (a planted bug's reference).
+GateResult gate_every_row(const CudnnCase& c, void (*adjust)(AttentionParams&) = nullptr) {
   const AttentionProblem& p = c.host.problem;
   const int64_t rows = p.total_q() * p.heads;
   std::vector<float> ref(static_cast<std::size_t>(rows) * p.head_size);
-  reference::paged_attention_all(c.host.params(), ref.data());
+  AttentionParams host_params = c.host.params();
+  if (adjust) adjust(host_params);
+  reference::paged_attention_all(host_params, ref.data());
   std::vector<int64_t> ids(static_cast<std::size_t>(rows));
   std::iota(ids.begin(), ids.end(), int64_t{0});
   const std::vector<uint16_t> out = c.output();
@@ -301,6 +310,57 @@ TEST(CudnnSdpaChoiceIndex, AutotunesPickByIndexAndOutOfRange) {
                                                   KnobValues::resolve({{"ATTNBENCH_CUDNN_PLAN", "999"}}, false));
   EXPECT_FALSE(far.ok);
   EXPECT_NE(far.reason.find("ATTNBENCH_CUDNN_PLAN=999: heuristics a gave "), std::string::npos) << far.reason;
+}
+
+// The features cuDNN's node takes (kernels/cudnn/plan_key.hpp): each gates, and fails against the reference with
+// the feature off by one (a window one key wider or narrower) or absent. A decline prints its reason (sinks on a
+// decode are declined: cuDNN computed them wrong there); the window on causal prefill and decode must be taken.
+TEST(CudnnSdpaFeatures, WindowAlibiSinksGateAndMatter) {
+  SKIP_WITHOUT_DEVICE();
+  struct Run {
+    const char* name;
+    Shape shape;
+    void (*set)(AttentionFeatures&, int heads);
+    void (*off)(AttentionParams&);  // a reference that must fail
+    bool required;
+  };
+  const Shape prefill{"prefill q=kv 200 d128 h8kv2", uniform(2, 200, 200), 8, 2, 128};
+  const Shape decode{"decode ragged d128 h32kv8", {{1, 523}, {1, 37}, {1, 2011}}, 32, 8, 128};
+  const auto window = [](AttentionFeatures& f, int) { f.window_left = 5; };
+  const auto wider = [](AttentionParams& a) { a.features.window_left += 1; };
+  const auto narrower = [](AttentionParams& a) { a.features.window_left -= 1; };
+  const auto alibi = [](AttentionFeatures& f, int heads) {
+    for (int h = 0; h < heads; ++h) f.alibi_slopes.push_back(std::exp2(-8.f * (h + 1) / heads));
+  };
+  const auto sinks = [](AttentionFeatures& f, int heads) {
+    for (int h = 0; h < heads; ++h) f.sinks.push_back(2.f + 0.25f * h);
+  };
+  const Run runs[] = {
+      {"window 5, wider", prefill, window, wider, true},
+      {"window 5, narrower", prefill, window, narrower, true},
+      {"window 5 decode, wider", decode, window, wider, true},
+      {"alibi, none", prefill, alibi, [](AttentionParams& a) { a.features.alibi_slopes = nullptr; }, false},
+      {"sinks, none", prefill, sinks, [](AttentionParams& a) { a.features.sinks = nullptr; }, false},
+      {"sinks decode, none", decode, sinks, [](AttentionParams& a) { a.features.sinks = nullptr; }, false},
+  };
+  for (const Run& r : runs) {
+    AttentionProblem p = problem_of(r.shape, DType::bf16);
+    r.set(p.features, p.heads);
+    CudnnCase c(p, 31);
+    if (!c.support.ok) {
+      std::printf("  %-40s declined: %s\n", r.name, c.support.reason.c_str());
+      if (r.required) ADD_FAILURE() << r.name << ": " << c.support.reason;
+      continue;
+    }
+    cuda::Stream stream;
+    c.run(stream.get());
+    stream.synchronize();
+    const GateResult g = gate_every_row(c), off = gate_every_row(c, r.off);
+    std::printf("  %-40s max_abs=%.3g (off: %.3g) plan: %s\n", r.name, g.max_abs, off.max_abs,
+                c.plan->summary.c_str());
+    EXPECT_TRUE(g.passed) << r.name << ": " << gate_failure_reason(g) << " " << g.detail;
+    EXPECT_FALSE(off.passed) << r.name << ": the output also passes the planted bug's reference";
+  }
 }
 
 }  // namespace
