@@ -64,7 +64,6 @@ struct BuiltGraph {
   mutable std::optional<Tuning> tuning;  // autotune's, timed by the first plan() that needs it
 };
 
-
 // The graph of (p, l) under the choice, from the process-wide cache (cuDNN's refusals kept too, so a declined
 // problem is asked once), or nullptr and why not.
 std::shared_ptr<const BuiltGraph> cached_graph(const AttentionProblem& p, const Layout& l, const PlanChoice& c,

@@ -140,7 +140,6 @@ std::string feature_conflict(const AttentionProblem& p) {
       if (q == 1)
         return "feature 'sinks': cuDNN's sink token is wrong on a sequence of one query (cuDNN 9.19, measured: "
                "max_abs 0.11 with a diagonal band, 0.91 without)";
-  if (f.k_scale != 1.f || f.v_scale != 1.f) return "feature 'k_scale'/'v_scale': cudnn.sdpa takes 16-bit K/V only";
   return "";
 }
 
@@ -161,7 +160,7 @@ std::string graph_key(const AttentionProblem& p, const Layout& l, const PlanChoi
   std::ostringstream k;
   k << dtype_name(p.types.q) << ' ' << p.num_seqs() << ' ' << p.heads << ' ' << p.kv_heads << ' ' << p.head_size
     << ' ' << p.block_size << ' ' << p.max_seqlen_q() << ' ' << p.max_seqlen_k() << ' ' << container_blocks(p, l) << ' '
-    << ragged_q(p) << ' ' << p.causal << ' ' << std::hexfloat << p.softmax_scale() << std::dec;
+    << ragged_q(p) << ' ' << p.causal << ' ' << std::hexfloat << p.softmax_scale();
   const Band b = band_of(p);
   k << " band " << b.top_left << ' ' << b.left.value_or(-1) << ' ' << b.right.value_or(-1) << " sinks "
     << !p.features.sinks.empty();

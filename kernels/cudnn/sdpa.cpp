@@ -108,7 +108,6 @@ struct CudnnSdpaPlan : AttentionPlan {
   mutable std::list<Bound> other_layouts;  // built in run() for params on another (a list: run() keeps references)
 };
 
-// What ran: versions, the frontend's node, the mask and tables, the knobs' choice and the candidate with its engine.
 // The mask and the features as the graph has them: ", bottom-right causal", ", band top-left left 4097 right 0,
 // ALiBi", ", sinks".
 std::string mask_text(const AttentionProblem& p) {
@@ -128,6 +127,7 @@ std::string mask_text(const AttentionProblem& p) {
   return out;
 }
 
+// What ran: versions, the frontend's node, the mask and tables, the knobs' choice and the candidate with its engine.
 std::string summary_of(const AttentionProblem& p, const BuiltGraph& g, const Candidate& c, const Tuning* t) {
   const std::string mask = mask_text(p);
   const PlanChoice& k = g.choice;
