@@ -57,6 +57,23 @@ TEST(CudaSplitModel, TimeFollowsTheBusiestSm) {
   EXPECT_DOUBLE_EQ(decode_split_time_us(one, 1), 10 * one.tile_bytes / one.cta_bytes_per_us + kDecodeCtaFixedUs);
 }
 
+// An 8-bit cache's tile holds twice the keys in the same bytes: the same ring, shared memory and CTAs per SM, half
+// the tiles per column, and the launch plan names the kernel's tile.
+TEST(CudaSplitModel, EightBitTilesHoldTwiceTheKeysInTheSameBytes) {
+  EXPECT_EQ(decode_block_n(2), 64);
+  EXPECT_EQ(decode_block_n(1), 128);
+  EXPECT_EQ(decode_smem_bytes(128, 1), decode_smem_bytes(128, 2));
+  AttentionProblem p = uniform(8, 1, 4096, 32, 8, 128);
+  p.types.kv = DType::e4m3;
+  const DecodeSplitCost c = decode_split_cost(p, 132);
+  EXPECT_EQ(c.ctas_per_sm, 2);
+  EXPECT_DOUBLE_EQ(c.tile_bytes, 2.0 * 128 * 128 * 1);
+  EXPECT_EQ(c.n_tiles, 32);
+  EXPECT_EQ(make_unified_launch_plan(p, knobs(), 132).block_n, 128);
+  p.features.window_left = 1000;  // keys [3095, 4096) from tile 24 of 128 keys: 8 tiles
+  EXPECT_EQ(decode_visible_tiles(p, 0), 8);
+}
+
 TEST(CudaSplitModel, RaggedBatchesSplitByTheirTotalWork) {
   AttentionProblem p = uniform(4, 1, 64, 32, 8, 128);
   p.kv_lens = {523, 37, 2011, 1328};  // the decode group's ragged shape: 9 + 1 + 32 + 21 tiles per kv head

@@ -76,10 +76,10 @@ std::vector<InstanceCase> instance_family() {
     }
     for (DType kv : {DType::e4m3, DType::e5m2}) {
       const std::string head = std::string(dtype_name(dt)) + "-" + dtype_name(kv) + "/d128";
-      cases.push_back({with_kv(problem(dt, 128, 2048, 2048), kv), knobs(), "narrow/" + head + "/w4r32/feat"});
+      cases.push_back({with_kv(problem(dt, 128, 2048, 2048), kv), knobs({{"ATTNBENCH_SM90_PATH", "narrow"}}),
+                       "narrow/" + head + "/w4r32/feat"});
       cases.push_back({with_kv(problem(dt, 128, 1, 4096), kv), knobs(), "decode/" + head + "/feat"});
-      cases.push_back({with_kv(problem(dt, 128, 2048, 2048), kv), knobs({{"ATTNBENCH_SM90_PATH", "wide"}}),
-                       "wide/" + head + "/wgs2/feat"});
+      cases.push_back({with_kv(problem(dt, 128, 2048, 2048), kv), knobs(), "wide/" + head + "/wgs2/feat"});
     }
   }
   return cases;
@@ -109,10 +109,12 @@ TEST(CudaInstances, KeyOfEachPlan) {
   EXPECT_EQ(key_of(prologue, knobs()), "wide/bf16/d64/wgs2");
   EXPECT_EQ(key_of(problem(DType::f16, 128, 2048, 2048), knobs()), "wide/fp16/d128/wgs2");
   EXPECT_EQ(key_of(problem(DType::bf16, 128, 4, 4096), knobs()), "decode/bf16/d128");
-  // A feature-flagged prefill runs the wide kernel's features instance, at two warpgroups; an 8-bit cache narrow
-  // (wide only when forced).
+  // A feature-flagged prefill runs the wide kernel's features instance, at two warpgroups, an 8-bit cache too;
+  // below the wide kernel's range an 8-bit cache runs narrow.
   EXPECT_EQ(key_of(with_softcap(problem(DType::bf16, 64, 4096, 4096)), knobs()), "wide/bf16/d64/wgs2/feat");
   EXPECT_EQ(key_of(with_kv(problem(DType::bf16, 128, 4096, 4096), DType::e4m3), knobs()),
+            "wide/bf16-e4m3/d128/wgs2/feat");
+  EXPECT_EQ(key_of(with_kv(problem(DType::bf16, 128, 100, 100), DType::e4m3), knobs()),
             "narrow/bf16-e4m3/d128/w4r32/feat");
   EXPECT_EQ(key_of(with_kv(problem(DType::f16, 128, 1, 4096), DType::e5m2), knobs()), "decode/fp16-e5m2/d128/feat");
 }

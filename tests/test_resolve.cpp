@@ -35,15 +35,15 @@ TEST(Resolve, DeclinesTheProblemWithTheReason) {
     kv8.head_size = 128;
     EXPECT_TRUE(resolve_all_built(kv8, knobs()).ok());
   }
-  // Features run on every kernel. An 8-bit cache runs narrow under auto, and wide when forced where it lands by TMA
-  // (pages of a multiple of 64 tokens) with at least 3 ring slots; forcing it elsewhere is declined by name.
+  // Features run on every kernel. An 8-bit cache runs wide under auto (narrow below the wide kernel's range, or in
+  // pages the TMA cannot land) with at least 3 ring slots; forcing wide where TMA cannot land is declined by name.
   p = seqs({{2048, 2048}}, 4, 4, 128);
   p.features.softcap = 50.f;
   EXPECT_TRUE(resolve_all_built(p, knobs()).ok());
   EXPECT_TRUE(resolve_all_built(p, knobs({{"ATTNBENCH_SM90_PATH", "wide"}})).ok());
   p.features = {};
   p.types.kv = DType::e4m3;
-  EXPECT_EQ(cuda::instance_name(resolve_all_built(p, knobs()).instance.key), "narrow/bf16-e4m3/d128/w4r32/feat");
+  EXPECT_EQ(cuda::instance_name(resolve_all_built(p, knobs()).instance.key), "wide/bf16-e4m3/d128/wgs2/feat");
   p.q_lens = p.kv_lens = {4096};  // persistent: the plain kernel's default at d128 is 2 slots and Q loaded ahead
   const cuda::Resolution wide8 = resolve_all_built(p, knobs({{"ATTNBENCH_SM90_PATH", "wide"}}));
   ASSERT_TRUE(wide8.ok()) << wide8.support.reason;

@@ -1,14 +1,16 @@
 // 3D split-KV decode: one CTA per (KV split, kv head x row tile, sequence). The query rows of a whole GQA group
 // (q_len x group, packed token-major) form the 16 M rows of mma.sync, so each K/V byte is read once per row tile.
-// 4 key warps each take 16 keys of a 64-key tile (their own online-softmax state, merged through shared memory at
-// the end), and at d >= 128 a second warp per key slice takes the other half of the head's columns of P.V; tiles
-// stream through a 3-stage cp.async pipeline (every stage in flight while a tile is awaited) whose block-table
-// reads run a tile ahead. With one split the CTA writes the output; otherwise it writes a base-2 LSE and a
-// normalised fp32 partial, and the splits are merged in the same launch by the last CTAs to arrive, in groups
-// (decode_merge.cuh; no separate combine kernel). The output gate (p.epilogue.gate) is applied at the write.
+// 4 key warps each take a quarter of a K/V tile (16 keys of 64, or of an 8-bit cache 32 of 128; their own
+// online-softmax state, merged through shared memory at the end), and at d >= 128 a second warp per key slice
+// takes the other half of the head's columns of P.V; tiles stream through a 3-stage cp.async pipeline (every
+// stage in flight while a tile is awaited) whose block-table reads run a tile ahead. With one split the CTA writes
+// the output; otherwise it writes a base-2 LSE and a normalised fp32 partial, and the splits are merged in the
+// same launch by the last CTAs to arrive, in groups (decode_merge.cuh; no separate combine kernel). The output
+// gate (p.epilogue.gate) is applied at the write.
 // A features instance (F) applies the attention features (feature_tile.cuh): a sliding window's first tile starts
 // the split range, the mods and the mask act on every score, and a sink and v_scale scale the finished row; an
-// 8-bit cache (KV) streams its codes through the ring and widens each tile in shared memory before the mma.
+// 8-bit cache (KV) streams its codes in tiles of twice the keys and widens them in registers into fp16 mma
+// (warp_tile8.cuh).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -21,6 +23,7 @@
 #include "cuda/paged_tile.cuh"
 #include "cuda/runtime.hpp"
 #include "cuda/warp_tile.cuh"
+#include "cuda/warp_tile8.cuh"
 
 namespace attnbench::cuda {
 
@@ -32,13 +35,13 @@ struct DecodeTile {
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kDS = D / kDSplit;  // O columns per warp
   static constexpr int kBM = kDecodeRowsPerCta;
-  static constexpr int kBN = kDecodeBlockN;
+  static constexpr int kBN = decode_block_n(KVB);
+  static constexpr int kKeysPerWarp = kBN / kKeyWarps;
   static constexpr bool kQInRegs = D <= 128;
   static constexpr int kStages = kDecodeStages;
   static constexpr int kQBytes = kBM * D * 2;
   static constexpr int kTileBytes = kBN * D * KVB;  // one K (V) tile of the ring
-  static constexpr int kWideBytes = KVB == 1 ? kBN * D * 2 : 0;  // one widened K (V) tile, after the ring
-  static constexpr int kPipeBytes = kStages * 2 * kTileBytes + 2 * kWideBytes;
+  static constexpr int kPipeBytes = kStages * 2 * kTileBytes;
   static constexpr int kOPitch = D + 4;  // fp32 merge buffer row pitch (breaks bank alignment of rows)
   static constexpr int kMergeBytes = kKeyWarps * kBM * kOPitch * 4 + 2 * kKeyWarps * kBM * 4;
   static_assert(kMergeBytes <= kPipeBytes, "the merge buffer reuses the pipeline stages");
@@ -48,15 +51,17 @@ struct DecodeTile {
 
 namespace dev {
 
+// At least the CTAs per SM that shared memory allows: the host's split model fills that many slots per SM.
 template <DType DT, int D, DType KV, bool F>
-__global__ void __launch_bounds__(DecodeTile<D>::kThreads)
+__global__ void __launch_bounds__(DecodeTile<D>::kThreads, decode_ctas_per_sm(D, static_cast<int>(dtype_bytes(KV))))
     decode_kernel(const __grid_constant__ AttentionParams p, int splits, int merge_group) {
   using T = typename StorageOf<DT>::type;
   using TK = typename StorageOf<KV>::type;
   constexpr bool kWiden = sizeof(TK) == 1;
   static_assert(F || !kWiden, "an 8-bit cache has scales: a features instance");
   using Tile = DecodeTile<D, sizeof(TK)>;
-  constexpr int BM = Tile::kBM, BN = Tile::kBN, NT = Tile::kThreads, S = Tile::kStages;
+  static_assert(!kWiden || Tile::kQInRegs, "8-bit fragments pair with Q held in registers");
+  constexpr int BM = Tile::kBM, BN = Tile::kBN, NT = Tile::kThreads, S = Tile::kStages, KPW = Tile::kKeysPerWarp;
   extern __shared__ __align__(128) unsigned char smem[];
 
   constexpr int DS = Tile::kDS;
@@ -135,26 +140,25 @@ __global__ void __launch_bounds__(DecodeTile<D>::kThreads)
     cp_async_commit();
     cp_async_wait<S - 1>();
     __syncthreads();  // tile t (and Q) visible
-    if constexpr (Tile::kQInRegs) {
+    if constexpr (kWiden) {
+      if (j == 0) load_q_frags8<DT, D>(qf, sq, 0, lane);
+    } else if constexpr (Tile::kQInRegs) {
       if (j == 0) load_q_frags<D>(qf, sq, 0, lane);
     }
-    uint32_t sk = stage_k(j % S), sv = sk + Tile::kTileBytes;
-    if constexpr (kWiden) {  // codes -> the 16-bit tiles after the ring; the barrier at the top guards their reuse
-      const uint32_t wk = stage_k(S), wv = wk + Tile::kWideBytes;
-      widen_kv_tile<DT, KV, D, BN, NT>(wk, sk);
-      widen_kv_tile<DT, KV, D, BN, NT>(wv, sv);
-      __syncthreads();
-      sk = wk, sv = wv;
-    }
-    const int n0 = t * BN + kw * 16;  // this warp's 16 keys
+    const uint32_t sk = stage_k(j % S), sv = sk + Tile::kTileBytes;
+    const int n0 = t * BN + kw * KPW;  // this warp's keys
 
-    float s[2][4];
-    qk_tile<DT, D, 2, Tile::kQInRegs>(s, qf, sq, 0, sk, kw * 16, lane);
+    float s[KPW / 8][4];
+    if constexpr (kWiden) {
+      qk_tile8<KV, D, KPW / 8>(s, qf, sk, kw * KPW, lane);
+    } else {
+      qk_tile<DT, D, KPW / 8, Tile::kQInRegs>(s, qf, sq, 0, sk, kw * KPW, lane);
+    }
     if constexpr (F) {
       feats.apply(s, n0, lane);
-    } else if (n0 + 16 > mask_from) {
+    } else if (n0 + KPW > mask_from) {
 #pragma unroll
-      for (int n = 0; n < 2; ++n) {
+      for (int n = 0; n < KPW / 8; ++n) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int col = n0 + n * 8 + 2 * (lane % 4) + (e & 1);
@@ -163,8 +167,12 @@ __global__ void __launch_bounds__(DecodeTile<D>::kThreads)
         }
       }
     }
-    online_softmax<2, DS / 8>(s, m, l, o, c);
-    pv_tile<DT, D, 2, DS>(o, s, sv, kw * 16, lane, ds * DS / 8);
+    online_softmax<KPW / 8, DS / 8>(s, m, l, o, c);
+    if constexpr (kWiden) {
+      pv_tile8<KV, D, KPW / 8, DS>(o, s, sv, kw * KPW, lane, ds * DS / 16);
+    } else {
+      pv_tile<DT, D, KPW / 8, DS>(o, s, sv, kw * KPW, lane, ds * DS / 8);
+    }
   }
   cp_async_wait<0>();
   __syncthreads();  // the pipeline stages become the merge buffer
@@ -191,11 +199,11 @@ __global__ void __launch_bounds__(DecodeTile<D>::kThreads)
 #pragma unroll
     for (int w = 0; w < KW; ++w) mx = fmaxf(mx, sm[w * BM + row]);
     const float f = m[r] == -INFINITY ? 0.f : exp2_approx((m[r] - mx) * c);
-    float* dst = so + (kw * BM + row) * Tile::kOPitch + ds * DS + 2 * (lane % 4);
+    float* dst = so + (kw * BM + row) * Tile::kOPitch + ds * DS;
 #pragma unroll
     for (int d = 0; d < DS / 8; ++d) {
-      dst[d * 8] = o[d][2 * r] * f;
-      dst[d * 8 + 1] = o[d][2 * r + 1] * f;
+#pragma unroll
+      for (int e = 0; e < 2; ++e) dst[kWiden ? o_col8(d, e, lane) : d * 8 + 2 * (lane % 4) + e] = o[d][2 * r + e] * f;
     }
   }
   __syncthreads();

@@ -142,8 +142,8 @@ __device__ __forceinline__ void widen16(uint4 v, uint4& lo, uint4& hi) {
   hi = make_uint4(h[4], h[5], h[6], h[7]);
 }
 
-// The [BN][D] codes at src (plain bytes, as KvTileRows lands them) -> the swizzled [BN][D] DT tile at dst; NT
-// threads, 16 codes (one 16-byte chunk in, two out) per step.
+// The [BN][D] codes at src (swz8, as KvTileRows lands them) -> the swizzled [BN][D] DT tile at dst; NT threads, 16
+// codes (one 16-byte chunk in, two out) per step.
 template <DType DT, DType KV, int D, int BN, int NT>
 __device__ __forceinline__ void widen_kv_tile(uint32_t dst, uint32_t src) {
   constexpr int kCpr = D / 16;
@@ -151,7 +151,7 @@ __device__ __forceinline__ void widen_kv_tile(uint32_t dst, uint32_t src) {
   for (int c = threadIdx.x; c < BN * kCpr; c += NT) {
     const int row = c / kCpr, ch = c % kCpr;
     uint4 lo, hi;
-    widen16<DT, KV>(ld_shared_v4(src + c * 16), lo, hi);
+    widen16<DT, KV>(ld_shared_v4(src + swz8<D>(row, ch)), lo, hi);
     st_shared_v4(dst + swz<D>(row, 2 * ch), lo);
     st_shared_v4(dst + swz<D>(row, 2 * ch + 1), hi);
   }

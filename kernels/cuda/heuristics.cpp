@@ -125,8 +125,8 @@ std::string wide_feature_conflict(const AttentionProblem& p) {
 bool choose_wide(const AttentionProblem& p, const UnifiedKnobs& knobs) {
   if (knobs.path == PathKnob::narrow || !wide_supports(p) || !wide_feature_conflict(p).empty()) return false;
   if (knobs.path == PathKnob::wide) return true;
-  // An 8-bit cache's wide kernel is gated (kernels/NOTES.md, features v4) but not yet timed: auto keeps narrow.
-  if (!is_16bit(p.types.kv)) return false;
+  // An 8-bit cache takes the same rule: its wide kernel beat its narrow one 1.4-1.5x at S512-4096 (kernels/NOTES.md,
+  // features v5).
   return wide_auto(p) && wide_knob_conflict(p, knobs).empty();
 }
 
@@ -165,11 +165,12 @@ int wide_persistent_ctas(int64_t work_tiles, int num_sms) {
 DecodeSplitCost decode_split_cost(const AttentionProblem& p, int num_sms) {
   DecodeSplitCost c;
   c.sms = num_sms > 0 ? num_sms : kDefaultSmCount;
-  c.ctas_per_sm = decode_ctas_per_sm(p.head_size, static_cast<int>(dtype_bytes(p.types.kv)));
-  c.tile_bytes = 2.0 * kDecodeBlockN * p.head_size * dtype_bytes(p.types.kv);
+  const int kvb = static_cast<int>(dtype_bytes(p.types.kv));
+  c.ctas_per_sm = decode_ctas_per_sm(p.head_size, kvb);
+  c.tile_bytes = 2.0 * decode_block_n(kvb) * p.head_size * kvb;
   const int rows = std::min<int64_t>(static_cast<int64_t>(p.max_seqlen_q()) * p.group_size(), kDecodeRowsPerCta);
   c.partial_bytes = 4.0 * rows * p.head_size;
-  c.cta_bytes_per_us = decode_cta_bytes_per_us(p.head_size);
+  c.cta_bytes_per_us = decode_cta_bytes_per_us(p.head_size, kvb);
   c.row_tiles = decode_row_tiles(p);
   c.ctas_unsplit = static_cast<int64_t>(p.num_seqs()) * p.kv_heads * c.row_tiles;
   for (int s = 0; s < p.num_seqs(); ++s) {
@@ -183,8 +184,9 @@ DecodeSplitCost decode_split_cost(const AttentionProblem& p, int num_sms) {
 
 int decode_visible_tiles(const AttentionProblem& p, int s) {
   const device::Visibility vis(p.q_lens[s], p.kv_lens[s], p.causal, p.features.window_left, p.features.window_right);
-  const int end = vis.rows_end(p.q_lens[s]), begin = vis.first_visible(0) / kDecodeBlockN * kDecodeBlockN;
-  return end > begin ? (end - begin + kDecodeBlockN - 1) / kDecodeBlockN : 0;
+  const int bn = decode_block_n(static_cast<int>(dtype_bytes(p.types.kv)));
+  const int end = vis.rows_end(p.q_lens[s]), begin = vis.first_visible(0) / bn * bn;
+  return end > begin ? (end - begin + bn - 1) / bn : 0;
 }
 
 double decode_split_time_us(const DecodeSplitCost& c, int splits) {
@@ -368,7 +370,7 @@ UnifiedLaunchPlan decode_launch_plan(const AttentionProblem& p, const UnifiedKno
   lp.path = UnifiedPath::decode_3d;
   lp.warps = decode_warps(p.head_size);
   lp.block_m = kDecodeRowsPerCta;
-  lp.block_n = kDecodeBlockN;
+  lp.block_n = decode_block_n(static_cast<int>(dtype_bytes(p.types.kv)));
   lp.m_tiles = decode_row_tiles(p);
   const DecodeSplitCost cost = decode_split_cost(p, num_sms);
   const int forced = knobs.splits_3d;

@@ -110,14 +110,15 @@ constexpr bool wide_kv_tma(int block_size) { return block_size % 64 == 0; }
 // has 8 warps to hide the latency of its dependent mma / softmax chain at no extra K/V bytes.
 constexpr int kDecodeRowsPerCta = 16;
 constexpr int kDecodeKeyWarps = 4;
-constexpr int kDecodeBlockN = 16 * kDecodeKeyWarps;
 constexpr int kDecodeStages = 3;  // cp.async ring slots of K and V tiles
+// Keys per K/V tile: 64 of 16-bit codes, 128 of 8-bit ones (the same bytes; each key warp takes twice the keys, so
+// the loop's fixed costs, its barriers and softmax reductions, are paid once per as many bytes).
+constexpr int decode_block_n(int kv_bytes = 2) { return 16 * kDecodeKeyWarps * 2 / kv_bytes; }
 constexpr int decode_d_split(int head_size) { return head_size >= 128 ? 2 : 1; }
 constexpr int decode_warps(int head_size) { return kDecodeKeyWarps * decode_d_split(head_size); }
-// Q + the K/V ring (tiles of kv_bytes-wide codes) + with an 8-bit cache, the K and V tile widened to 16 bits.
+// Q + the K/V ring.
 constexpr int decode_smem_bytes(int head_size, int kv_bytes = 2) {
-  return kDecodeRowsPerCta * head_size * 2 + kDecodeStages * 2 * kDecodeBlockN * head_size * kv_bytes +
-         (kv_bytes == 1 ? 2 * kDecodeBlockN * head_size * 2 : 0);
+  return kDecodeRowsPerCta * head_size * 2 + kDecodeStages * 2 * decode_block_n(kv_bytes) * head_size * kv_bytes;
 }
 constexpr int kMaxSplits = 128;
 // Resident 3D CTAs per SM by shared memory (d64 50 KB: 4, d128 100 KB: 2, d256 200 KB: 1); the split heuristic
@@ -189,9 +190,12 @@ constexpr double kDecodeMergeLevelUs = 2.0;        // per merge level: fence, at
 constexpr double kDecodeMergeBytesPerUs = 1.0e5;   // one CTA's read of the partials (L2)
 // A CTA's K/V rate: the 64 KB (d128) or 128 KB (d256) of its two tiles in flight, less the d256 tile's longer
 // dependent mma chain (sweep: d128 ~40 KB/us, d256 ~31 KB/us per CTA).
-constexpr double decode_cta_bytes_per_us(int head_size) { return head_size >= 256 ? 3.1e4 : 4.0e4; }
+// An 8-bit cache's tile, as many bytes and twice the keys, costs more issue: its rate is a guess until swept.
+constexpr double decode_cta_bytes_per_us(int head_size, int kv_bytes = 2) {
+  return (head_size >= 256 ? 3.1e4 : 4.0e4) * (kv_bytes == 1 ? 0.6 : 1.0);
+}
 DecodeSplitCost decode_split_cost(const AttentionProblem& p, int num_sms);
-// KV tiles (kDecodeBlockN keys, tile-aligned) sequence s's rows see: all of them, or a sliding window's span.
+// KV tiles (decode_block_n keys, tile-aligned) sequence s's rows see: all of them, or a sliding window's span.
 int decode_visible_tiles(const AttentionProblem& p, int s);
 // Modelled time in microseconds of the problem's CTA columns cut into `splits`: the busiest SM streams its share
 // of every column's tiles, and at least one whole split of the longest sequence.

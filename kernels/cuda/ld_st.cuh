@@ -7,7 +7,7 @@
 
 namespace attnbench::cuda::dev {
 
-// st.shared.u32 / st.shared.v2.f32 / st.shared.v4.u32 / ld.shared.v4.u32 at a shared-memory address.
+// st.shared.u32 / st.shared.v2.f32 / st.shared.v4.u32 / ld.shared.v{2,4}.u32 at a shared-memory address.
 __device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
@@ -25,6 +25,11 @@ __device__ __forceinline__ void st_shared_v4(uint32_t addr, uint4 v) {
 __device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
   uint4 v;
   asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr) : "memory");
+  return v;
+}
+__device__ __forceinline__ uint2 ld_shared_v2(uint32_t addr) {
+  uint2 v;
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "r"(addr) : "memory");
   return v;
 }
 }  // namespace attnbench::cuda::dev

@@ -112,4 +112,11 @@ template <int D> __device__ __forceinline__ uint32_t swz(int row, int chunk) {
   return static_cast<uint32_t>(row * (D * 2) + ((chunk ^ (row & 7)) << 4));
 }
 
+// Byte offset of 16-byte chunk `chunk` of row `row` in a [rows][D] 8-bit tile: the low three chunk bits XORed with
+// row % 8, so the 8 rows an ldmatrix phase reads sit in 8 different bank groups.
+template <int D> __device__ __forceinline__ uint32_t swz8(int row, int chunk) {
+  static_assert(D % 128 == 0, "rows must span at least 8 chunks of 16 codes");
+  return static_cast<uint32_t>(row * D + ((chunk ^ (row & 7)) << 4));
+}
+
 }  // namespace attnbench::cuda::dev

@@ -13,7 +13,7 @@ namespace attnbench::cuda::dev {
 // physical blocks the block table gives them: fetch() reads the table entries of a tile, load() issues the tile's
 // cp.async from the entries fetched. A pipeline fetches a tile ahead, so no cp.async waits on a table read.
 // Tokens at or past kv_len are zero-filled and read no table entry past the sequence's. 16-bit rows land swizzled
-// (swz); 8-bit codes land as plain [BN][D] bytes, widened into the swizzled layout later (widen_kv_tile).
+// (swz), 8-bit codes as swizzled [BN][D] bytes (swz8).
 template <typename T, int D, int BN, int NT>
 struct KvTileRows {
   static constexpr int kElems = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte chunk
@@ -44,7 +44,12 @@ struct KvTileRows {
       const int64_t off = valid ? device::paged_offset(blk[i], pd.pos(tok).offset, p.kv_stride_block,
                                                        p.kv_stride_token) + head_off
                                 : 0;
-      const uint32_t dst = sizeof(T) == 1 ? static_cast<uint32_t>(row(i) * D + ch * 16) : swz<D>(row(i), ch);
+      uint32_t dst;
+      if constexpr (sizeof(T) == 1) {
+        dst = swz8<D>(row(i), ch);
+      } else {
+        dst = swz<D>(row(i), ch);
+      }
       cp_async_16(sk + dst, k + off, valid);
       cp_async_16(sv + dst, v + off, valid);
     }
