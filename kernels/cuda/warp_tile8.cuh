@@ -42,54 +42,73 @@ __device__ __forceinline__ void load_q_frags8(uint32_t (&qf)[D / 16][4], uint32_
 }
 
 // s[NT8][4] = Q (fp16 fragments, load_q_frags8) * K^T for keys [krow0, krow0 + 8 * NT8) of the 8-bit K tile (swz8).
-// One ldmatrix.x4 (two key octets x two k-steps) feeds four mma.
+// One ldmatrix.x4 (two key octets x two k-steps) feeds four mma. The next k-step pair's fragments are loaded before
+// the current pair's mma (the asm keeps program order, so the load's latency would otherwise sit on the chain), and
+// the mma walk every accumulator before returning to one.
 template <DType KV, int D, int NT8>
 __device__ __forceinline__ void qk_tile8(float (&s)[NT8][4], const uint32_t (&qf)[D / 16][4], uint32_t sk, int krow0,
                                          int lane) {
   static_assert(NT8 % 2 == 0 && D % 32 == 0, "keys come in pairs of n8 tiles, k-steps in pairs");
+  constexpr int NP = NT8 / 2, KP = D / 32;  // key pairs of octets; k-step pairs
 #pragma unroll
   for (int n = 0; n < NT8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
   const int m = lane / 8;  // the matrix this lane addresses: key octet m % 2, k-step m / 2 of the pair
+  auto load = [&](uint32_t (&b)[NP][4], int kp) {  // [np][key octet 0, 1 of k-step 2 kp, then of 2 kp + 1]
 #pragma unroll
-  for (int ks = 0; ks < D / 16; ks += 2) {
+    for (int np = 0; np < NP; ++np)
+      ldmatrix_x4(b[np], sk + swz8<D>(krow0 + np * 16 + (m % 2) * 8 + lane % 8, 2 * kp + m / 2));
+  };
+  uint32_t b[2][NP][4];
+  load(b[0], 0);
 #pragma unroll
-    for (int np = 0; np < NT8 / 2; ++np) {
-      uint32_t b[4];  // [key octet 0, 1 of k-step ks], then of ks + 1
-      ldmatrix_x4(b, sk + swz8<D>(krow0 + np * 16 + (m % 2) * 8 + lane % 8, ks + m / 2));
+  for (int kp = 0; kp < KP; ++kp) {
+    if (kp + 1 < KP) load(b[(kp + 1) % 2], kp + 1);
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
-        mma_16816<DType::f16>(s[2 * np + i % 2], qf[ks + i / 2], widen2<DType::f16, KV>(b[i]),
-                              widen2<DType::f16, KV>(b[i] >> 16));
-    }
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int np = 0; np < NP; ++np)
+#pragma unroll
+        for (int oct = 0; oct < 2; ++oct) {
+          const uint32_t r = b[kp % 2][np][2 * h + oct];
+          mma_16816<DType::f16>(s[2 * np + oct], qf[2 * kp + h], widen2<DType::f16, KV>(r),
+                                widen2<DType::f16, KV>(r >> 16));
+        }
   }
 }
 
 // o (16 x DS, columns by o_col8) += P (16 x 8*NT8 probabilities, rounded to fp16) * V for keys [vrow0, vrow0 + 8 *
 // NT8) and dims [16 c16, 16 c16 + DS) of the 8-bit V tile (swz8). One ldmatrix.x4.trans (two key octets x two
-// 16-dim chunks) feeds four mma: per chunk, the even dims' n8 tile and the odd dims'.
+// 16-dim chunks) feeds four mma: per chunk, the even dims' n8 tile and the odd dims'. Loads run one step ahead, as
+// in qk_tile8.
 template <DType KV, int D, int NT8, int DS = D>
 __device__ __forceinline__ void pv_tile8(float (&o)[DS / 8][4], const float (&s)[NT8][4], uint32_t sv, int vrow0,
                                          int lane, int c16 = 0) {
   static_assert(DS % 32 == 0, "dims come in pairs of 16-dim chunks");
+  constexpr int CP = DS / 32, STEPS = NT8 / 2 * CP;  // chunk pairs; (k-step, chunk pair) steps
   const int m = lane / 8;  // key octet m % 2, chunk m / 2 of the pair
+  // Bytes of a register: (key 2j, dim 2n), (2j, 2n + 1), (2j + 1, 2n), (2j + 1, 2n + 1).
+  auto load = [&](uint32_t (&b)[4], int step) {
+    const int kk = step / CP, cp = step % CP;
+    ldmatrix_x4_trans(b, sv + swz8<D>(vrow0 + kk * 16 + (m % 2) * 8 + lane % 8, c16 + 2 * cp + m / 2));
+  };
+  uint32_t b[2][4];
+  load(b[0], 0);
 #pragma unroll
-  for (int kk = 0; kk < NT8 / 2; ++kk) {
+  for (int step = 0; step < STEPS; ++step) {
+    if (step + 1 < STEPS) load(b[(step + 1) % 2], step + 1);
+    const int kk = step / CP, cp = step % CP;
     const uint32_t a[4] = {pack2<DType::f16>(s[2 * kk][0], s[2 * kk][1]),
                            pack2<DType::f16>(s[2 * kk][2], s[2 * kk][3]),
                            pack2<DType::f16>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
                            pack2<DType::f16>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
-    for (int cp = 0; cp < DS / 32; ++cp) {
-      uint32_t b[4];  // bytes: (key 2j, dim 2n), (2j, 2n + 1), (2j + 1, 2n), (2j + 1, 2n + 1)
-      ldmatrix_x4_trans(b, sv + swz8<D>(vrow0 + kk * 16 + (m % 2) * 8 + lane % 8, c16 + 2 * cp + m / 2));
+    for (int h = 0; h < 2; ++h) {    // chunk 2 cp + h
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {    // chunk 2 cp + h
-#pragma unroll
-        for (int odd = 0; odd < 2; ++odd) {
-          const uint32_t sel = odd ? 0x3131u : 0x2020u;  // the even (odd) dim's two keys into the low half
-          mma_16816<DType::f16>(o[2 * (2 * cp + h) + odd], a, widen2<DType::f16, KV>(__byte_perm(b[2 * h], 0, sel)),
-                                widen2<DType::f16, KV>(__byte_perm(b[2 * h + 1], 0, sel)));
-        }
+      for (int odd = 0; odd < 2; ++odd) {
+        const uint32_t sel = odd ? 0x3131u : 0x2020u;  // the even (odd) dim's two keys into the low half
+        const uint32_t* r = b[step % 2];
+        mma_16816<DType::f16>(o[2 * (2 * cp + h) + odd], a, widen2<DType::f16, KV>(__byte_perm(r[2 * h], 0, sel)),
+                              widen2<DType::f16, KV>(__byte_perm(r[2 * h + 1], 0, sel)));
       }
     }
   }
