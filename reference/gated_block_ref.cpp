@@ -49,11 +49,15 @@ void norm_rope(float* x, int d, bool norm, const std::vector<float>& w, float of
   }
 }
 
-int visible_keys(const GatedGeometry& g, const GatedOptions& o, int64_t row) {
-  return o.is_causal ? static_cast<int>(row % g.seqlen()) + 1 : g.seqlen();
-}
-
 }  // namespace
+
+std::pair<int, int> gated_visible_keys(const GatedGeometry& g, const GatedOptions& o, int64_t row) {
+  const int s = static_cast<int>(row % g.seqlen()), S = g.seqlen();
+  int end = o.is_causal ? s + 1 : S;
+  if (o.window_right >= 0) end = std::min(end, s + 1 + o.window_right);
+  const int first = o.window_left >= 0 ? std::max(0, s - o.window_left) : 0;
+  return {first, std::min(end, S)};
+}
 
 double gated_block_ref_flops(const GatedGeometry& g, const GatedOptions& o, const std::vector<int64_t>& rows) {
   std::vector<int> keys(g.batch(), 0);
@@ -61,9 +65,9 @@ double gated_block_ref_flops(const GatedGeometry& g, const GatedOptions& o, cons
   const double dm = g.d_model(), aw = static_cast<double>(g.attn_width());
   for (int64_t r : rows) {
     const int b = static_cast<int>(r / g.seqlen());
-    const int k = visible_keys(g, o, r);
-    keys[b] = std::max(keys[b], k);
-    per_row += 2.0 * dm * 2.0 * aw + 4.0 * k * aw + 2.0 * aw * dm;
+    const auto [first, end] = gated_visible_keys(g, o, r);
+    keys[b] = std::max(keys[b], end);
+    per_row += 2.0 * dm * 2.0 * aw + 4.0 * std::max(0, end - first) * aw + 2.0 * aw * dm;
   }
   double kv = 0;
   for (int k : keys) kv += 2.0 * k * dm * 2.0 * g.h_kv() * g.d_head();
@@ -101,7 +105,7 @@ void gated_block(const GatedGeometry& g, const GatedOptions& o, const GatedRefIn
 
   // K, V of the keys each batch element's rows see: [keys, h_kv * d], K normed and rotated.
   std::vector<int> keys(g.batch(), 0);
-  for (int64_t r : rows) keys[r / S] = std::max(keys[r / S], visible_keys(g, o, r));
+  for (int64_t r : rows) keys[r / S] = std::max(keys[r / S], gated_visible_keys(g, o, r).second);
   std::vector<RowMat> K(g.batch()), V(g.batch());
   std::vector<std::pair<int, int>> chunks;  // (batch, first token)
   for (int b = 0; b < g.batch(); ++b) {
@@ -147,21 +151,22 @@ void gated_block(const GatedGeometry& g, const GatedOptions& o, const GatedRefIn
     const int64_t r = task / hkv;
     const int kvh = static_cast<int>(task % hkv);
     const int b = static_cast<int>(rows[r] / S);
-    const int end = visible_keys(g, o, rows[r]);
+    const auto [first, end] = gated_visible_keys(g, o, rows[r]);
+    const int n = std::max(0, end - first);  // a row that sees no key outputs 0
     RowMat qg(group, d);
     for (int j = 0; j < group; ++j) qg.row(j) = q.block(r, static_cast<int64_t>(kvh * group + j) * d, 1, d);
-    RowMat s = qg * K[b].block(0, static_cast<int64_t>(kvh) * d, end, d).transpose();
+    RowMat s = qg * K[b].block(first, static_cast<int64_t>(kvh) * d, n, d).transpose();
     for (int j = 0; j < group; ++j) {
       float m = -std::numeric_limits<float>::infinity();
-      for (int k = 0; k < end; ++k) m = std::max(m, s(j, k) * scale);
+      for (int k = 0; k < n; ++k) m = std::max(m, s(j, k) * scale);
       double sum = 0;
-      for (int k = 0; k < end; ++k) {
+      for (int k = 0; k < n; ++k) {
         s(j, k) = std::exp(s(j, k) * scale - m);
         sum += s(j, k);
       }
       s.row(j) /= static_cast<float>(sum);
     }
-    const RowMat oh = s * V[b].block(0, static_cast<int64_t>(kvh) * d, end, d);
+    const RowMat oh = n > 0 ? RowMat(s * V[b].block(first, static_cast<int64_t>(kvh) * d, n, d)) : RowMat::Zero(group, d);
     for (int j = 0; j < group; ++j) {
       const int64_t c0 = static_cast<int64_t>(kvh * group + j) * d;
       for (int i = 0; i < d; ++i) og(r, c0 + i) = oh(j, i) / (1.f + std::exp(-gate(r, c0 + i)));

@@ -26,10 +26,19 @@ GatedGeometry gated_geometry(const GatedShape& s, DType dtype) {
   return GatedGeometry(d);
 }
 
+namespace {
+// The shape's fields that change the math: mask, window and norm.
+void set_shape_options(const GatedShape& s, GatedOptions& o) {
+  o.is_causal = s.causal;
+  o.window_left = s.window_left;
+  o.window_right = s.window_right;
+  o.qk_norm = s.qk_norm;
+}
+}  // namespace
+
 GatedOptions gated_options(const GatedShape& s, const KnobValues& knobs) {
   GatedOptions o = gated_options_from_knobs(knobs);
-  o.is_causal = s.causal;
-  o.qk_norm = s.qk_norm;
+  set_shape_options(s, o);
   return o;
 }
 
@@ -86,7 +95,8 @@ std::vector<int64_t> gated_check_rows(const GatedGeometry& g, const GatedOptions
   for (int64_t t = 0; t < T; ++t) all[t] = t;
   const double aw = static_cast<double>(g.attn_width()), dm = g.d_model();
   auto row_cost = [&](int64_t r) {
-    const double keys = o.is_causal ? static_cast<double>(r % S + 1) : S;
+    const auto [first, end] = reference::gated_visible_keys(g, o, r);
+    const double keys = std::max(0, end - first);
     return 4.0 * dm * aw + 4.0 * keys * aw + 2.0 * aw * dm;
   };
   double full = 0;
@@ -218,6 +228,8 @@ class GatedCase final : public OpCase {
     nlohmann::json d = {{"batch", shape_.batch}, {"seqlen", shape_.seqlen},  {"d_model", shape_.d_model},
                         {"h_q", shape_.h_q},     {"h_kv", shape_.h_kv},      {"d_head", shape_.d_head},
                         {"rope_dim", shape_.rope_dim}, {"qk_norm", shape_.qk_norm}, {"causal", shape_.causal}};
+    if (shape_.window_left >= 0) d["window_left"] = shape_.window_left;
+    if (shape_.window_right >= 0) d["window_right"] = shape_.window_right;
     if (geom_) {
       d["n_qkvg"] = geom_->n_qkvg();
       d["scale"] = shape_options().softmax_scale(shape_.d_head);
@@ -291,11 +303,10 @@ class GatedCase final : public OpCase {
   }
 
  private:
-  // What changes the math (the reference's view): the shape's mask and norm; defaults for the rest.
+  // What changes the math (the reference's view): the shape's mask, window and norm; defaults for the rest.
   GatedOptions shape_options() const {
     GatedOptions o;
-    o.is_causal = shape_.causal;
-    o.qk_norm = shape_.qk_norm;
+    set_shape_options(shape_, o);
     return o;
   }
 

@@ -33,6 +33,7 @@ std::string ShapeCase::describe() const {
     const auto& g = gated;
     os << "d_model " << g.d_model << " h " << g.h_q << "/" << g.h_kv << " d" << g.d_head << " S" << g.seqlen
        << (g.causal ? " causal" : " full");
+    if (g.window_left >= 0 || g.window_right >= 0) os << " window " << g.window_left << "/" << g.window_right;
   }
   return os.str();
 }
@@ -47,7 +48,8 @@ const std::set<std::string> kAttentionKeys = [] {
   return k;
 }();
 const std::set<std::string> kGatedKeys = {"name", "batch",  "seqlen",  "d_model", "h_q",    "h_kv",
-                                          "d_head", "rope_dim", "qk_norm", "causal", "dtypes"};
+                                          "d_head", "rope_dim", "qk_norm", "causal", "dtypes", "window_left",
+                                          "window_right"};
 
 // Names the place of an error: "FILE: shape #i 'name': field 'f'".
 struct Where {
@@ -199,6 +201,8 @@ GatedShape parse_gated(const json& s, const Where& w) {
   g.rope_dim = get_int(s, "rope_dim", w, kMaxWidth, 0);
   if (s.contains("qk_norm")) g.qk_norm = get_bool(s, "qk_norm", w);
   if (s.contains("causal")) g.causal = get_bool(s, "causal", w);
+  if (s.contains("window_left")) g.window_left = get_int(s, "window_left", w, kMaxLength, -1);
+  if (s.contains("window_right")) g.window_right = get_int(s, "window_right", w, kMaxLength, -1);
   if (g.h_q % g.h_kv != 0) w.fail("h_kv", "h_q " + std::to_string(g.h_q) + " is not a multiple of h_kv " + std::to_string(g.h_kv));
   if (g.rope_dim > g.d_head || g.rope_dim % 2 != 0)
     w.fail("rope_dim", "must be even and <= d_head, got " + std::to_string(g.rope_dim));

@@ -15,6 +15,7 @@ const char* op_name(Op op);
 struct GatedShape {
   int batch = 1, seqlen = 0, d_model = 0, h_q = 0, h_kv = 0, d_head = 0, rope_dim = 0;
   bool qk_norm = true, causal = true;
+  int window_left = -1, window_right = -1;  // GatedOptions' sliding window
 };
 
 struct ShapeCase {

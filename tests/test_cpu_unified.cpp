@@ -185,6 +185,33 @@ TEST(CpuUnified, DecodeLongKvUsesSplits) {
   }
 }
 
+// A NaN in a Q row reaches that row's output on the split path too (the merge keeps a NaN split rather than
+// dropping it as empty), and no other row.
+TEST(CpuUnified, ANanQueryRowStaysNanAcrossSplits) {
+  for (int splits : {1, 5}) {
+    const AttentionProblem p = make_problem({1, 1}, {2000, 900}, 8, 2, 128);
+    HostInputs in = build_inputs(p, 11, BlockOrder::shuffled);
+    in.q.halves()[(1 * p.heads + 3) * p.head_size + 17] = 0x7FC0;  // token 1, head 3
+    CpuUnifiedOptions opts;
+    opts.splits = splits;
+    auto kernel = make_cpu_unified(opts);
+    const auto plan = kernel->plan(p, KnobValues::resolve({}, false));
+    AttentionParams params = in.params();
+    std::vector<uint16_t> out(static_cast<std::size_t>(p.total_q()) * p.heads * p.head_size, kPoison);
+    std::vector<float> ws((plan->workspace_bytes + sizeof(float) - 1) / sizeof(float), 0.f);
+    params.out = out.data();
+    params.workspace = ws.empty() ? nullptr : ws.data();
+    kernel->run(*plan, params, nullptr);
+    EXPECT_EQ(splits_of(plan->summary), splits) << plan->summary;
+    for (int64_t t = 0; t < p.total_q(); ++t)
+      for (int h = 0; h < p.heads; ++h) {
+        int nan = 0;
+        for (int c = 0; c < p.head_size; ++c) nan += std::isnan(bf16_to_float(out[(t * p.heads + h) * p.head_size + c]));
+        EXPECT_EQ(nan, t == 1 && h == 3 ? p.head_size : 0) << plan->summary << " token " << t << " head " << h;
+      }
+  }
+}
+
 TEST(CpuUnified, DecodeGroupsAndHeadSizes) {
   expect_matches(make_problem({1, 1}, {700, 129}, 32, 32, 64), "decode");                 // group 1
   expect_matches(make_problem({1, 1}, {700, 129}, 28, 4, 128, DType::f16), "decode");     // group 7

@@ -40,6 +40,28 @@ TEST(CudaSplitModel, PicksTheSweepsFastestSplits) {
   EXPECT_LE(2 * d256_b1, 132);
 }
 
+// The features rows of the same sweep (kernels/NOTES.md, features v6; µs at auto before the refit / the best):
+// a features kernel's CTA streams slower, so columns that fill the SMs once still gain a second CTA per SM.
+TEST(CudaSplitModel, PicksTheFeatureSweepsFastestSplits) {
+  AttentionProblem mistral = uniform(8, 1, 32768, 32, 8, 128);
+  mistral.features.window_left = 4096;
+  EXPECT_EQ(model_splits(mistral), 4);  // 2: 45.4, 4: 42.6
+  AttentionProblem gptoss = uniform(16, 1, 8192, 64, 8, 64);
+  gptoss.features.sinks.assign(64, 2.f);
+  EXPECT_EQ(model_splits(gptoss), 2);  // 1: 89.2, 2: 68.5
+  AttentionProblem gemma = uniform(8, 1, 8192, 16, 8, 256);
+  gemma.features.softcap = 50.f, gemma.features.window_left = 4096;
+  EXPECT_EQ(model_splits(gemma), 2);  // 72.7; 4: 83.5
+  AttentionProblem fp8 = uniform(64, 1, 8192, 32, 8, 128);
+  fp8.types.kv = DType::e4m3;
+  EXPECT_EQ(model_splits(fp8), 1);  // 338.3; 2: 349.1
+  fp8 = uniform(1, 1, 32768, 32, 8, 128);
+  fp8.types.kv = DType::e4m3;
+  const int fp8_b1 = model_splits(fp8);  // 16: 35.8, 32: 34.6, 64: 42.9
+  EXPECT_GE(fp8_b1, 16);
+  EXPECT_LE(fp8_b1, 32);
+}
+
 TEST(CudaSplitModel, TimeFollowsTheBusiestSm) {
   const DecodeSplitCost c = decode_split_cost(uniform(8, 1, 4096, 32, 8, 128), 132);
   EXPECT_EQ(c.ctas_per_sm, 2);
@@ -72,6 +94,25 @@ TEST(CudaSplitModel, EightBitTilesHoldTwiceTheKeysInTheSameBytes) {
   EXPECT_EQ(make_unified_launch_plan(p, knobs(), 132).block_n, 128);
   p.features.window_left = 1000;  // keys [3095, 4096) from tile 24 of 128 keys: 8 tiles
   EXPECT_EQ(decode_visible_tiles(p, 0), 8);
+}
+
+// A split count whose last split of the longest column gets no tile is never chosen: 33 splits of 256 tiles (8
+// each) would model faster than 32 through a fractional mean, and the kernel would launch an idle CTA per column.
+TEST(CudaSplitModel, NoChosenSplitIsEmpty) {
+  EXPECT_TRUE(decode_splits_leave_one_empty(256, 33));
+  EXPECT_FALSE(decode_splits_leave_one_empty(256, 32));
+  EXPECT_FALSE(decode_splits_leave_one_empty(256, 1));
+  EXPECT_FALSE(decode_splits_leave_one_empty(7, 4));  // 2 + 2 + 2 + 1
+  EXPECT_TRUE(decode_splits_leave_one_empty(6, 4));   // 2 + 2 + 2 + 0
+  for (DType kv : {DType::bf16, DType::e4m3})
+    for (int kv_len : {4096, 9000, 32768, 100000})
+      for (int batch : {1, 2, 8}) {
+        AttentionProblem p = uniform(batch, 1, kv_len, 32, 8, 128);
+        p.types.kv = kv;
+        const DecodeSplitCost c = decode_split_cost(p, 132);
+        EXPECT_FALSE(decode_splits_leave_one_empty(c.n_tiles, decode_splits(c)))
+            << "B" << batch << " kv" << kv_len << " " << dtype_name(kv) << ": " << decode_splits(c) << " splits";
+      }
 }
 
 TEST(CudaSplitModel, RaggedBatchesSplitByTheirTotalWork) {

@@ -69,6 +69,13 @@ TEST(GatedOptions, InvalidValuesAndLayoutNames) {
   o.attn_scale = 0.f;
   o.norm_weight_offset = INFINITY;
   EXPECT_EQ(decline_field([&] { validate_gated_options(o); }), "norm_weight_offset");
+  o.norm_weight_offset = 0.f;
+  o.window_left = -2;
+  EXPECT_EQ(decline_field([&] { validate_gated_options(o); }), "window_left");
+  o.window_left = 0;
+  o.window_right = -3;
+  EXPECT_EQ(decline_field([&] { validate_gated_options(o); }), "window_right");
+  o.window_right = -1;
   EXPECT_EQ(decline_field([] { parse_q_gate_layout("rows"); }), "q_gate_layout");
   EXPECT_EQ(parse_q_gate_layout("interleaved"), QGateLayout::interleaved);
   EXPECT_FLOAT_EQ(GatedOptions{}.softmax_scale(64), 0.125f);
@@ -247,6 +254,9 @@ TEST(GatedWork, ModelCountsBothProjectionsAndTheVisibleSdpa) {
   const WorkModel causal = gated_block_work(g, plain_options(true));
   EXPECT_DOUBLE_EQ(causal.flops, 2 * T * dm * (N + aw) + 4.0 * (T * (T + 1) / 2) * 4 * 64);
   EXPECT_DOUBLE_EQ(full.bytes, 2 * (T * dm + N * dm + dm * aw + 2 * T * 16 + 2 * 64 + T * dm));
+  GatedOptions windowed = plain_options(true);
+  windowed.window_left = 9;  // rows 0..8 see s + 1 keys, the other 91 see 10
+  EXPECT_DOUBLE_EQ(gated_block_work(g, windowed).flops, 2 * T * dm * (N + aw) + 4.0 * (45 + 91 * 10) * 4 * 64);
 }
 
 // The harness's gate over every row, with the gated block's tolerance rule.
@@ -302,6 +312,34 @@ INSTANTIATE_TEST_SUITE_P(
                       CpuCase{1, 100, true, DType::bf16, QGateLayout::flat, true, 0.f, true, true},
                       CpuCase{2, 48, false, DType::f16, QGateLayout::interleaved, true, 1.f, true, true},
                       CpuCase{2, 64, true, DType::bf16, QGateLayout::flat, false, 0.f, false, true}));
+
+// A sliding window reaches the block's SDPA: causal with a left window, and a two-sided window without causal,
+// fused and not, pass the gate; the same output fails it against the reference of a window one key wider (a
+// planted off-by-one) and of no window.
+TEST(CpuGatedBlock, SlidingWindowPassesTheGateAndAWindowOffByOneFailsIt) {
+  struct W {
+    bool causal;
+    int left, right;
+    bool fused;
+  };
+  for (const W w : {W{true, 16, -1, false}, W{true, 7, -1, true}, W{false, 20, 5, false}, W{false, 0, 30, true}}) {
+    const GatedGeometry g(small_dims(96, 2));
+    GatedOptions o = plain_options(w.causal);
+    o.window_left = w.left, o.window_right = w.right;
+    o.fuse_gate = o.fuse_norm_rope = w.fused;
+    auto block = make_cpu_gated_block()->create(g, o, knobs());
+    const CpuRun r = run_cpu(g, *block, QGateLayout::flat);
+    const std::string what = "window " + std::to_string(w.left) + "/" + std::to_string(w.right);
+    const GateResult gr = compare_with_reference(g, o, r);
+    EXPECT_TRUE(gr.passed) << what << ": " << gate_failure_reason(gr);
+    GatedOptions wider = o;
+    wider.window_left += 1;
+    EXPECT_FALSE(compare_with_reference(g, wider, r).passed) << what << ": passes a window one key wider";
+    GatedOptions none = o;
+    none.window_left = none.window_right = -1;
+    EXPECT_FALSE(compare_with_reference(g, none, r).passed) << what << ": passes without the window";
+  }
+}
 
 // fuse_norm_rope moves Q's norm + RoPE into cpu.unified's Q load: the same fp32 math and the same single rounding
 // as the separate pass, so the block's output is bit-identical; with the prologue reading a wrong weight (a

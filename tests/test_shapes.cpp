@@ -196,6 +196,15 @@ TEST(Shapes, GatedBlockFields) {
   expect_error(R"({"op": "gated_block", "shapes": [{"name": "s", "seqlen": 8, "d_model": 64, "h_q": 4, "h_kv": 2,
                    "d_head": 16, "rope_dim": 7}]})",
                {"field 'rope_dim'"});
+  expect_error(R"({"op": "gated_block", "shapes": [{"name": "s", "seqlen": 8, "d_model": 64, "h_q": 4, "h_kv": 2,
+                   "d_head": 16, "rope_dim": 8, "window_left": -2}]})",
+               {"'s'", "field 'window_left'", "must be >= -1, got -2"});
+  const auto c = load_shape_file(write_tmp(R"({"op": "gated_block", "shapes": [{"name": "s", "seqlen": 8,
+      "d_model": 64, "h_q": 4, "h_kv": 2, "d_head": 16, "rope_dim": 8, "window_left": 3, "window_right": 0}]})"));
+  ASSERT_FALSE(c.empty());
+  EXPECT_EQ(c[0].gated.window_left, 3);
+  EXPECT_EQ(c[0].gated.window_right, 0);
+  EXPECT_NE(c[0].describe().find("window 3/0"), std::string::npos) << c[0].describe();
 }
 
 TEST(Shapes, ADirectoryIsAUsageErrorNamingIt) {

@@ -45,6 +45,10 @@ void validate_gated_options(const GatedOptions& o) {
   if (!std::isfinite(o.attn_scale) || o.attn_scale < 0.f)
     throw GatedDecline("attn_scale", "must be finite and >= 0 (0 = d_head^-0.5)");
   if (!std::isfinite(o.norm_weight_offset)) throw GatedDecline("norm_weight_offset", "must be finite");
+  if (o.window_left < -1)
+    throw GatedDecline("window_left", "must be -1 (unbounded) or >= 0, got " + std::to_string(o.window_left));
+  if (o.window_right < -1)
+    throw GatedDecline("window_right", "must be -1 (unbounded) or >= 0, got " + std::to_string(o.window_right));
 }
 
 GatedColumns gated_columns(const GatedGeometry& g, QGateLayout layout) {
@@ -102,6 +106,8 @@ AttentionProblem gated_sdpa_problem(const GatedGeometry& g, const GatedOptions& 
   p.causal = o.is_causal;  // square attention: bottom-right and top-left alignment coincide
   p.scale = o.softmax_scale(g.d_head());
   p.types = AttentionTypes::all(g.dtype());
+  p.features.window_left = o.window_left;
+  p.features.window_right = o.window_right;
   p.fusion.output_gate = o.fuse_gate;
   p.fusion.q_norm = gated_fuses_norm_rope(g, o) && o.qk_norm;
   p.fusion.q_rope_dim = gated_fuses_norm_rope(g, o) ? g.rope_dim() : 0;

@@ -12,11 +12,12 @@ namespace attnbench::cpu {
 
 // e^x for x <= 0 (every caller subtracts a running max). Cephes expf polynomial, ~1 ulp. |x| is clamped to 87 on
 // the integer bits (a float compare there becomes a branch); e^-87 ~ 1e-38 stands in for 0, which no softmax
-// weight can notice.
+// weight can notice. A NaN argument gives NaN (set on the result's bits), so a NaN score reaches the output.
 inline float fast_exp(float x) {
   int32_t ix;
   std::memcpy(&ix, &x, 4);
   ix &= 0x7fffffff;
+  const int32_t nan = -static_cast<int32_t>(ix > 0x7f800000) & 0x7fc00000;
   ix = ix < 0x42ae0000 ? ix : 0x42ae0000;  // 0x42ae0000 = 87.0f
   std::memcpy(&x, &ix, 4);
   x = -x;
@@ -33,7 +34,12 @@ inline float fast_exp(float x) {
   const int32_t bits = (n + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, 4);
-  return e * scale;
+  float y = e * scale;
+  int32_t iy;
+  std::memcpy(&iy, &y, 4);
+  iy |= nan;
+  std::memcpy(&y, &iy, 4);
+  return y;
 }
 
 // keep ? v : +0, as a bit mask (v may be NaN where keep is false).

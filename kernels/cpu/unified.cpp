@@ -345,13 +345,13 @@ void combine(const AttentionParams& p, const CpuPlan& pl, const Scratch& sc, int
   const std::size_t slot0 = (static_cast<std::size_t>(token) * p.heads + h) * S;
   float mx = kNegInf;
   for (int k = 0; k < S; ++k)
-    if (w.ml[(slot0 + k) * 2 + 1] > 0.f) mx = std::max(mx, w.ml[(slot0 + k) * 2]);
+    if (w.ml[(slot0 + k) * 2 + 1] != 0.f) mx = std::max(mx, w.ml[(slot0 + k) * 2]);
   float* o = sc.acc;
   std::fill(o, o + d, 0.f);
   float total = 0.f;
   for (int k = 0; k < S; ++k) {
     const float l = w.ml[(slot0 + k) * 2 + 1];
-    if (!(l > 0.f)) continue;  // an empty split (past the sequence, or fully masked)
+    if (l == 0.f) continue;  // an empty split (past the sequence, or fully masked); a NaN one is merged
     const float wk = fast_exp(w.ml[(slot0 + k) * 2] - mx);
     total += wk * l;
     const float* a = w.acc + (slot0 + k) * d;

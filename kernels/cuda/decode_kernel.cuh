@@ -42,11 +42,15 @@ struct DecodeTile {
   static constexpr int kQBytes = kBM * D * 2;
   static constexpr int kTileBytes = kBN * D * KVB;  // one K (V) tile of the ring
   static constexpr int kPipeBytes = kStages * 2 * kTileBytes;
-  static constexpr int kOPitch = D + 4;  // fp32 merge buffer row pitch (breaks bank alignment of rows)
+  // fp32 merge buffer row pitch: rows off bank alignment, so a warp's store (8 rows x 4 quad lanes) is at most
+  // 2-way conflicted; 16-bit columns step by 2 per quad lane, 8-bit ones (o_col8) by 4.
+  static constexpr int kOPitch = D + (KVB == 1 ? 2 : 4);
   static constexpr int kMergeBytes = kKeyWarps * kBM * kOPitch * 4 + 2 * kKeyWarps * kBM * 4;
   static_assert(kMergeBytes <= kPipeBytes, "the merge buffer reuses the pipeline stages");
   static constexpr int kSmemBytes = kQBytes + kPipeBytes;
   static_assert(kSmemBytes == decode_smem_bytes(D, KVB), "the host's occupancy model sizes the same buffers");
+  static_assert(decode_ctas_per_sm(D, KVB) * (kSmemBytes + 1024) <= 228 * 1024,
+                "the CTAs per SM the launch bounds ask for fit the SM's shared memory (1 KB reserved per CTA)");
 };
 
 namespace dev {
@@ -222,7 +226,8 @@ __global__ void __launch_bounds__(DecodeTile<D>::kThreads, decode_ctas_per_sm(D,
 #pragma unroll
   for (int w = 0; w < KW; ++w) {
     const float mw = sm[w * BM + row];
-    if (mw != -INFINITY) lsum += sl[w * BM + row] * exp2_approx((mw - mx) * c);
+    // An empty slice has l == 0; a NaN score left m at -inf and l NaN, which must reach the output.
+    if (sl[w * BM + row] != 0.f) lsum += sl[w * BM + row] * exp2_approx((mw - mx) * c);
   }
   const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
   const int token = q_start + (row_ok ? pr / group : 0);
@@ -235,7 +240,8 @@ __global__ void __launch_bounds__(DecodeTile<D>::kThreads, decode_ctas_per_sm(D,
     for (int w = 0; w < KW; ++w) v += so[(w * BM + row) * Tile::kOPitch + col0 + i];
     acc[i] = v * inv;
   }
-  float lse2 = lsum > 0.f ? mx * c + __log2f(lsum) : -INFINITY;  // base 2, the row's (merged) scores
+  // Base 2, the row's (merged) scores; -inf only for a row that saw no key, so a NaN reaches the merge.
+  float lse2 = lsum == 0.f ? -INFINITY : mx * c + __log2f(lsum);
   if (splits > 1) {
     // Publish, then merge by groups of splits (decode_merge.cuh); the CTA that merges last writes the output.
     const SplitSlots<D> w(p, splits, merge_group, seq * gridDim.y + blockIdx.y);

@@ -75,7 +75,7 @@ __device__ float merge_slots(const SplitSlots<D>& w, int first, int count, int s
   if (grow < 0) return -INFINITY;
   const float* my_lse = s_lse + row * count;
   float lmax = -INFINITY;
-  for (int k = 0; k < count; ++k) lmax = fmaxf(lmax, my_lse[k]);
+  for (int k = 0; k < count; ++k) lmax = isnan(my_lse[k]) || my_lse[k] > lmax ? my_lse[k] : lmax;  // NaN sticks
   if (lmax == -INFINITY) return -INFINITY;
   constexpr int kVec = KC / 4;
   constexpr int kBatch = kVec >= 4 ? 4 : 8;
@@ -107,7 +107,7 @@ __device__ float merge_slots(const SplitSlots<D>& w, int first, int count, int s
   const float winv = wsum > 0.f ? 1.f / wsum : 0.f;
 #pragma unroll
   for (int i = 0; i < KC; ++i) acc[i] *= winv;
-  return wsum > 0.f ? lmax + __log2f(wsum) : -INFINITY;
+  return lmax + __log2f(wsum);  // wsum >= 1 (the largest slot's weight) unless NaN
 }
 
 }  // namespace attnbench::cuda::dev

@@ -170,7 +170,7 @@ DecodeSplitCost decode_split_cost(const AttentionProblem& p, int num_sms) {
   c.tile_bytes = 2.0 * decode_block_n(kvb) * p.head_size * kvb;
   const int rows = std::min<int64_t>(static_cast<int64_t>(p.max_seqlen_q()) * p.group_size(), kDecodeRowsPerCta);
   c.partial_bytes = 4.0 * rows * p.head_size;
-  c.cta_bytes_per_us = decode_cta_bytes_per_us(p.head_size, kvb);
+  c.cta_bytes_per_us = decode_cta_bytes_per_us(p.head_size, kvb, runs_features(p));
   c.row_tiles = decode_row_tiles(p);
   c.ctas_unsplit = static_cast<int64_t>(p.num_seqs()) * p.kv_heads * c.row_tiles;
   for (int s = 0; s < p.num_seqs(); ++s) {
@@ -226,11 +226,12 @@ int decode_splits(const DecodeSplitCost& c) {
   std::vector<double> t(max_splits + 1);
   double best = 0;
   for (int s = 1; s <= max_splits; ++s) {
+    if (decode_splits_leave_one_empty(c.n_tiles, s)) continue;
     t[s] = decode_split_time_us(c, s);
     if (s == 1 || t[s] < best) best = t[s];
   }
   for (int s = 1; s <= max_splits; ++s)
-    if (t[s] <= 1.01 * best) return s;
+    if (!decode_splits_leave_one_empty(c.n_tiles, s) && t[s] <= 1.01 * best) return s;
   return 1;
 }
 

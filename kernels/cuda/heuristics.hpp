@@ -105,7 +105,7 @@ int64_t wide_pack_cost(const AttentionProblem& p, int block_m, int pack);
 int wide_pack(const AttentionProblem& p, int block_m, const UnifiedKnobs& knobs);
 // Wide K/V by TMA when a 64-token box never crosses a page (block_size % 64 == 0), else a cp.async gather.
 constexpr bool wide_kv_tma(int block_size) { return block_size % 64 == 0; }
-// 3D decode: 16 packed (query token x group head) rows per CTA; 4 key warps each take 16 keys of a 64-key tile,
+// 3D decode: 16 packed (query token x group head) rows per CTA; 4 key warps each take a quarter of a K/V tile,
 // and at d >= 128 two warps share each key slice, one per half of the head (P.V and O split by columns), so a CTA
 // has 8 warps to hide the latency of its dependent mma / softmax chain at no extra K/V bytes.
 constexpr int kDecodeRowsPerCta = 16;
@@ -160,8 +160,8 @@ bool wide_persistent(const AttentionProblem& p, const UnifiedKnobs& knobs);
 int wide_persistent_ctas(int64_t work_tiles, int num_sms);
 
 // Shapes the CUDA kernels serve: head_size 64/128/256, block_size a multiple of 16, Q and O in one of fp16/bf16,
-// K/V in it or (d128 only) 8-bit e4m3/e5m2 codes; every attention feature on every kernel, the 8-bit caches on the
-// narrow and decode kernels (an 8-bit prefill runs narrow; forcing the wide kernel on one is a decline).
+// K/V in it or (d128 only) 8-bit e4m3/e5m2 codes; every attention feature on every kernel, the 8-bit caches on
+// every kernel but the wide one at pages of other than a multiple of 64 tokens (its TMA landing; a forced decline).
 Support unified_supports(const AttentionProblem& p);
 
 // The dispatcher's choice. Decode (max_seqlen_q == 1) and short-q/long-KV problems whose packed rows
@@ -176,7 +176,7 @@ UnifiedPath choose_path(const AttentionProblem& p);
 struct DecodeSplitCost {
   int sms = kDefaultSmCount;
   int ctas_per_sm = 2;          // resident slots per SM (decode_ctas_per_sm)
-  double tile_bytes = 0;        // K + V bytes of one 64-key tile of one kv head
+  double tile_bytes = 0;        // K + V bytes of one tile (decode_block_n keys) of one kv head
   double partial_bytes = 0;     // one split's published partial: packed rows x head_size x 4
   double cta_bytes_per_us = 0;  // one CTA's streaming rate (decode_cta_bytes_per_us)
   int row_tiles = 1;            // CTAs reading the same K/V (decode_row_tiles)
@@ -188,11 +188,15 @@ constexpr double kDecodeReadBytesPerUs = 4.4e6;    // the H200's streaming read,
 constexpr double kDecodeCtaFixedUs = 4.0;          // per wave
 constexpr double kDecodeMergeLevelUs = 2.0;        // per merge level: fence, atomic, LSE reads (call 4)
 constexpr double kDecodeMergeBytesPerUs = 1.0e5;   // one CTA's read of the partials (L2)
-// A CTA's K/V rate: the 64 KB (d128) or 128 KB (d256) of its two tiles in flight, less the d256 tile's longer
-// dependent mma chain (sweep: d128 ~40 KB/us, d256 ~31 KB/us per CTA).
-// An 8-bit cache's tile, as many bytes and twice the keys, costs more issue: its rate is a guess until swept.
-constexpr double decode_cta_bytes_per_us(int head_size, int kv_bytes = 2) {
-  return (head_size >= 256 ? 3.1e4 : 4.0e4) * (kv_bytes == 1 ? 0.6 : 1.0);
+// A CTA's K/V rate, set by the bytes of its two tiles in flight (32 KB at d64, 64 KB at d128, 128 KB at d256) and
+// its dependent mma / softmax chain per tile. Sweeps (kernels/NOTES.md, decode v2; features v6): the 16-bit d128
+// kernel ~40 KB/us; with features (the score mods, 128 registers) 26; d64 (features) 25; d256 31; an 8-bit cache's
+// tile (twice the keys in the bytes) 17.
+constexpr double decode_cta_bytes_per_us(int head_size, int kv_bytes = 2, bool features = false) {
+  if (kv_bytes == 1) return 1.7e4;
+  if (head_size >= 256) return 3.1e4;
+  if (head_size <= 64) return 2.5e4;
+  return features ? 2.6e4 : 4.0e4;
 }
 DecodeSplitCost decode_split_cost(const AttentionProblem& p, int num_sms);
 // KV tiles (decode_block_n keys, tile-aligned) sequence s's rows see: all of them, or a sliding window's span.
@@ -200,8 +204,14 @@ int decode_visible_tiles(const AttentionProblem& p, int s);
 // Modelled time in microseconds of the problem's CTA columns cut into `splits`: the busiest SM streams its share
 // of every column's tiles, and at least one whole split of the longest sequence.
 double decode_split_time_us(const DecodeSplitCost& c, int splits);
-// The split count of least modelled time, 1..min(kMaxSplits, n_tiles); the fewest splits within 1% of the best
-// (a split adds partial writes and merge work the model counts only roughly).
+// The kernel cuts a column's n_tiles into splits of ceil(n_tiles / splits): some counts leave the last split
+// nothing (256 tiles in 33 splits of 8), a CTA that costs its launch and merge and streams no bytes.
+constexpr bool decode_splits_leave_one_empty(int n_tiles, int splits) {
+  return splits > 1 && static_cast<int64_t>(splits - 1) * ((n_tiles + splits - 1) / splits) >= n_tiles;
+}
+// The split count of least modelled time, 1..min(kMaxSplits, n_tiles), among those whose longest column leaves no
+// split empty; the fewest splits within 1% of the best (a split adds partial writes and merge work the model
+// counts only roughly).
 int decode_splits(const DecodeSplitCost& c);
 
 // recommend_graph_replay: decode yes, max_seqlen_q <= 768 yes, longer no, never while the caller is

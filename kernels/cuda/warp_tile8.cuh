@@ -15,9 +15,12 @@
 namespace attnbench::cuda::dev {
 
 // fp32 -> fp16 within its finite range: a bf16 Q beyond 65504 saturates rather than turning the scores into NaN.
-__device__ __forceinline__ uint32_t pack2_f16_sat(float lo, float hi) {
+__device__ __forceinline__ float f16_saturate(float x) {
   constexpr float kMax = 65504.f;
-  return pack2<DType::f16>(fminf(fmaxf(lo, -kMax), kMax), fminf(fmaxf(hi, -kMax), kMax));
+  return isnan(x) ? x : fminf(fmaxf(x, -kMax), kMax);  // fminf/fmaxf would turn a NaN into -65504
+}
+__device__ __forceinline__ uint32_t pack2_f16_sat(float lo, float hi) {
+  return pack2<DType::f16>(f16_saturate(lo), f16_saturate(hi));
 }
 
 // Q fragments (A operand, rows [row0, row0 + 16) x D of the swizzled DT tile at sq) in fp16, k permuted as above.

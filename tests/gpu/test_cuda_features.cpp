@@ -170,5 +170,41 @@ TEST(CudaFeatures, EightBitCachesWithTheirScales) {
   std::printf("  %d 8-bit cache runs\n", runs);
 }
 
+// The 8-bit kernels round Q to fp16 for their mma: a bf16 Q beyond fp16's range saturates (its row stays finite),
+// and a NaN stays NaN (its row is not finite), whichever the decode or prefill kernel.
+TEST(CudaFeatures, EightBitPathsSaturateQButKeepItsNan) {
+  for (const PathCase& pc : path_cases(128)) {
+    if (pc.knobs.count("ATTNBENCH_SM90_PATH") && pc.shape.block_size % 64 != 0) continue;
+    AttentionProblem p = problem_of(pc.shape, DType::bf16);
+    p.types.kv = DType::e4m3;
+    p.features.k_scale = p.features.v_scale = 0.0625f;
+    DeviceCase c(p, pc.knobs, 7500);
+    const int64_t stride = static_cast<int64_t>(p.heads) * p.head_size;
+    uint16_t* q = c.host.q.halves();
+    q[0 * stride + 0 * p.head_size + 5] = 0x7FC0;                        // token 0, head 0: NaN
+    q[0 * stride + 1 * p.head_size + 9] = float_to_half(1e5f, DType::bf16);  // token 0, head 1: past 65504
+    c.q.upload(q, c.host.q.bytes());
+    cuda::Stream stream;
+    c.poison();
+    c.run(stream.get());
+    stream.synchronize();
+    std::vector<uint16_t> out(c.out_elems());
+    c.out.download(out.data(), out.size() * 2);
+    int64_t nan_row = 0, big_row = 0, other = 0;
+    for (int64_t t = 0; t < p.total_q(); ++t)
+      for (int h = 0; h < p.heads; ++h)
+        for (int d = 0; d < p.head_size; ++d) {
+          const bool finite = std::isfinite(half_to_float(out[c.out_index(t, h, d)], DType::bf16));
+          if (t == 0 && h == 0) nan_row += !finite;
+          else if (t == 0 && h == 1) big_row += !finite;
+          else other += !finite;
+        }
+    const std::string what = pc.shape.name + (pc.knobs.empty() ? "" : " " + pc.knobs.begin()->second);
+    EXPECT_EQ(nan_row, p.head_size) << what << ": a NaN in Q must reach its row";
+    EXPECT_EQ(big_row, 0) << what << ": a bf16 Q past 65504 saturates";
+    EXPECT_EQ(other, 0) << what;
+  }
+}
+
 }  // namespace
 }  // namespace attnbench::gputest

@@ -72,5 +72,43 @@ TEST(CudaGatedBlock, BothFusionsPassTheGateAndMatchTheUnfusedBlock) {
   }
 }
 
+// A sliding window through the block (the SDPA's window feature, so the wide kernel's features path): causal with
+// a left window and two-sided without causal, fused and not, pass the gate; against the reference of a window one
+// key wider the same output fails.
+TEST(CudaGatedBlock, SlidingWindowPassesTheGateAndAWindowOffByOneFailsIt) {
+  struct W {
+    bool causal;
+    int left, right;
+    bool fused;
+  };
+  const KnobValues knobs = KnobValues::resolve({}, false);
+  const GatedGeometry g(gated_test_dims(2, 256, 8, 2, 128, 32, DType::bf16));
+  const GatedHostInputs in = build_gated_inputs(g, 37);
+  std::vector<int64_t> rows(g.tokens());
+  std::iota(rows.begin(), rows.end(), 0);
+  for (const W w : {W{true, 100, -1, false}, W{true, 33, -1, true}, W{false, 40, 70, false}, W{false, 0, 90, true}}) {
+    GatedOptions o;
+    o.is_causal = w.causal;
+    o.window_left = w.left, o.window_right = w.right;
+    o.fuse_gate = o.fuse_norm_rope = w.fused;
+    std::vector<float> ref(rows.size() * g.d_model());
+    reference::gated_block(g, o, in.ref(), rows, ref.data());
+    const Tolerance tol = gated_tolerance(default_tolerance(g.dtype()), ref.data(), ref.size());
+    const GatedGpuRun r = run_gated_block(*make_cuda_gated_block(), g, o, in, knobs);
+    const GateResult gr =
+        gate_rows(r.out.data(), static_cast<int64_t>(r.out.size()), g.dtype(), g.d_model(), rows, ref.data(), tol);
+    std::printf("  gated window %d/%d causal=%d fused=%d max_abs=%.3g atol=%.3g [%s]\n", w.left, w.right, w.causal,
+                w.fused, gr.max_abs, tol.atol, r.summary.c_str());
+    EXPECT_TRUE(gr.passed) << gate_failure_reason(gr);
+    GatedOptions wider = o;
+    wider.window_left += 1;
+    reference::gated_block(g, wider, in.ref(), rows, ref.data());
+    EXPECT_FALSE(
+        gate_rows(r.out.data(), static_cast<int64_t>(r.out.size()), g.dtype(), g.d_model(), rows, ref.data(), tol)
+            .passed)
+        << "window " << w.left << "/" << w.right << " passes a window one key wider";
+  }
+}
+
 }  // namespace
 }  // namespace attnbench

@@ -38,7 +38,7 @@ ATTNBENCH_HD_INLINE float merge_waves(const A& a, const float* o_m, const float*
       v += o_m[(wv * kDecodeRows + row) * DecodeTile<D>::kMergePitch + col0 + i] * f[wv];
     out_row[i] = v * inv;
   }
-  return lsum > 0.f ? mx * c + a.log2(lsum) : kNegInf;
+  return lsum == 0.f ? kNegInf : mx * c + a.log2(lsum);  // a NaN row's LSE stays NaN for the combine
 }
 
 // The merge area (aliasing K/V): each wave's unnormalised O rows, then its m and l per row.
@@ -128,7 +128,10 @@ ATTNBENCH_HD void combine_block(const A& a, const AttentionParams& p, int splits
   const float* ws = static_cast<const float*>(p.workspace);
   const float* ws_o = ws + decode_lse_floats(splits, rows_total);
   float lmax = kNegInf;
-  for (int s = 0; s < splits; ++s) lmax = max2(lmax, ws[s * rows_total + grow]);
+  for (int s = 0; s < splits; ++s) {
+    const float x = ws[s * rows_total + grow];
+    lmax = x != x || x > lmax ? x : lmax;  // a NaN split sticks: its row's output is NaN
+  }
   if (lmax == kNegInf) lmax = 0.f;
   float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}, wsum = 0.f;
   for (int s = 0; s < splits; ++s) {

@@ -75,9 +75,13 @@ struct GatedOptions {
   bool fuse_gate = false;       // O * sigmoid(GATE) inside the SDPA epilogue (AttentionProblem::output_gate)
   bool fuse_norm_rope = false;  // Q's norm + RoPE inside the SDPA's Q load (AttentionProblem::q_norm, q_rope_dim);
                                 // K's stay a separate pass over the h_kv heads
+  // Sliding window (the attention features' rule, AttentionFeatures): query s of a sequence sees key j iff
+  // s - window_left <= j <= s + window_right, -1 unbounded; with is_causal, j <= s as well.
+  int window_left = -1, window_right = -1;
   float softmax_scale(int d_head) const;
 };
-// Option values a block never accepts (scale or offset not finite, scale < 0). Throws GatedDecline.
+// Option values a block never accepts (scale or offset not finite, scale < 0, a window bound below -1). Throws
+// GatedDecline.
 void validate_gated_options(const GatedOptions& o);
 // The options the gated block's knobs choose (ATTNBENCH_GATED_FUSE_GATE, ATTNBENCH_GATED_FUSE_NORM_ROPE,
 // ATTNBENCH_GATED_QGATE_LAYOUT), the rest at their defaults: the caller sets what its shape fixes.

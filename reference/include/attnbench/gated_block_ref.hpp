@@ -3,6 +3,7 @@
 // can see, Q, GATE and out only the requested rows. No GPU headers.
 #pragma once
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "attnbench/gated_block.hpp"
@@ -25,8 +26,13 @@ struct GatedRefInputs {
   const uint16_t* w_o = nullptr;
 };
 
+// The keys [first, end) flat token `row` (b * S + s) sees: the reference's own statement of the block's mask
+// (is_causal, window_left, window_right around s), kept apart from the kernels' rule.
+std::pair<int, int> gated_visible_keys(const GatedGeometry& g, const GatedOptions& o, int64_t row);
+
 // out: rows.size() * d_model floats, row r the output of flat token rows[r] (b * S + s). Uses the options'
-// is_causal, qk_norm, norm_weight_offset and attn_scale (layout and fusion do not change the math).
+// is_causal, window_left, window_right, qk_norm, norm_weight_offset and attn_scale (layout and fusion do not
+// change the math).
 // Multi-threaded (OpenMP); throws std::out_of_range for a row outside [0, B * S).
 void gated_block(const GatedGeometry& g, const GatedOptions& o, const GatedRefInputs& in,
                  const std::vector<int64_t>& rows, float* out);
