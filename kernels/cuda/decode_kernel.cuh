@@ -1,8 +1,8 @@
 // 3D split-KV decode: one CTA per (KV split, kv head x row tile, sequence). The query rows of a whole GQA group
 // (q_len x group, packed token-major) form the 16 M rows of mma.sync, so each K/V byte is read once per row tile.
-// 4 key warps each take a quarter of a K/V tile (16 keys of 64, or of an 8-bit cache 32 of 128; their own
-// online-softmax state, merged through shared memory at the end), and at d >= 128 a second warp per key slice
-// takes the other half of the head's columns of P.V; tiles stream through a 3-stage cp.async pipeline (every
+// Key warps each take a slice of a K/V tile (4 x 16 keys of 64, or of an 8-bit cache 8 x 16 of 128; their own
+// online-softmax state, merged through shared memory at the end), and with a 16-bit cache at d >= 128 a second warp
+// per key slice takes the other half of the head's columns of P.V; tiles stream through a 3-stage cp.async pipeline (every
 // stage in flight while a tile is awaited) whose block-table reads run a tile ahead. With one split the CTA writes
 // the output; otherwise it writes a base-2 LSE and a normalised fp32 partial, and the splits are merged in the
 // same launch by the last CTAs to arrive, in groups (decode_merge.cuh; no separate combine kernel). The output
@@ -29,9 +29,9 @@ namespace attnbench::cuda {
 
 template <int D, int KVB = 2>  // KVB: bytes of a K/V element in the cache
 struct DecodeTile {
-  static constexpr int kKeyWarps = kDecodeKeyWarps;
-  static constexpr int kDSplit = decode_d_split(D);
-  static constexpr int kWarps = decode_warps(D);
+  static constexpr int kKeyWarps = decode_key_warps(KVB);
+  static constexpr int kDSplit = decode_d_split(D, KVB);
+  static constexpr int kWarps = decode_warps(D, KVB);
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kDS = D / kDSplit;  // O columns per warp
   static constexpr int kBM = kDecodeRowsPerCta;
@@ -57,14 +57,15 @@ namespace dev {
 
 // At least the CTAs per SM that shared memory allows: the host's split model fills that many slots per SM.
 template <DType DT, int D, DType KV, bool F>
-__global__ void __launch_bounds__(DecodeTile<D>::kThreads, decode_ctas_per_sm(D, static_cast<int>(dtype_bytes(KV))))
+__global__ void __launch_bounds__(DecodeTile<D, static_cast<int>(dtype_bytes(KV))>::kThreads,
+                                  decode_ctas_per_sm(D, static_cast<int>(dtype_bytes(KV))))
     decode_kernel(const __grid_constant__ AttentionParams p, int splits, int merge_group) {
   using T = typename StorageOf<DT>::type;
   using TK = typename StorageOf<KV>::type;
   constexpr bool kWiden = sizeof(TK) == 1;
   static_assert(F || !kWiden, "an 8-bit cache has scales: a features instance");
   using Tile = DecodeTile<D, sizeof(TK)>;
-  static_assert(!kWiden || Tile::kQInRegs, "8-bit fragments pair with Q held in registers");
+  static_assert(!kWiden || Tile::kQInRegs, "load_q_frags8 fills a register array of D / 16 fragments");
   constexpr int BM = Tile::kBM, BN = Tile::kBN, NT = Tile::kThreads, S = Tile::kStages, KPW = Tile::kKeysPerWarp;
   extern __shared__ __align__(128) unsigned char smem[];
 
@@ -145,7 +146,12 @@ __global__ void __launch_bounds__(DecodeTile<D>::kThreads, decode_ctas_per_sm(D,
     cp_async_wait<S - 1>();
     __syncthreads();  // tile t (and Q) visible
     if constexpr (kWiden) {
-      if (j == 0) load_q_frags8<DT, D>(qf, sq, 0, lane);
+      if (j == 0) {  // the Q tile becomes the image of its fp16 fragments (every warp's are the same)
+        load_q_frags8<DT, D>(qf, sq, 0, lane);
+        __syncthreads();
+        if (warp == 0) store_q_frags8<D>(sq, qf, lane);
+        __syncthreads();
+      }
     } else if constexpr (Tile::kQInRegs) {
       if (j == 0) load_q_frags<D>(qf, sq, 0, lane);
     }
@@ -154,7 +160,7 @@ __global__ void __launch_bounds__(DecodeTile<D>::kThreads, decode_ctas_per_sm(D,
 
     float s[KPW / 8][4];
     if constexpr (kWiden) {
-      qk_tile8<KV, D, KPW / 8>(s, qf, sk, kw * KPW, lane);
+      qk_tile8<KV, D, KPW / 8>(s, sq, sk, kw * KPW, lane);
     } else {
       qk_tile<DT, D, KPW / 8, Tile::kQInRegs>(s, qf, sq, 0, sk, kw * KPW, lane);
     }

@@ -369,7 +369,7 @@ UnifiedLaunchPlan narrow_launch_plan(const AttentionProblem& p, const UnifiedKno
 UnifiedLaunchPlan decode_launch_plan(const AttentionProblem& p, const UnifiedKnobs& knobs, int num_sms) {
   UnifiedLaunchPlan lp;
   lp.path = UnifiedPath::decode_3d;
-  lp.warps = decode_warps(p.head_size);
+  lp.warps = decode_warps(p.head_size, static_cast<int>(dtype_bytes(p.types.kv)));
   lp.block_m = kDecodeRowsPerCta;
   lp.block_n = decode_block_n(static_cast<int>(dtype_bytes(p.types.kv)));
   lp.m_tiles = decode_row_tiles(p);

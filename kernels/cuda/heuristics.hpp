@@ -105,17 +105,21 @@ int64_t wide_pack_cost(const AttentionProblem& p, int block_m, int pack);
 int wide_pack(const AttentionProblem& p, int block_m, const UnifiedKnobs& knobs);
 // Wide K/V by TMA when a 64-token box never crosses a page (block_size % 64 == 0), else a cp.async gather.
 constexpr bool wide_kv_tma(int block_size) { return block_size % 64 == 0; }
-// 3D decode: 16 packed (query token x group head) rows per CTA; 4 key warps each take a quarter of a K/V tile,
-// and at d >= 128 two warps share each key slice, one per half of the head (P.V and O split by columns), so a CTA
-// has 8 warps to hide the latency of its dependent mma / softmax chain at no extra K/V bytes.
+// 3D decode: 16 packed (query token x group head) rows per CTA; key warps each take a slice of a K/V tile. A
+// 16-bit cache: 4 key warps, and at d >= 128 two warps share each key slice, one per half of the head (P.V and O
+// split by columns; both compute the slice's scores), so a CTA has 8 warps to hide the latency of its dependent
+// mma / softmax chain at no extra K/V bytes. An 8-bit cache: 8 key warps over the whole head, so no two warps widen
+// and multiply the same K codes (the loop, not HBM, sets that kernel's rate).
 constexpr int kDecodeRowsPerCta = 16;
-constexpr int kDecodeKeyWarps = 4;
 constexpr int kDecodeStages = 3;  // cp.async ring slots of K and V tiles
-// Keys per K/V tile: 64 of 16-bit codes, 128 of 8-bit ones (the same bytes; each key warp takes twice the keys, so
-// the loop's fixed costs, its barriers and softmax reductions, are paid once per as many bytes).
-constexpr int decode_block_n(int kv_bytes = 2) { return 16 * kDecodeKeyWarps * 2 / kv_bytes; }
-constexpr int decode_d_split(int head_size) { return head_size >= 128 ? 2 : 1; }
-constexpr int decode_warps(int head_size) { return kDecodeKeyWarps * decode_d_split(head_size); }
+constexpr int decode_key_warps(int kv_bytes = 2) { return kv_bytes == 1 ? 8 : 4; }
+// Keys per K/V tile: 64 of 16-bit codes, 128 of 8-bit ones (the same bytes, so the loop's fixed costs, its
+// barriers and softmax reductions, are paid once per as many bytes).
+constexpr int decode_block_n(int kv_bytes = 2) { return 128 / kv_bytes; }
+constexpr int decode_d_split(int head_size, int kv_bytes = 2) { return kv_bytes == 2 && head_size >= 128 ? 2 : 1; }
+constexpr int decode_warps(int head_size, int kv_bytes = 2) {
+  return decode_key_warps(kv_bytes) * decode_d_split(head_size, kv_bytes);
+}
 // Q + the K/V ring.
 constexpr int decode_smem_bytes(int head_size, int kv_bytes = 2) {
   return kDecodeRowsPerCta * head_size * 2 + kDecodeStages * 2 * decode_block_n(kv_bytes) * head_size * kv_bytes;

@@ -1,7 +1,7 @@
 // One warp's share of flash attention over an 8-bit K/V tile (e4m3 or e5m2 codes) in shared memory, widened in
 // registers: ldmatrix moves the codes as b16 pairs, one cvt turns two codes into an f16x2 register, and the mma runs
-// in fp16 (every e4m3 and e5m2 value is exact in fp16; the probabilities P gain three bits over bf16). Q is held in
-// fp16 registers in the order the K fragments arrive: within each 16-wide k-step, mma index k = 2c + {0, 1} and
+// in fp16 (every e4m3 and e5m2 value is exact in fp16; the probabilities P gain three bits over bf16). Q's fp16
+// fragments are laid out in the order the K fragments arrive: within each 16-wide k-step, mma index k = 2c + {0, 1} and
 // 2c + 8 + {0, 1} of quad lane c read head dims 4c + {0..3}, the four codes one ldmatrix lane receives. The dot
 // product is a sum, so the permutation changes nothing but the order of the adds. V's fragments come from
 // ldmatrix.trans of the code pairs: one register holds two keys x two adjacent dims, split by a byte permute into
@@ -44,13 +44,26 @@ __device__ __forceinline__ void load_q_frags8(uint32_t (&qf)[D / 16][4], uint32_
   }
 }
 
-// s[NT8][4] = Q (fp16 fragments, load_q_frags8) * K^T for keys [krow0, krow0 + 8 * NT8) of the 8-bit K tile (swz8).
-// One ldmatrix.x4 (two key octets x two k-steps) feeds four mma. The next k-step pair's fragments are loaded before
-// the current pair's mma (the asm keeps program order, so the load's latency would otherwise sit on the chain), and
-// the mma walk every accumulator before returning to one.
+// The Q fragments as an image in shared memory at sqf, [k-step][lane] x 16 bytes (32 D bytes, the size of a 16 x D
+// 16-bit tile): a lane's four registers of a k-step come back in one conflict-free 16-byte load, so they need not
+// stay in registers across the KV loop.
+template <int D>
+__device__ __forceinline__ void store_q_frags8(uint32_t sqf, const uint32_t (&qf)[D / 16][4], int lane) {
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks)
+    st_shared_v4(sqf + (ks * 32 + lane) * 16, make_uint4(qf[ks][0], qf[ks][1], qf[ks][2], qf[ks][3]));
+}
+__device__ __forceinline__ void load_q_frag8(uint32_t (&a)[4], uint32_t sqf, int ks, int lane) {
+  const uint4 v = ld_shared_v4(sqf + (ks * 32 + lane) * 16);
+  a[0] = v.x, a[1] = v.y, a[2] = v.z, a[3] = v.w;
+}
+
+// s[NT8][4] = Q (fp16 fragments, the store_q_frags8 image at sqf) * K^T for keys [krow0, krow0 + 8 * NT8) of the
+// 8-bit K tile (swz8). One ldmatrix.x4 (two key octets x two k-steps) feeds four mma. The next k-step pair's
+// fragments (K and Q) are loaded before the current pair's mma (the asm keeps program order, so the load's latency
+// would otherwise sit on the chain), and the mma walk every accumulator before returning to one.
 template <DType KV, int D, int NT8>
-__device__ __forceinline__ void qk_tile8(float (&s)[NT8][4], const uint32_t (&qf)[D / 16][4], uint32_t sk, int krow0,
-                                         int lane) {
+__device__ __forceinline__ void qk_tile8(float (&s)[NT8][4], uint32_t sqf, uint32_t sk, int krow0, int lane) {
   static_assert(NT8 % 2 == 0 && D % 32 == 0, "keys come in pairs of n8 tiles, k-steps in pairs");
   constexpr int NP = NT8 / 2, KP = D / 32;  // key pairs of octets; k-step pairs
 #pragma unroll
@@ -61,11 +74,17 @@ __device__ __forceinline__ void qk_tile8(float (&s)[NT8][4], const uint32_t (&qf
     for (int np = 0; np < NP; ++np)
       ldmatrix_x4(b[np], sk + swz8<D>(krow0 + np * 16 + (m % 2) * 8 + lane % 8, 2 * kp + m / 2));
   };
-  uint32_t b[2][NP][4];
+  uint32_t b[2][NP][4], a[2][2][4];
   load(b[0], 0);
+  load_q_frag8(a[0][0], sqf, 0, lane);
+  load_q_frag8(a[0][1], sqf, 1, lane);
 #pragma unroll
   for (int kp = 0; kp < KP; ++kp) {
-    if (kp + 1 < KP) load(b[(kp + 1) % 2], kp + 1);
+    if (kp + 1 < KP) {
+      load(b[(kp + 1) % 2], kp + 1);
+      load_q_frag8(a[(kp + 1) % 2][0], sqf, 2 * kp + 2, lane);
+      load_q_frag8(a[(kp + 1) % 2][1], sqf, 2 * kp + 3, lane);
+    }
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -73,7 +92,7 @@ __device__ __forceinline__ void qk_tile8(float (&s)[NT8][4], const uint32_t (&qf
 #pragma unroll
         for (int oct = 0; oct < 2; ++oct) {
           const uint32_t r = b[kp % 2][np][2 * h + oct];
-          mma_16816<DType::f16>(s[2 * np + oct], qf[2 * kp + h], widen2<DType::f16, KV>(r),
+          mma_16816<DType::f16>(s[2 * np + oct], a[kp % 2][h], widen2<DType::f16, KV>(r),
                                 widen2<DType::f16, KV>(r >> 16));
         }
   }
