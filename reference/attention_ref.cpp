@@ -69,7 +69,7 @@ struct Row {
   int64_t out_index;  // position in the caller's row list
   int64_t token;
   int head;
-  int pos;         // the row's key position i' = i + kv_len - q_len
+  int pos;         // the row's key position i' (query_key_position)
   int qi;          // the row's index among its sequence's queries
   int begin, end;  // keys [begin, end) visible
 };
@@ -212,9 +212,9 @@ void paged_attention(const AttentionParams& p, const std::vector<RowId>& request
       const int q_len = cu[s + 1] - cu[s];
       const int kv_len = std::max(0, p.seqused_k[s]);
       const int qi = static_cast<int>(id.token - cu[s]);
-      const int pos = qi + kv_len - q_len;
+      const int pos = query_key_position(qi, q_len, kv_len, p.top_left);
       int end = kv_len, begin = 0;
-      if (p.causal) end = std::clamp(causal_visible_end(qi, q_len, kv_len), 0, kv_len);
+      if (p.causal) end = std::clamp(causal_visible_end(qi, q_len, kv_len, p.top_left), 0, kv_len);
       if (p.features.window_right >= 0) end = std::clamp(pos + p.features.window_right + 1, 0, end);
       if (p.features.window_left >= 0) begin = std::clamp(pos - p.features.window_left, 0, kv_len);
       rows[next[g]++] = Row{r, id.token, id.head, pos, qi, begin, std::max(begin, end)};

@@ -51,21 +51,25 @@ void norm_rope(float* x, int d, bool norm, const std::vector<float>& w, float of
 
 }  // namespace
 
-std::pair<int, int> gated_visible_keys(const GatedGeometry& g, const GatedOptions& o, int64_t row) {
-  const int s = static_cast<int>(row % g.seqlen()), S = g.seqlen();
-  int end = o.is_causal ? s + 1 : S;
-  if (o.window_right >= 0) end = std::min(end, s + 1 + o.window_right);
-  const int first = o.window_left >= 0 ? std::max(0, s - o.window_left) : 0;
-  return {first, std::min(end, S)};
+std::pair<int, int> gated_visible_keys(const GatedGeometry& g, const GatedOptions& o, const int32_t* seq_lens,
+                                       int64_t row) {
+  const int S = g.seqlen(), s = static_cast<int>(row % S);
+  const int kv_len = seq_lens ? seq_lens[row / S] : S;
+  const int pos = o.causal_bottom_right ? s + kv_len - S : s;
+  int end = o.is_causal ? pos + 1 : kv_len;
+  if (o.window_right >= 0) end = std::min(end, pos + 1 + o.window_right);
+  const int first = o.window_left >= 0 ? std::max(0, pos - o.window_left) : 0;
+  return {first, std::clamp(end, 0, kv_len)};
 }
 
-double gated_block_ref_flops(const GatedGeometry& g, const GatedOptions& o, const std::vector<int64_t>& rows) {
+double gated_block_ref_flops(const GatedGeometry& g, const GatedOptions& o, const int32_t* seq_lens,
+                             const std::vector<int64_t>& rows) {
   std::vector<int> keys(g.batch(), 0);
   double per_row = 0;
   const double dm = g.d_model(), aw = static_cast<double>(g.attn_width());
   for (int64_t r : rows) {
     const int b = static_cast<int>(r / g.seqlen());
-    const auto [first, end] = gated_visible_keys(g, o, r);
+    const auto [first, end] = gated_visible_keys(g, o, seq_lens, r);
     keys[b] = std::max(keys[b], end);
     per_row += 2.0 * dm * 2.0 * aw + 4.0 * std::max(0, end - first) * aw + 2.0 * aw * dm;
   }
@@ -80,6 +84,8 @@ void gated_block(const GatedGeometry& g, const GatedOptions& o, const GatedRefIn
   if (!in.h || !in.wq || !in.wgate || !in.wk || !in.wv || !in.w_o || (o.qk_norm && (!in.q_norm_weight || !in.k_norm_weight)) ||
       (g.rope_dim() > 0 && (!in.cos || !in.sin)))
     throw std::invalid_argument("reference::gated_block: a needed input pointer is null");
+  if (const std::string why = gated_seq_lens_conflict(g, in.seq_lens); !why.empty())
+    throw std::invalid_argument("reference::gated_block: " + why);
   const DType dt = g.dtype();
   const int S = g.seqlen(), dm = g.d_model(), hq = g.h_q(), hkv = g.h_kv(), d = g.d_head(), rd = g.rope_dim();
   const int group = hq / hkv;
@@ -105,7 +111,7 @@ void gated_block(const GatedGeometry& g, const GatedOptions& o, const GatedRefIn
 
   // K, V of the keys each batch element's rows see: [keys, h_kv * d], K normed and rotated.
   std::vector<int> keys(g.batch(), 0);
-  for (int64_t r : rows) keys[r / S] = std::max(keys[r / S], gated_visible_keys(g, o, r).second);
+  for (int64_t r : rows) keys[r / S] = std::max(keys[r / S], gated_visible_keys(g, o, in.seq_lens, r).second);
   std::vector<RowMat> K(g.batch()), V(g.batch());
   std::vector<std::pair<int, int>> chunks;  // (batch, first token)
   for (int b = 0; b < g.batch(); ++b) {
@@ -151,8 +157,9 @@ void gated_block(const GatedGeometry& g, const GatedOptions& o, const GatedRefIn
     const int64_t r = task / hkv;
     const int kvh = static_cast<int>(task % hkv);
     const int b = static_cast<int>(rows[r] / S);
-    const auto [first, end] = gated_visible_keys(g, o, rows[r]);
-    const int n = std::max(0, end - first);  // a row that sees no key outputs 0
+    const auto [first_key, end] = gated_visible_keys(g, o, in.seq_lens, rows[r]);
+    const int n = std::max(0, end - first_key);  // a row that sees no key outputs 0
+    const int first = n > 0 ? first_key : 0;
     RowMat qg(group, d);
     for (int j = 0; j < group; ++j) qg.row(j) = q.block(r, static_cast<int64_t>(kvh * group + j) * d, 1, d);
     RowMat s = qg * K[b].block(first, static_cast<int64_t>(kvh) * d, n, d).transpose();

@@ -78,6 +78,7 @@ class AttentionCase final : public OpCase {
                         {"block_size", p_.block_size}, {"causal", p_.causal},         {"batch", p_.num_seqs()},
                         {"max_seqlen_q", p_.max_seqlen_q()}, {"max_seqlen_k", p_.max_seqlen_k()},
                         {"scale", p_.softmax_scale()}};
+    if (p_.top_left) d["causal_bottom_right"] = false;
     if (p_.features.any()) d["features"] = features_json(p_.features);
     bool uniform = true;
     nlohmann::json seq = nlohmann::json::array();

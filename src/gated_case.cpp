@@ -27,9 +27,10 @@ GatedGeometry gated_geometry(const GatedShape& s, DType dtype) {
 }
 
 namespace {
-// The shape's fields that change the math: mask, window and norm.
+// The shape's fields that change the math: mask, alignment, window and norm.
 void set_shape_options(const GatedShape& s, GatedOptions& o) {
   o.is_causal = s.causal;
+  o.causal_bottom_right = s.causal_bottom_right;
   o.window_left = s.window_left;
   o.window_right = s.window_right;
   o.qk_norm = s.qk_norm;
@@ -54,6 +55,7 @@ reference::GatedRefInputs GatedHostInputs::ref() const {
   r.cos = cos.empty() ? nullptr : cos.data();
   r.sin = sin.empty() ? nullptr : sin.data();
   r.w_o = w_o.data();
+  r.seq_lens = seq_lens.empty() ? nullptr : seq_lens.data();
   return r;
 }
 
@@ -87,15 +89,15 @@ GatedHostInputs build_gated_inputs(const GatedGeometry& g, uint64_t seed) {
   return in;
 }
 
-std::vector<int64_t> gated_check_rows(const GatedGeometry& g, const GatedOptions& o, double budget_flops,
-                                      uint64_t seed) {
+std::vector<int64_t> gated_check_rows(const GatedGeometry& g, const GatedOptions& o, const int32_t* seq_lens,
+                                      double budget_flops, uint64_t seed) {
   const int64_t T = g.tokens();
   const int S = g.seqlen();
   std::vector<int64_t> all(T);
   for (int64_t t = 0; t < T; ++t) all[t] = t;
   const double aw = static_cast<double>(g.attn_width()), dm = g.d_model();
   auto row_cost = [&](int64_t r) {
-    const auto [first, end] = reference::gated_visible_keys(g, o, r);
+    const auto [first, end] = reference::gated_visible_keys(g, o, seq_lens, r);
     const double keys = std::max(0, end - first);
     return 4.0 * dm * aw + 4.0 * keys * aw + 2.0 * aw * dm;
   };
@@ -155,7 +157,8 @@ class GatedBound final : public BoundKernel {
         h_(dev, data.in.h.size() * 2), w_(dev, w_qkvg.size() * 2), qn_(dev, data.in.q_norm_weight.size() * 2),
         kn_(dev, data.in.k_norm_weight.size() * 2), cos_(dev, data.in.cos.size() * 2),
         sin_(dev, data.in.sin.size() * 2), wo_(dev, data.in.w_o.size() * 2),
-        out_(dev, static_cast<std::size_t>(g_.tokens()) * g_.d_model() * 2), ws_(dev, block_->workspace_size()) {
+        out_(dev, static_cast<std::size_t>(g_.tokens()) * g_.d_model() * 2), ws_(dev, block_->workspace_size()),
+        lens_(dev, data.in.seq_lens.size() * sizeof(int32_t)) {
     dev.upload(h_.data(), data.in.h.data(), h_.bytes());
     dev.upload(w_.data(), w_qkvg.data(), w_.bytes());
     dev.upload(qn_.data(), data.in.q_norm_weight.data(), qn_.bytes());
@@ -163,6 +166,7 @@ class GatedBound final : public BoundKernel {
     if (cos_.bytes()) dev.upload(cos_.data(), data.in.cos.data(), cos_.bytes());
     if (sin_.bytes()) dev.upload(sin_.data(), data.in.sin.data(), sin_.bytes());
     dev.upload(wo_.data(), data.in.w_o.data(), wo_.bytes());
+    if (lens_.bytes()) dev.upload(lens_.data(), data.in.seq_lens.data(), lens_.bytes());
     dev.poison(out_.data(), out_.bytes());
     dev.poison(ws_.data(), ws_.bytes());  // every intermediate must be written before it is read
     block_->prepare_workspace(ws_.data(), dev.stream());
@@ -177,6 +181,7 @@ class GatedBound final : public BoundKernel {
     prm_.w_o = wo_.data();
     prm_.out = out_.data();
     prm_.workspace = ws_.data();
+    prm_.seq_lens = lens_.bytes() ? static_cast<const int32_t*>(lens_.data()) : nullptr;
     plan_summary = block_->summary();
     if (is_gpu(dev.backend())) graph_recommended = true;  // a fixed launch sequence, nothing on the host
   }
@@ -205,7 +210,7 @@ class GatedBound final : public BoundKernel {
   Device& dev_;
   const GatedData& data_;
   const GatedGeometry& g_;
-  Buffer h_, w_, qn_, kn_, cos_, sin_, wo_, out_, ws_;
+  Buffer h_, w_, qn_, kn_, cos_, sin_, wo_, out_, ws_, lens_;
   GatedBlockParams prm_;
 };
 
@@ -221,7 +226,7 @@ class GatedCase final : public OpCase {
 
   WorkModel work() const override {
     if (!geom_) return {};
-    return gated_block_work(*geom_, shape_options());
+    return gated_block_work(*geom_, shape_options(), shape_.seq_lens);
   }
 
   nlohmann::json dims() const override {
@@ -230,6 +235,8 @@ class GatedCase final : public OpCase {
                         {"rope_dim", shape_.rope_dim}, {"qk_norm", shape_.qk_norm}, {"causal", shape_.causal}};
     if (shape_.window_left >= 0) d["window_left"] = shape_.window_left;
     if (shape_.window_right >= 0) d["window_right"] = shape_.window_right;
+    if (!shape_.causal_bottom_right) d["causal_bottom_right"] = false;
+    if (!shape_.seq_lens.empty()) d["seq_lens"] = shape_.seq_lens;
     if (geom_) {
       d["n_qkvg"] = geom_->n_qkvg();
       d["scale"] = shape_options().softmax_scale(shape_.d_head);
@@ -288,8 +295,10 @@ class GatedCase final : public OpCase {
     if (!data_) {
       data_ = std::make_unique<GatedData>();
       data_->in = build_gated_inputs(*geom_, settings_.seed);
+      data_->in.seq_lens.assign(shape_.seq_lens.begin(), shape_.seq_lens.end());
       if (settings_.gate) {
-        data_->rows = gated_check_rows(*geom_, shape_options(), settings_.reference_gflop * 1e9, settings_.seed);
+        data_->rows = gated_check_rows(*geom_, shape_options(), data_->in.ref().seq_lens, settings_.reference_gflop * 1e9,
+                                       settings_.seed);
         data_->ref.resize(data_->rows.size() * geom_->d_model());
         reference::gated_block(*geom_, shape_options(), data_->in.ref(), data_->rows, data_->ref.data());
       }

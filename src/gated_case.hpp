@@ -13,14 +13,16 @@
 namespace attnbench {
 
 GatedGeometry gated_geometry(const GatedShape& s, DType dtype);  // throws GatedDecline
-// The shape's causal and qk_norm, and the knobs ATTNBENCH_GATED_FUSE_GATE, _FUSE_NORM_ROPE, _QGATE_LAYOUT.
+// The shape's causal, alignment, window and qk_norm, and the knobs ATTNBENCH_GATED_FUSE_GATE, _FUSE_NORM_ROPE, _QGATE_LAYOUT.
 GatedOptions gated_options(const GatedShape& s, const KnobValues& knobs);
 
 // Seeded host inputs (16-bit halves of the dtype): h ~ N(0, 1); Wq, Wgate, Wk, Wv ~ N(0, 1/d_model);
 // W_o ~ N(0, 1/(h_q d)); norm weights 1 + N(0, 0.1^2); cos, sin of rotate-half RoPE at positions 0..S-1 of each
 // sequence, inverse frequencies 10000^(-2i/rope_dim), i < rope_dim/2, the angle repeated over both halves.
+// seq_lens: the shape's, empty for none (the builder leaves it empty).
 struct GatedHostInputs {
   std::vector<uint16_t> h, wq, wgate, wk, wv, q_norm_weight, k_norm_weight, cos, sin, w_o;
+  std::vector<int32_t> seq_lens;
   reference::GatedRefInputs ref() const;
 };
 GatedHostInputs build_gated_inputs(const GatedGeometry& g, uint64_t seed);
@@ -29,8 +31,8 @@ GatedHostInputs build_gated_inputs(const GatedGeometry& g, uint64_t seed);
 // budget_flops; else the first and last row of each sequence, both sides of the 64- and 128-row tile
 // boundaries at the start and the end of each sequence, and seeded random rows until the budget is spent
 // (at least 16 rows). Sorted, unique.
-std::vector<int64_t> gated_check_rows(const GatedGeometry& g, const GatedOptions& o, double budget_flops,
-                                      uint64_t seed);
+std::vector<int64_t> gated_check_rows(const GatedGeometry& g, const GatedOptions& o, const int32_t* seq_lens,
+                                      double budget_flops, uint64_t seed);
 
 // The tolerance rule of the gated block: atol = base.atol * max(1, rms(ref)) (outputs of larger magnitude get the
 // same relative slack on max_abs), and each checked row's relative L2 error <= base.rtol * kGatedRtolFactor: the

@@ -28,12 +28,15 @@ std::string ShapeCase::describe() const {
   if (op == Op::attention) {
     const auto& p = attention;
     os << "d" << p.head_size << " H" << p.heads << "/KV" << p.kv_heads << " B" << p.num_seqs() << " q"
-       << p.max_seqlen_q() << " kv" << p.max_seqlen_k() << (p.causal ? " causal" : " full");
+       << p.max_seqlen_q() << " kv" << p.max_seqlen_k() << (p.causal ? " causal" : " full")
+       << (p.top_left ? " top-left" : "");
   } else {
     const auto& g = gated;
     os << "d_model " << g.d_model << " h " << g.h_q << "/" << g.h_kv << " d" << g.d_head << " S" << g.seqlen
        << (g.causal ? " causal" : " full");
     if (g.window_left >= 0 || g.window_right >= 0) os << " window " << g.window_left << "/" << g.window_right;
+    if (!g.causal_bottom_right) os << " top-left";
+    if (!g.seq_lens.empty()) os << " seq_lens";
   }
   return os.str();
 }
@@ -43,13 +46,14 @@ namespace {
 const std::set<std::string> kTopKeys = {"group", "op", "description", "defaults", "shapes"};
 const std::set<std::string> kAttentionKeys = [] {
   std::set<std::string> k = {"name",     "batch",     "seqlen_q", "seqlen_k", "seqlens",    "heads",
-                             "kv_heads", "head_size", "dtypes",   "causal",   "block_size", "scale", "kv_dtype"};
+                             "kv_heads", "head_size", "dtypes",   "causal",   "block_size", "scale", "kv_dtype",
+                             "causal_bottom_right"};
   k.insert(feature_keys().begin(), feature_keys().end());
   return k;
 }();
 const std::set<std::string> kGatedKeys = {"name", "batch",  "seqlen",  "d_model", "h_q",    "h_kv",
                                           "d_head", "rope_dim", "qk_norm", "causal", "dtypes", "window_left",
-                                          "window_right"};
+                                          "window_right", "causal_bottom_right", "seq_lens"};
 
 // Names the place of an error: "FILE: shape #i 'name': field 'f'".
 struct Where {
@@ -133,6 +137,7 @@ AttentionProblem parse_attention(const json& s, const Where& w) {
     w.fail("kv_heads", "heads " + std::to_string(p.heads) + " is not a multiple of kv_heads " + std::to_string(p.kv_heads));
   if (s.contains("block_size")) p.block_size = get_int(s, "block_size", w, kMaxBlockSize);
   if (s.contains("causal")) p.causal = get_bool(s, "causal", w);
+  if (s.contains("causal_bottom_right")) p.top_left = !get_bool(s, "causal_bottom_right", w);
   try {
     p.features = parse_features(s);
   } catch (const std::invalid_argument& e) {
@@ -203,6 +208,19 @@ GatedShape parse_gated(const json& s, const Where& w) {
   if (s.contains("causal")) g.causal = get_bool(s, "causal", w);
   if (s.contains("window_left")) g.window_left = get_int(s, "window_left", w, kMaxLength, -1);
   if (s.contains("window_right")) g.window_right = get_int(s, "window_right", w, kMaxLength, -1);
+  if (s.contains("causal_bottom_right")) g.causal_bottom_right = get_bool(s, "causal_bottom_right", w);
+  if (s.contains("seq_lens")) {
+    const json& v = s.at("seq_lens");
+    if (!v.is_array() || static_cast<long long>(v.size()) != g.batch)
+      w.fail("seq_lens", "expected a list of batch = " + std::to_string(g.batch) + " integers, got " +
+                             compact_value(v.dump()));
+    for (const auto& e : v) {
+      if (!e.is_number_integer() || e.get<long long>() < 0 || e.get<long long>() > g.seqlen)
+        w.fail("seq_lens", "each length must be an integer in [0, seqlen = " + std::to_string(g.seqlen) + "], got " +
+                               compact_value(e.dump()));
+      g.seq_lens.push_back(static_cast<int>(e.get<long long>()));
+    }
+  }
   if (g.h_q % g.h_kv != 0) w.fail("h_kv", "h_q " + std::to_string(g.h_q) + " is not a multiple of h_kv " + std::to_string(g.h_kv));
   if (g.rope_dim > g.d_head || g.rope_dim % 2 != 0)
     w.fail("rope_dim", "must be even and <= d_head, got " + std::to_string(g.rope_dim));

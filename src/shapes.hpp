@@ -16,6 +16,8 @@ struct GatedShape {
   int batch = 1, seqlen = 0, d_model = 0, h_q = 0, h_kv = 0, d_head = 0, rope_dim = 0;
   bool qk_norm = true, causal = true;
   int window_left = -1, window_right = -1;  // GatedOptions' sliding window
+  bool causal_bottom_right = true;          // GatedOptions::causal_bottom_right
+  std::vector<int> seq_lens;                // GatedBlockParams::seq_lens, [batch] or empty
 };
 
 struct ShapeCase {

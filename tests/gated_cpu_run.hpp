@@ -20,9 +20,12 @@ struct CpuRun {
   GatedBlockParams prm;
 };
 
-inline CpuRun run_cpu(const GatedGeometry& g, GatedBlock& block, QGateLayout weight_layout) {
+// seq_lens: the call's GatedBlockParams::seq_lens (empty: none), kept in r.in for the reference.
+inline CpuRun run_cpu(const GatedGeometry& g, GatedBlock& block, QGateLayout weight_layout,
+                      const std::vector<int32_t>& seq_lens = {}) {
   CpuRun r;
   r.in = build_gated_inputs(g, 11);
+  r.in.seq_lens = seq_lens;
   r.w_qkvg = build_w_qkvg(g, weight_layout, r.in.wq.data(), r.in.wgate.data(), r.in.wk.data(), r.in.wv.data());
   r.out.assign(static_cast<std::size_t>(g.tokens()) * g.d_model(), 0xFFFF);  // NaN: every element must be written
   r.ws.assign(block.workspace_size(), 0xFF);
@@ -36,6 +39,7 @@ inline CpuRun run_cpu(const GatedGeometry& g, GatedBlock& block, QGateLayout wei
   r.prm.w_o = r.in.w_o.data();
   r.prm.out = r.out.data();
   r.prm.workspace = r.ws.data();
+  r.prm.seq_lens = seq_lens.empty() ? nullptr : r.in.seq_lens.data();
   EXPECT_THROW(block.execute(r.prm, nullptr), std::invalid_argument);  // workspace not prepared yet
   block.prepare_workspace(r.ws.data(), nullptr);
   block.execute(r.prm, nullptr);

@@ -30,7 +30,8 @@ inline hip::Resolution hip_resolution(const AttentionProblem& p, const std::map<
 // The problem's plan run by the kernels compiled with lane layout L, output poisoned first, gated on all rows.
 template <class L = hip::HwLayouts>
 EmulatedRun emulate_hip(const AttentionProblem& p, const std::map<std::string, std::string>& knobs = {},
-                        uint64_t seed = 1, BlockOrder order = BlockOrder::contiguous) {
+                        uint64_t seed = 1, BlockOrder order = BlockOrder::contiguous,
+                        const AttentionProblem* ref_problem = nullptr) {
   EmulatedRun run;
   run.resolution = hip_resolution(p, knobs);
   if (!run.resolution.ok()) return run;
@@ -49,7 +50,9 @@ EmulatedRun emulate_hip(const AttentionProblem& p, const std::map<std::string, s
   }
   const int64_t rows = p.total_q() * p.heads;
   std::vector<float> ref(static_cast<std::size_t>(rows) * p.head_size);
-  reference::paged_attention_all(a, ref.data());
+  HostInputs ref_in;  // ref_problem: the reference's problem over the same inputs
+  if (ref_problem) ref_in = in, ref_in.problem = *ref_problem;
+  reference::paged_attention_all(ref_problem ? ref_in.params() : a, ref.data());
   std::vector<int64_t> ids(static_cast<std::size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) ids[static_cast<std::size_t>(r)] = r;
   run.gate = gate_rows(run.out.data(), static_cast<int64_t>(run.out.size()), p.types.o, p.head_size, ids, ref.data(),

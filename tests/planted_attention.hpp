@@ -34,6 +34,7 @@ enum class Bug {
   sink_in_numerator,    // the sink also weighs a value row (the first visible key's), not the denominator alone
   kv_scale_ignored,     // an 8-bit cache's k_scale / v_scale not applied
   qq_bias_transposed,   // the qq-bias read as [key][query]
+  alignment_flipped,    // rows placed bottom-right on a top-left problem (and top-left on a bottom-right one)
 };
 
 // The feature a feature bug needs on the problem ("" for the plain bugs).
@@ -45,13 +46,15 @@ inline const char* bug_feature(Bug b) {
     case Bug::sink_in_numerator: return "sinks";
     case Bug::kv_scale_ignored: return "k_scale";
     case Bug::qq_bias_transposed: return "qq_bias";
+    case Bug::alignment_flipped: return "top_left";
     default: return "";
   }
 }
 
 inline const std::vector<Bug>& every_feature_bug() {
   static const std::vector<Bug> all = {Bug::window_off_by_one, Bug::softcap_after_mask, Bug::alibi_sign,
-                                       Bug::sink_in_numerator, Bug::kv_scale_ignored, Bug::qq_bias_transposed};
+                                       Bug::sink_in_numerator, Bug::kv_scale_ignored, Bug::qq_bias_transposed,
+                                       Bug::alignment_flipped};
   return all;
 }
 
@@ -84,6 +87,7 @@ inline const char* bug_name(Bug b) {
     case Bug::sink_in_numerator: return "sink_in_numerator";
     case Bug::kv_scale_ignored: return "kv_scale_ignored";
     case Bug::qq_bias_transposed: return "qq_bias_transposed";
+    case Bug::alignment_flipped: return "alignment_flipped";
   }
   return "?";
 }
@@ -138,8 +142,9 @@ class PlantedKernel {
     const AttentionProblem& p = in_.problem;
     const int q_len = p.q_lens[s], kv_len = p.kv_lens[s];
     const AttentionFeatures& f = p.features;
-    const int pos = i + kv_len - q_len;
-    int e = p.causal ? std::min(kv_len, causal_visible_end(i, q_len, kv_len)) : kv_len;
+    const bool top_left = p.top_left != (bug == Bug::alignment_flipped);
+    const int pos = query_key_position(i, q_len, kv_len, top_left);
+    int e = p.causal ? std::min(kv_len, causal_visible_end(i, q_len, kv_len, top_left)) : kv_len;
     if (f.window_right >= 0) e = std::min(e, pos + f.window_right + 1);
     if (bug == Bug::mask_off_by_one) ++e;
     if (bug == Bug::half_kv) e = std::min(e, (kv_len + 1) / 2);
@@ -168,7 +173,8 @@ class PlantedKernel {
     const AttentionFeatures& f = p.features;
     const bool scaled = bug != Bug::kv_scale_ignored;
     const float ks = scaled ? f.k_scale : 1.f, vs = scaled ? f.v_scale : 1.f;
-    const int pos = i + p.kv_lens[s] - p.q_lens[s], new_from = p.kv_lens[s] - p.q_lens[s];
+    const int pos = query_key_position(i, p.q_lens[s], p.kv_lens[s], p.top_left != (bug == Bug::alignment_flipped));
+    const int new_from = p.kv_lens[s] - p.q_lens[s];
     int vis_begin = 0, vis_end = 0;  // the true visible keys (softcap_after_mask scores the rest as -softcap)
     key_range(Bug::none, s, i, &vis_begin, &vis_end);
     std::vector<float> sc(std::max(0, end - begin));

@@ -126,6 +126,29 @@ TEST(Cli, SmallRunWritesJsonAndCsvWithTheSchema) {
   EXPECT_EQ(lines, 8);
 }
 
+// A gated shape with seq_lens aligned top-left and an attention shape aligned top-left run end to end on the CPU:
+// rows ok, gated, and the fields in their dims.
+TEST(Cli, SeqLensAndTopLeftShapesRunAndPassTheGate) {
+  const std::string gated = tmp_path("seq_lens.json"), attn = tmp_path("top_left.json");
+  std::ofstream(gated) << R"({"group": "pad", "op": "gated_block", "shapes": [{"name": "g", "batch": 2, "seqlen": 64,
+      "d_model": 64, "h_q": 2, "h_kv": 1, "d_head": 64, "rope_dim": 16, "seq_lens": [64, 20],
+      "causal_bottom_right": false, "dtypes": ["bf16"]}]})";
+  std::ofstream(attn) << R"({"group": "tl", "shapes": [{"name": "a", "heads": 4, "kv_heads": 2, "head_size": 64,
+      "seqlens": [[30, 200], [7, 7]], "causal_bottom_right": false, "dtypes": ["fp16"]}]})";
+  for (const std::string& file : {gated, attn}) {
+    const std::string out = file + ".out.json";
+    const Result r = run_cli("run --shapes " + file + " --backend cpu --mode eager --min-samples 1 --timeout 1 -o " + out);
+    ASSERT_EQ(r.code, 0) << r.output;
+    std::ifstream f(out);
+    const auto rows = nlohmann::json::parse(f)["rows"];
+    ASSERT_EQ(rows.size(), 1u) << file;
+    EXPECT_EQ(rows[0]["status"], "ok") << rows[0].dump();
+    EXPECT_TRUE(rows[0]["gate"]["passed"].get<bool>()) << rows[0].dump();
+    EXPECT_EQ(rows[0]["dims"]["causal_bottom_right"], false);
+    if (file == gated) EXPECT_EQ(rows[0]["dims"]["seq_lens"], nlohmann::json::array({64, 20}));
+  }
+}
+
 TEST(Cli, CpuWorkLimitDeclinesWithAReason) {
   const std::string out = tmp_path("declined.json");
   const Result r = run_cli("run --group long_prefill --filter d128_h32kv32_b1_s8192/bf16 --backend cpu -o " + out);

@@ -17,8 +17,8 @@ namespace attnbench::device {
 namespace {
 
 // The rule as stated, one pair at a time.
-bool naive_visible(int i, int j, int q_len, int kv_len, bool causal, int left, int right) {
-  const int ip = i + kv_len - q_len;
+bool naive_visible(int i, int j, int q_len, int kv_len, bool causal, bool top_left, int left, int right) {
+  const int ip = top_left ? i : i + kv_len - q_len;
   if (j < 0 || j >= kv_len) return false;
   if (causal && j > ip) return false;
   if (left >= 0 && j < ip - left) return false;
@@ -30,6 +30,7 @@ struct Case {
   int q_len, kv_len;
   bool causal;
   int left, right;
+  bool top_left = false;
 };
 
 std::vector<Case> cases() {
@@ -39,14 +40,19 @@ std::vector<Case> cases() {
     for (int kv = 0; kv <= 23; ++kv)
       for (int causal = 0; causal < 2; ++causal)
         for (int left : windows)
-          for (int right : windows) out.push_back({q, kv, causal == 1, left, right});
+          for (int right : windows)
+            for (bool top_left : {false, true}) out.push_back({q, kv, causal == 1, left, right, top_left});
   for (int q : {1, 64, 100, 129})  // longer sequences, prefill and chunked
     for (int kv : {q, q + 1, q + 63, 3 * q + 7})
-      for (int causal = 0; causal < 2; ++causal) out.push_back({q, kv, causal == 1, -1, -1});
+      for (int causal = 0; causal < 2; ++causal)
+        for (bool top_left : {false, true}) out.push_back({q, kv, causal == 1, -1, -1, top_left});
   return out;
 }
 
-Visibility make(const Case& c) { return Visibility(c.q_len, c.kv_len, c.causal, c.left, c.right); }
+Visibility make(const Case& c) { return Visibility(c.q_len, c.kv_len, c.causal, c.top_left, c.left, c.right); }
+bool naive_visible(const Case& c, int i, int j) {
+  return naive_visible(i, j, c.q_len, c.kv_len, c.causal, c.top_left, c.left, c.right);
+}
 
 TEST(DeviceVisibility, MatchesNaiveLoopPerPair) {
   int64_t checked = 0;
@@ -55,9 +61,10 @@ TEST(DeviceVisibility, MatchesNaiveLoopPerPair) {
     for (int i = 0; i < c.q_len; ++i) {
       int count = 0, first = -1, last = -1;
       for (int j = -3; j < c.kv_len + 3; ++j) {
-        const bool want = naive_visible(i, j, c.q_len, c.kv_len, c.causal, c.left, c.right);
+        const bool want = naive_visible(c, i, j);
         ASSERT_EQ(v.visible(i, j), want) << "q " << c.q_len << " kv " << c.kv_len << " causal " << c.causal
-                                         << " window " << c.left << "," << c.right << " row " << i << " key " << j;
+                                         << " window " << c.left << "," << c.right << " top_left " << c.top_left << " row " << i
+                                         << " key " << j;
         if (want) {
           if (first < 0) first = j;
           last = j;
@@ -90,7 +97,8 @@ TEST(DeviceVisibility, MatchesNaiveLoopPerPair) {
 TEST(DeviceVisibility, BlockPackedAndAlignedFormsAgree) {
   for (const Case& c : cases()) {
     const Visibility v = make(c);
-    const Visibility a = Visibility::aligned(c.q_len, c.kv_len, c.kv_len - c.q_len, c.causal, c.left, c.right);
+    const Visibility a =
+        Visibility::aligned(c.q_len, c.kv_len, c.top_left ? 0 : c.kv_len - c.q_len, c.causal, c.left, c.right);
     for (int i = 0; i < c.q_len; ++i) {
       ASSERT_EQ(a.visible_end(i), v.visible_end(i));
       ASSERT_EQ(a.first_visible(i), v.first_visible(i));
@@ -99,7 +107,7 @@ TEST(DeviceVisibility, BlockPackedAndAlignedFormsAgree) {
       int naive_end = 0;  // one past the last key any row < row_end sees
       for (int i = 0; i < std::min(row_end, c.q_len); ++i)
         for (int j = 0; j < c.kv_len; ++j)
-          if (naive_visible(i, j, c.q_len, c.kv_len, c.causal, c.left, c.right)) naive_end = std::max(naive_end, j + 1);
+          if (naive_visible(c, i, j)) naive_end = std::max(naive_end, j + 1);
       ASSERT_EQ(v.rows_end(row_end), v.visible_end(std::min(row_end, c.q_len) - 1)) << "row_end " << row_end;
       if (naive_end > 0) ASSERT_EQ(v.rows_end(row_end), naive_end) << "row_end " << row_end;
       else ASSERT_LE(v.rows_end(row_end), 0 + std::max(0, v.first_visible(std::min(row_end, c.q_len) - 1)));
@@ -120,7 +128,7 @@ TEST(DeviceVisibility, TilePredicatesMatchNaiveLoop) {
             bool any = false, all = true;
             for (int i = r0; i <= r1; ++i)
               for (int j = n0; j < n1; ++j) {
-                const bool vis = naive_visible(i, j, c.q_len, c.kv_len, c.causal, c.left, c.right);
+                const bool vis = naive_visible(c, i, j);
                 any = any || vis;
                 all = all && vis;
               }
@@ -135,24 +143,38 @@ TEST(DeviceVisibility, TilePredicatesMatchNaiveLoop) {
 }
 
 TEST(DeviceVisibility, BottomRightCausalExamples) {
-  const Visibility prefill(8, 8, true);  // square: row i sees keys [0, i]
+  const Visibility prefill(8, 8, true, false, -1, -1);  // square: row i sees keys [0, i]
   EXPECT_EQ(prefill.visible_end(0), 1);
   EXPECT_EQ(prefill.visible_end(7), 8);
-  const Visibility chunk(4, 10, true);  // the last 4 of 10 tokens: row 0 sees keys [0, 6]
+  const Visibility chunk(4, 10, true, false, -1, -1);  // the last 4 of 10 tokens: row 0 sees keys [0, 6]
   EXPECT_EQ(chunk.visible_end(0), 7);
   EXPECT_EQ(chunk.visible_end(3), 10);
-  const Visibility decode(1, 4096, true);  // a decode row sees every key
+  const Visibility decode(1, 4096, true, false, -1, -1);  // a decode row sees every key
   EXPECT_EQ(decode.visible_end(0), 4096);
   EXPECT_EQ(decode.first_visible(0), 0);
-  const Visibility short_kv(6, 2, true);  // more queries than keys: rows 0-3 see nothing
+  const Visibility short_kv(6, 2, true, false, -1, -1);  // more queries than keys: rows 0-3 see nothing
   EXPECT_EQ(short_kv.visible_count(3), 0);
   EXPECT_EQ(short_kv.visible_count(4), 1);
-  const Visibility full(5, 9, false);
+  const Visibility full(5, 9, false, false, -1, -1);
   EXPECT_EQ(full.visible_end(0), 9);
-  const Visibility local(16, 16, true, 3);  // sliding window: row 10 sees keys [7, 10]
+  const Visibility local(16, 16, true, false, 3, -1);  // sliding window: row 10 sees keys [7, 10]
   EXPECT_EQ(local.first_visible(10), 7);
   EXPECT_EQ(local.visible_end(10), 11);
   EXPECT_EQ(local.visible_count(1), 2);
+}
+
+TEST(DeviceVisibility, TopLeftExamples) {
+  const Visibility chunk(4, 10, true, true, -1, -1);  // row i sits at key i: row 0 sees key 0 only
+  EXPECT_EQ(chunk.visible_end(0), 1);
+  EXPECT_EQ(chunk.visible_end(3), 4);
+  const Visibility decode(1, 4096, true, true, -1, -1);  // a decode row sees key 0
+  EXPECT_EQ(decode.visible_count(0), 1);
+  const Visibility padded(6, 2, true, true, -1, -1);  // keys shorter than the queries: every row sees some
+  EXPECT_EQ(padded.visible_count(0), 1);
+  EXPECT_EQ(padded.visible_count(5), 2);
+  const Visibility window(8, 20, false, true, 2, 1);  // the window around i too: row 5 sees keys [3, 6]
+  EXPECT_EQ(window.first_visible(5), 3);
+  EXPECT_EQ(window.visible_end(5), 7);
 }
 
 TEST(DevicePaged, PositionAndOffsetMatchDivision) {
@@ -188,35 +210,38 @@ TEST(DevicePaged, PositionAndOffsetMatchDivision) {
 // the naive loop, with and without a sliding window.
 TEST(DeviceVisibility, WorkModelCountsVisiblePairsAndKeys) {
   for (bool causal : {false, true})
-    for (auto [left, right] : {std::pair{-1, -1}, {20, -1}, {10, 5}, {0, 0}}) {
-      AttentionProblem p;
-      p.q_lens = {1, 7, 64, 5, 130};
-      p.kv_lens = {33, 7, 200, 3, 130};
-      p.heads = 4;
-      p.kv_heads = 2;
-      p.head_size = 64;
-      p.causal = causal;
-      p.types = AttentionTypes::all(DType::bf16);
-      p.features.window_left = left;
-      p.features.window_right = right;
-      double pairs = 0, keys = 0, q_rows = 0;
-      for (int s = 0; s < p.num_seqs(); ++s) {
-        q_rows += p.q_lens[s];
-        for (int j = 0; j < p.kv_lens[s]; ++j) {
-          bool seen = false;
-          for (int i = 0; i < p.q_lens[s]; ++i) {
-            const bool v = naive_visible(i, j, p.q_lens[s], p.kv_lens[s], causal, left, right);
-            pairs += v ? 1 : 0;
-            seen = seen || v;
+    for (bool top_left : {false, true})
+      for (auto [left, right] : {std::pair{-1, -1}, {20, -1}, {10, 5}, {0, 0}}) {
+        AttentionProblem p;
+        p.q_lens = {1, 7, 64, 5, 130};
+        p.kv_lens = {33, 7, 200, 3, 130};
+        p.heads = 4;
+        p.kv_heads = 2;
+        p.head_size = 64;
+        p.causal = causal;
+        p.top_left = top_left;
+        p.types = AttentionTypes::all(DType::bf16);
+        p.features.window_left = left;
+        p.features.window_right = right;
+        double pairs = 0, keys = 0, q_rows = 0;
+        for (int s = 0; s < p.num_seqs(); ++s) {
+          q_rows += p.q_lens[s];
+          for (int j = 0; j < p.kv_lens[s]; ++j) {
+            bool seen = false;
+            for (int i = 0; i < p.q_lens[s]; ++i) {
+              const bool v = naive_visible(i, j, p.q_lens[s], p.kv_lens[s], causal, top_left, left, right);
+              pairs += v ? 1 : 0;
+              seen = seen || v;
+            }
+            keys += seen ? 1 : 0;
           }
-          keys += seen ? 1 : 0;
         }
+        const WorkModel w = attention_work(p);
+        EXPECT_EQ(w.flops, 4.0 * pairs * p.heads * p.head_size)
+            << "causal " << causal << " top_left " << top_left << " window " << left;
+        EXPECT_EQ(w.bytes, 2.0 * (2.0 * q_rows * p.heads + 2.0 * keys * p.kv_heads) * p.head_size)
+            << "causal " << causal << " window " << left << "," << right;
       }
-      const WorkModel w = attention_work(p);
-      EXPECT_EQ(w.flops, 4.0 * pairs * p.heads * p.head_size) << "causal " << causal << " window " << left;
-      EXPECT_EQ(w.bytes, 2.0 * (2.0 * q_rows * p.heads + 2.0 * keys * p.kv_heads) * p.head_size)
-          << "causal " << causal << " window " << left << "," << right;
-    }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The planted-bug matrix of the attention features: on shapes after the models that use them (Mistral's window,
 // Gemma-2's softcap + window, MPT's ALiBi, gpt-oss's sinks + window, an 8-bit K/V cache, speculative qq-bias), the
-// bug-free planted kernel and cpu.unified pass the gate and each feature's planted defect fails it, in both dtypes.
+// bug-free planted kernel and cpu.unified pass the gate and each feature's planted defect fails it, in both dtypes;
+// the same for rows aligned top-left with their keys.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,6 +26,7 @@ struct FeatureShape {
   int heads, kv_heads, head_size, block_size;
   DType kv;  // the cache's storage (bf16: the dtype of Q)
   AttentionFeatures f;
+  bool top_left = false;  // AttentionProblem::top_left
 };
 
 std::vector<float> alibi(int heads) {  // the ALiBi paper's slopes: 2^(-8 (h + 1) / heads)
@@ -34,7 +36,7 @@ std::vector<float> alibi(int heads) {  // the ALiBi paper's slopes: 2^(-8 (h + 1
 }
 
 std::vector<FeatureShape> feature_shapes() {
-  AttentionFeatures mistral, gemma, mpt, gptoss, fp8, spec;
+  AttentionFeatures mistral, gemma, mpt, gptoss, fp8, spec, padded;
   mistral.window_left = 256;
   gemma.softcap = 5.f, gemma.window_left = 300;  // a small cap: softcap_after_mask's masked weight is e^-5
   mpt.alibi_slopes = alibi(8);
@@ -43,6 +45,7 @@ std::vector<FeatureShape> feature_shapes() {
   fp8.k_scale = 0.05f, fp8.v_scale = 0.2f;
   spec.qq_bias_len = 8;
   for (int i = 0; i < 64; ++i) spec.qq_bias.push_back(std::sin(1.7f * i) * 2.f);
+  padded.window_left = 100, padded.alibi_slopes = alibi(8);  // the window and ALiBi's distance follow the alignment
   return {
       {"mistral_window", {1, 300, 1}, {3000, 300, 1500}, 8, 2, 128, 16, DType::bf16, mistral},
       {"gemma_softcap_window", {200, 1}, {700, 2000}, 4, 2, 256, 64, DType::bf16, gemma},
@@ -51,6 +54,8 @@ std::vector<FeatureShape> feature_shapes() {
       {"fp8_e4m3_kv", {1, 100}, {1500, 400}, 8, 2, 128, 16, DType::e4m3, fp8},
       {"fp8_e5m2_kv", {1, 100}, {1500, 400}, 8, 2, 128, 16, DType::e5m2, fp8},
       {"spec_qq_bias", {8, 5}, {900, 400}, 8, 2, 128, 64, DType::bf16, spec},
+      {"top_left_causal", {150, 1, 64}, {400, 90, 64}, 8, 2, 128, 16, DType::bf16, {}, true},
+      {"top_left_window_alibi", {300, 40}, {700, 200}, 8, 8, 64, 32, DType::bf16, padded, true},
   };
 }
 
@@ -65,11 +70,15 @@ AttentionProblem problem_of(const FeatureShape& s, DType dt) {
   p.types = AttentionTypes::all(dt);
   if (!is_16bit(s.kv)) p.types.kv = s.kv;
   p.features = s.f;
+  p.top_left = s.top_left;
   return p;
 }
 
-// Whether the problem carries the feature a bug needs (by the field name features.first_set() reports).
-bool has_feature(const AttentionFeatures& f, const std::string& name) {
+// Whether the shape carries the feature a bug needs (by the field name features.first_set() reports; top_left for
+// the alignment).
+bool has_feature(const FeatureShape& s, const std::string& name) {
+  const AttentionFeatures& f = s.f;
+  if (name == "top_left") return s.top_left;
   if (name == "window_left") return f.window_left >= 0;
   if (name == "softcap") return f.softcap > 0.f;
   if (name == "alibi_slopes") return !f.alibi_slopes.empty();
@@ -95,7 +104,7 @@ TEST_P(GateFeatures, EachFeatureBugFailsAndTheCorrectKernelPasses) {
     EXPECT_LT(cpu.max_row_rel, 0.5 * default_rtol(dt)) << sh.name << " " << dtype_name(dt) << " cpu.unified";
     int planted = 0;
     for (Bug b : testing::every_feature_bug()) {
-      if (!has_feature(sh.f, testing::bug_feature(b))) continue;
+      if (!has_feature(sh, testing::bug_feature(b))) continue;
       ++planted;
       const GateResult g = testing::gate(in, c, kernel.run(b));
       EXPECT_FALSE(g.passed) << sh.name << " " << dtype_name(dt) << ": planted bug " << testing::bug_name(b)

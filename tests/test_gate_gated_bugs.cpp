@@ -116,7 +116,7 @@ TEST_P(GatedGateMatrix, EveryPlantedBugFailsAndTheBlockPasses) {
   GatedOptions model;
   model.is_causal = c.causal;
   const GatedHostInputs in = build_gated_inputs(g, 23);
-  const auto rows = gated_check_rows(g, model, 8e9, 23);
+  const auto rows = gated_check_rows(g, model, nullptr, 8e9, 23);
   std::vector<float> ref(rows.size() * g.d_model());
   reference::gated_block(g, model, in.ref(), rows, ref.data());
   const Tolerance tol = gated_tolerance(default_tolerance(g.dtype()), ref.data(), ref.size());

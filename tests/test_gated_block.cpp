@@ -341,6 +341,48 @@ TEST(CpuGatedBlock, SlidingWindowPassesTheGateAndAWindowOffByOneFailsIt) {
   }
 }
 
+// seq_lens shorten each sequence's keys (one full, one partial, one empty) under both alignments, causal and not,
+// fused and not: the gate passes; the same output fails against the reference without seq_lens and, causal,
+// against the other alignment; the empty sequence's rows are exactly 0; out-of-range lengths are named.
+TEST(CpuGatedBlock, SeqLensAndTheAlignmentPassTheGateAndEachMatters) {
+  const GatedGeometry g(small_dims(96, 3));
+  const std::vector<int32_t> lens = {96, 40, 0};
+  for (bool causal : {true, false})
+    for (bool bottom_right : {true, false})
+      for (bool fused : {false, true}) {
+        GatedOptions o = plain_options(causal);
+        o.causal_bottom_right = bottom_right;
+        o.fuse_gate = o.fuse_norm_rope = fused;
+        auto block = make_cpu_gated_block()->create(g, o, knobs());
+        const CpuRun r = run_cpu(g, *block, QGateLayout::flat, lens);
+        const std::string what = std::string(causal ? "causal" : "full") + (bottom_right ? " bottom-right" : " top-left") +
+                                 (fused ? " fused" : "");
+        const GateResult gr = compare_with_reference(g, o, r);
+        EXPECT_TRUE(gr.passed) << what << ": " << gate_failure_reason(gr);
+        CpuRun unpadded = r;
+        unpadded.in.seq_lens.clear();
+        EXPECT_FALSE(compare_with_reference(g, o, unpadded).passed) << what << ": passes without seq_lens";
+        if (causal) {
+          GatedOptions flipped = o;
+          flipped.causal_bottom_right = !bottom_right;
+          EXPECT_FALSE(compare_with_reference(g, flipped, r).passed) << what << ": passes the other alignment";
+        }
+        const std::size_t row = static_cast<std::size_t>(g.d_model());
+        for (std::size_t i = 2 * 96 * row; i < 3 * 96 * row; ++i)
+          ASSERT_EQ(half_to_float(r.out[i], g.dtype()), 0.f) << what << ": a row with no key";
+      }
+  auto block = make_cpu_gated_block()->create(g, plain_options(), knobs());
+  CpuRun r = run_cpu(g, *block, QGateLayout::flat, lens);
+  r.in.seq_lens = {96, 97, 0};
+  r.prm.seq_lens = r.in.seq_lens.data();
+  try {
+    block->execute(r.prm, nullptr);
+    ADD_FAILURE() << "a length past seqlen was read";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("seq_lens[1] = 97 outside [0, seqlen 96]"), std::string::npos) << e.what();
+  }
+}
+
 // fuse_norm_rope moves Q's norm + RoPE into cpu.unified's Q load: the same fp32 math and the same single rounding
 // as the separate pass, so the block's output is bit-identical; with the prologue reading a wrong weight (a
 // planted bug: the activations' first row) the output moves and the gate catches it.
@@ -378,7 +420,7 @@ TEST(GatedReference, SampledRowsEqualTheSameRowsOfTheFullComputation) {
     for (std::size_t r = 0; r < some.size(); ++r)
       for (int c = 0; c < g.d_model(); ++c)
         ASSERT_NEAR(part[r * g.d_model() + c], full[some[r] * g.d_model() + c], 1e-5) << "row " << some[r];
-    EXPECT_LT(reference::gated_block_ref_flops(g, o, some), reference::gated_block_ref_flops(g, o, all));
+    EXPECT_LT(reference::gated_block_ref_flops(g, o, nullptr, some), reference::gated_block_ref_flops(g, o, nullptr, all));
     EXPECT_THROW(reference::gated_block(g, o, in.ref(), {160}, part.data()), std::out_of_range);
   }
 }
@@ -420,7 +462,7 @@ TEST(GatedHarness, ToleranceRuleScalesWithTheOutputRms) {
 
 TEST(GatedHarness, CheckedRowsAllWhenCheapElseBoundariesAndRandom) {
   const GatedGeometry small(small_dims(100, 2));
-  EXPECT_EQ(gated_check_rows(small, plain_options(), 8e9, 1).size(), 200u);
+  EXPECT_EQ(gated_check_rows(small, plain_options(), nullptr, 8e9, 1).size(), 200u);
   GatedDims d;
   d.seqlen = 32768;
   d.d_model = 5120;
@@ -429,14 +471,14 @@ TEST(GatedHarness, CheckedRowsAllWhenCheapElseBoundariesAndRandom) {
   d.d_head = 256;
   d.rope_dim = 64;
   const GatedGeometry big(d);
-  const auto rows = gated_check_rows(big, plain_options(), 8e9, 1);
+  const auto rows = gated_check_rows(big, plain_options(), nullptr, 8e9, 1);
   EXPECT_GE(rows.size(), 16u);
   EXPECT_LT(rows.size(), 64u);
   EXPECT_TRUE(std::is_sorted(rows.begin(), rows.end()));
   EXPECT_EQ(std::adjacent_find(rows.begin(), rows.end()), rows.end());
   for (int64_t must : {0, 63, 64, 127, 128, 32767 - 128, 32767 - 64, 32767})
     EXPECT_TRUE(std::binary_search(rows.begin(), rows.end(), static_cast<int64_t>(must))) << must;
-  EXPECT_EQ(rows, gated_check_rows(big, plain_options(), 8e9, 1));  // deterministic
+  EXPECT_EQ(rows, gated_check_rows(big, plain_options(), nullptr, 8e9, 1));  // deterministic
 }
 
 // The CLI on tests/data/gated_small.json, CPU backend.

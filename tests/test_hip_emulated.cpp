@@ -71,6 +71,24 @@ TEST(HipEmulated, DecodeSplitsAndCombine) {
   EXPECT_GT(hip_resolution(decode, {}).instance.launch.splits, 1);
 }
 
+// Rows aligned top-left with their keys (q_len < kv_len, so the alignments differ) on the flash, narrow and decode
+// kernels; the same output fails against the reference aligned bottom-right.
+TEST(HipEmulated, TopLeftAlignment) {
+  auto top_left = [](AttentionProblem p) {
+    p.top_left = true;
+    return p;
+  };
+  expect_passes(top_left(ragged(DType::f16, 128)), {}, "flash/fp16/d128/wide4");
+  expect_passes(top_left(ragged(DType::bf16, 64)), {}, "narrow/bf16/d64/w4");
+  const AttentionProblem decode = top_left(hip_problem(DType::f16, 128, 8, 2, {{3, 600}, {1, 530}}));
+  expect_passes(decode, {{"ATTNBENCH_3D_SPLITS", "3"}}, "decode/fp16/d128");
+  AttentionProblem bottom_right = decode;
+  bottom_right.top_left = false;
+  const EmulatedRun r = emulate_hip(decode, {{"ATTNBENCH_3D_SPLITS", "3"}}, 7, BlockOrder::contiguous, &bottom_right);
+  ASSERT_EQ(r.error, "");
+  EXPECT_FALSE(r.gate.passed) << "a top-left output passes the bottom-right gate";
+}
+
 // Wrong lane layouts, as a kernel written against a misread of the ISA would use them; the emulated hardware keeps
 // the real ones.
 struct TransposedAcc32 : hip::Mfma32x32x8 {

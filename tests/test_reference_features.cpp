@@ -16,7 +16,7 @@
 namespace attnbench {
 namespace {
 
-// Row i of a sequence sits at key position pos = i + kv_len - q_len; key j is visible iff j < kv_len, j <= pos when
+// Row i of a sequence sits at key position pos = i + kv_len - q_len (i aligned top-left); key j is visible iff j < kv_len, j <= pos when
 // causal, and pos - window_left <= j <= pos + window_right (-1: unbounded).
 std::vector<double> naive_features(const HostInputs& in) {
   const AttentionProblem& pr = in.problem;
@@ -32,7 +32,7 @@ std::vector<double> naive_features(const HostInputs& in) {
   for (int s = 0; s < p.num_seqs; ++s) {
     const int q_len = pr.q_lens[s], kv_len = pr.kv_lens[s], new_from = kv_len - q_len;
     for (int i = 0; i < q_len; ++i) {
-      const int pos = i + new_from;
+      const int pos = pr.top_left ? i : i + new_from;
       const int64_t t = p.cu_seqlens_q[s] + i;
       for (int h = 0; h < p.heads; ++h) {
         std::vector<double> w(kv_len, 0.0);
@@ -73,6 +73,7 @@ struct FeatureCase {
   bool causal;
   DType kv;  // the cache's storage; Q and O are bf16 or fp16 (the parameter)
   AttentionFeatures f;
+  bool top_left = false;
 };
 
 std::vector<float> seeded(std::size_t n, float lo, float hi, uint32_t seed) {
@@ -85,7 +86,7 @@ std::vector<float> seeded(std::size_t n, float lo, float hi, uint32_t seed) {
 
 std::vector<FeatureCase> feature_cases() {
   constexpr int heads = 8, qmax = 9;
-  AttentionFeatures window, window_r, softcap, alibi, sinks, qq, fp8, gemma, gptoss;
+  AttentionFeatures window, window_r, softcap, alibi, sinks, qq, fp8, gemma, gptoss, window_alibi;
   window.window_left = 37;
   window_r.window_left = 20, window_r.window_right = 11;
   softcap.softcap = 2.5f;  // small, so that tanh bends the scores
@@ -96,12 +97,15 @@ std::vector<FeatureCase> feature_cases() {
   fp8.k_scale = 0.07f, fp8.v_scale = 0.3f;
   gemma = softcap, gemma.window_left = 40;
   gptoss = sinks, gptoss.window_left = 16;
+  window_alibi = alibi, window_alibi.window_left = 30;
   return {{"window", true, DType::bf16, window},      {"window_noncausal", false, DType::bf16, window_r},
           {"softcap", true, DType::bf16, softcap},     {"alibi", true, DType::bf16, alibi},
           {"alibi_noncausal", false, DType::bf16, alibi}, {"sinks", true, DType::bf16, sinks},
           {"qq_bias", true, DType::bf16, qq},          {"e4m3_kv", true, DType::e4m3, fp8},
           {"e5m2_kv", false, DType::e5m2, fp8},        {"softcap_window", true, DType::bf16, gemma},
-          {"sinks_window", true, DType::e4m3, gptoss}};
+          {"sinks_window", true, DType::e4m3, gptoss},  {"top_left", true, DType::bf16, {}, true},
+          {"top_left_window_alibi", true, DType::bf16, window_alibi, true},
+          {"top_left_window_noncausal", false, DType::bf16, window_r, true}};
 }
 
 class ReferenceFeatures : public ::testing::TestWithParam<std::tuple<int, DType>> {};
@@ -120,6 +124,7 @@ TEST_P(ReferenceFeatures, MatchesNaiveLoop) {
   p.types = AttentionTypes::all(dt);
   p.types.kv = is_16bit(fc.kv) ? dt : fc.kv;
   p.features = fc.f;
+  p.top_left = fc.top_left;
   const HostInputs in = build_inputs(p, 77, BlockOrder::shuffled);
   const AttentionParams a = in.params();
   std::vector<float> got(static_cast<std::size_t>(a.total_q) * a.heads * a.head_size, std::nanf(""));
@@ -161,6 +166,7 @@ TEST(ReferenceFeatures, EveryFeatureChangesTheOutput) {
     if (!fc.causal || !is_16bit(fc.kv)) continue;  // the 8-bit cache's inputs differ by construction
     AttentionProblem q = p;
     q.features = fc.f;
+    q.top_left = fc.top_left;
     const std::vector<float> o = run(q);
     double diff = 0;
     for (std::size_t i = 0; i < o.size(); ++i) diff = std::max(diff, static_cast<double>(std::abs(o[i] - plain[i])));

@@ -207,6 +207,29 @@ TEST(Shapes, GatedBlockFields) {
   EXPECT_NE(c[0].describe().find("window 3/0"), std::string::npos) << c[0].describe();
 }
 
+TEST(Shapes, SeqLensAndTheAlignment) {
+  const std::string gated = R"({"op": "gated_block", "shapes": [{"name": "s", "batch": 3, "seqlen": 8, "d_model": 64,
+                                "h_q": 4, "h_kv": 2, "d_head": 64, "rope_dim": 8, )";
+  expect_error(gated + R"("seq_lens": [8, 2]}]})", {"'s'", "field 'seq_lens'", "batch = 3"});
+  expect_error(gated + R"("seq_lens": [8, 9, 0]}]})", {"field 'seq_lens'", "[0, seqlen = 8]", "got 9"});
+  expect_error(gated + R"("seq_lens": [8, -1, 0]}]})", {"field 'seq_lens'", "got -1"});
+  expect_error(gated + R"("seq_lens": [8, 2.5, 0]}]})", {"field 'seq_lens'", "got 2.5"});
+  expect_error(gated + R"("causal_bottom_right": 1}]})", {"field 'causal_bottom_right'"});
+  const auto g = load_shape_file(write_tmp(gated + R"("seq_lens": [8, 3, 0], "causal_bottom_right": false}]})"));
+  ASSERT_FALSE(g.empty());
+  EXPECT_EQ(g[0].gated.seq_lens, (std::vector<int>{8, 3, 0}));
+  EXPECT_FALSE(g[0].gated.causal_bottom_right);
+  EXPECT_NE(g[0].describe().find("top-left seq_lens"), std::string::npos) << g[0].describe();
+  const auto a = load_shape_file(write_tmp(R"({"shapes": [{"name": "a", "heads": 8, "kv_heads": 2, "head_size": 64,
+      "seqlens": [[3, 40], [5, 5]], "causal_bottom_right": false}]})"));
+  ASSERT_FALSE(a.empty());
+  EXPECT_TRUE(a[0].attention.top_left);
+  EXPECT_NE(a[0].describe().find("causal top-left"), std::string::npos) << a[0].describe();
+  expect_error(R"({"shapes": [{"name": "a", "heads": 8, "kv_heads": 2, "head_size": 64, "seqlen_k": 9,
+                               "causal_bottom_right": "no"}]})",
+               {"'a'", "field 'causal_bottom_right'"});
+}
+
 TEST(Shapes, ADirectoryIsAUsageErrorNamingIt) {
   const std::string dir = std::filesystem::temp_directory_path().string();
   try {

@@ -70,7 +70,8 @@ WorkModel attention_work(const AttentionProblem& p) {
   double kv_tokens = 0;  // keys some row sees (a sliding window leaves the rest unread)
   for (int s = 0; s < p.num_seqs(); ++s) {
     const int q = p.q_lens[s];
-    const device::Visibility vis(q, p.kv_lens[s], p.causal, p.features.window_left, p.features.window_right);
+    const device::Visibility vis(q, p.kv_lens[s], p.causal, p.top_left, p.features.window_left,
+                                 p.features.window_right);
     for (int i = 0; i < q; ++i) pairs += vis.visible_count(i);
     if (q > 0) kv_tokens += std::max(0, vis.visible_end(q - 1) - vis.first_visible(0));
   }
@@ -104,6 +105,7 @@ AttentionParams make_attention_params(const AttentionProblem& p) {
   a.total_q = p.total_q();
   a.scale = p.softmax_scale();
   a.causal = p.causal;
+  a.top_left = p.top_left;
   a.types = p.types;
   a.features.window_left = p.features.window_left;
   a.features.window_right = p.features.window_right;

@@ -51,6 +51,15 @@ void validate_gated_options(const GatedOptions& o) {
     throw GatedDecline("window_right", "must be -1 (unbounded) or >= 0, got " + std::to_string(o.window_right));
 }
 
+std::string gated_seq_lens_conflict(const GatedGeometry& g, const int32_t* seq_lens) {
+  if (!seq_lens) return "";
+  for (int b = 0; b < g.batch(); ++b)
+    if (seq_lens[b] < 0 || seq_lens[b] > g.seqlen())
+      return "seq_lens[" + std::to_string(b) + "] = " + std::to_string(seq_lens[b]) + " outside [0, seqlen " +
+             std::to_string(g.seqlen()) + "]";
+  return "";
+}
+
 GatedColumns gated_columns(const GatedGeometry& g, QGateLayout layout) {
   const int64_t d = g.d_head(), qw = g.attn_width();
   GatedColumns c;
@@ -103,7 +112,8 @@ AttentionProblem gated_sdpa_problem(const GatedGeometry& g, const GatedOptions& 
   p.kv_heads = g.h_kv();
   p.head_size = g.d_head();
   p.block_size = block_size > 0 ? block_size : 64;
-  p.causal = o.is_causal;  // square attention: bottom-right and top-left alignment coincide
+  p.causal = o.is_causal;
+  p.top_left = !o.causal_bottom_right;  // differs from bottom-right only where seq_lens shorten the keys
   p.scale = o.softmax_scale(g.d_head());
   p.types = AttentionTypes::all(g.dtype());
   p.features.window_left = o.window_left;
@@ -178,7 +188,7 @@ AttentionParams gated_sdpa_params(const GatedGeometry& g, const GatedOptions& o,
   a.v_cache = proj + cols.v0;
   a.out = ws + l.attn;
   a.cu_seqlens_q = reinterpret_cast<const int32_t*>(ws + l.cu_seqlens_q);
-  a.seqused_k = reinterpret_cast<const int32_t*>(ws + l.seqused_k);
+  a.seqused_k = p.seq_lens ? p.seq_lens : reinterpret_cast<const int32_t*>(ws + l.seqused_k);
   a.block_table = reinterpret_cast<const int32_t*>(ws + l.block_table);
   a.block_table_stride = l.blocks_per_seq;
   a.workspace = l.sdpa_bytes ? ws + l.sdpa : nullptr;
@@ -191,11 +201,16 @@ AttentionParams gated_sdpa_params(const GatedGeometry& g, const GatedOptions& o,
   return a;
 }
 
-WorkModel gated_block_work(const GatedGeometry& g, const GatedOptions& o) {
+WorkModel gated_block_work(const GatedGeometry& g, const GatedOptions& o, const std::vector<int>& seq_lens) {
   WorkModel w;
   const double t = static_cast<double>(g.tokens()), dm = g.d_model();
   const double n = static_cast<double>(g.n_qkvg()), aw = static_cast<double>(g.attn_width());
-  w.flops = 2.0 * t * dm * (n + aw) + attention_work(gated_sdpa_problem(g, o, 64)).flops;
+  AttentionProblem sdpa = gated_sdpa_problem(g, o, 64);
+  if (!seq_lens.empty() && static_cast<int>(seq_lens.size()) != g.batch())
+    throw std::invalid_argument("gated_block_work: " + std::to_string(seq_lens.size()) + " seq_lens for batch " +
+                                std::to_string(g.batch()));
+  if (!seq_lens.empty()) sdpa.kv_lens = seq_lens;
+  w.flops = 2.0 * t * dm * (n + aw) + attention_work(sdpa).flops;
   const double eb = static_cast<double>(dtype_bytes(g.dtype()));
   w.bytes = eb * (t * dm            // h
                   + n * dm          // W_qkvg

@@ -193,6 +193,11 @@ class CpuGatedProvider final : public GatedProvider {
     const std::string over = cpu::over_work_limit(gated_block_work(g, o).flops, knobs);
     if (!over.empty()) throw GatedDecline("work", "the block " + over);
   }
+
+  // The lengths are in host memory here: out-of-range ones are named instead of read past the keys.
+  std::string params_conflict(const GatedGeometry& g, const GatedOptions&, const GatedBlockParams& p) const override {
+    return gated_seq_lens_conflict(g, p.seq_lens);
+  }
 };
 
 }  // namespace

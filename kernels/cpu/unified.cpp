@@ -59,7 +59,7 @@ struct CpuPlan : AttentionPlan {
   DType dtype = DType::bf16;  // Q and O (K/V in it, or 8-bit codes read through a KvLut)
   AttentionTypes types;
   KvLut lut;  // an 8-bit cache's decoding, under the problem's scales
-  bool causal = true;
+  bool causal = true, top_left = false;
   AttentionFusion fusion;
   int q_tile = 1, kv_tile = 64, splits = 1, threads = 1;
   int vec_cols = 8;   // query vectors per micro-kernel column block of the QK gemm: 4 or 8
@@ -124,12 +124,12 @@ void q_prologue_row(const AttentionParams& p, const float* w, int64_t token, con
 
 // Applies the score features (softcap, ALiBi, qq-bias: device::ScoreMods) to the tile's scores of query vectors
 // [0, M), keys j0 + [0, n): column mi of S^T is the row (row0 + mi / g, head kh g + mi % g).
-void apply_score_mods(const AttentionParams& p, const Scratch& sc, int mp, int M, int g, int kh, int row0, int q_len,
-                      int kv_len, int j0, int n) {
+void apply_score_mods(const AttentionParams& p, const Scratch& sc, int mp, int M, int g, int kh, int row0,
+                      const device::Visibility& vis, int j0, int n) {
   const AttentionFeatureParams& f = p.features;
   for (int mi = 0; mi < M; ++mi) {
     const device::ScoreMods md = device::score_mods(f.softcap, f.alibi_slopes, f.qq_bias, f.qq_bias_len,
-                                                    row0 + mi / g, q_len, kv_len, kh * g + mi % g);
+                                                    row0 + mi / g, vis.q_len, vis.kv_len, vis.diag, kh * g + mi % g);
     for (int j = 0; j < n; ++j) {
       float& v = sc.st[static_cast<std::size_t>(j) * mp + mi];
       v = md.apply(v, j0 + j);
@@ -166,7 +166,8 @@ void attend(const AttentionParams& p, const CpuPlan& pl, const KvLut& lut, const
   const char* vc = static_cast<const char*>(p.v_cache);
   const int64_t kvb = static_cast<int64_t>(dtype_bytes(p.types.kv));
   const int64_t q_token0 = p.cu_seqlens_q[seq] + row0;
-  const device::Visibility visibility(q_len, kv_len, p.causal, p.features.window_left, p.features.window_right);
+  const device::Visibility visibility(q_len, kv_len, p.causal, p.top_left, p.features.window_left,
+                                      p.features.window_right);
   const bool mods = p.features.softcap > 0.f || p.features.alibi_slopes || p.features.qq_bias;
 
   const bool prologue = p.prologue.q_norm_weight != nullptr || p.prologue.q_rope_dim > 0;
@@ -229,7 +230,7 @@ void attend(const AttentionParams& p, const CpuPlan& pl, const KvLut& lut, const
 
     // S^T[n x mcols] = K_tile[n x d] * Q^T[d x mcols]
     gemm<6, VC, false>(n, mcols, d, sc.k, d, 1, sc.qt, mp, sc.st, mp);
-    if (mods) apply_score_mods(p, sc, mp, M, g, kh, row0, q_len, kv_len, j0, n);
+    if (mods) apply_score_mods(p, sc, mp, M, g, kh, row0, visibility, j0, n);
 
     // Online softmax, vectorised across query vectors; key j is visible to vector m iff first[m] <= j0 + j < vis[m].
     // Operands
@@ -420,6 +421,7 @@ class CpuUnified final : public AttentionKernel {
     pl->types = p.types;
     pl->lut = KvLut(p.types.kv, p.features.k_scale, p.features.v_scale);
     pl->causal = p.causal;
+    pl->top_left = p.top_left;
     pl->fusion = p.fusion;
     pl->threads = in.threads;
     pl->q_tile = in.q_tile;
@@ -435,7 +437,7 @@ class CpuUnified final : public AttentionKernel {
       for (int t = 0; t * pl->q_tile < p.q_lens[s]; ++t) pl->tiles.push_back({s, t});
     auto cost = [&](const WorkTile& w) -> int64_t {  // keys the tile's rows see, first to last
       const int first = w.q_tile * pl->q_tile, last = std::min(p.q_lens[w.seq], first + pl->q_tile) - 1;
-      const device::Visibility vis(p.q_lens[w.seq], p.kv_lens[w.seq], p.causal, p.features.window_left,
+      const device::Visibility vis(p.q_lens[w.seq], p.kv_lens[w.seq], p.causal, p.top_left, p.features.window_left,
                                    p.features.window_right);
       return vis.visible_end(last) - vis.first_visible(first);
     };
@@ -451,7 +453,7 @@ class CpuUnified final : public AttentionKernel {
     if (!pl) throw std::invalid_argument("cpu.unified: plan was not made by cpu.unified");
     if (p.num_seqs != pl->num_seqs || p.heads != pl->heads || p.kv_heads != pl->kv_heads ||
         p.head_size != pl->head_size || p.block_size != pl->block_size || p.types != pl->types ||
-        p.causal != pl->causal || p.total_q != pl->total_q || p.features.k_scale != pl->lut.k_scale ||
+        p.causal != pl->causal || p.top_left != pl->top_left || p.total_q != pl->total_q || p.features.k_scale != pl->lut.k_scale ||
         p.features.v_scale != pl->lut.v_scale)
       throw std::invalid_argument("cpu.unified: params do not describe the planned problem (" + pl->summary + ")");
     if (!p.q || !p.k_cache || !p.v_cache || !p.out || !p.cu_seqlens_q || !p.seqused_k || !p.block_table)

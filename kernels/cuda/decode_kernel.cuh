@@ -86,8 +86,9 @@ __global__ void __launch_bounds__(DecodeTile<D, static_cast<int>(dtype_bytes(KV)
   // Keys each row sees, built where used: p.causal is then read at each use (held in a register, it changes the
   // kernel's schedule).
   auto vis = [&] {
-    return F ? device::Visibility(q_len, kv_len, p.causal, p.features.window_left, p.features.window_right)
-             : device::Visibility(q_len, kv_len, p.causal);
+    return F ? device::Visibility(q_len, kv_len, p.causal, p.top_left, p.features.window_left,
+                                  p.features.window_right)
+             : device::Visibility(q_len, kv_len, p.causal, p.top_left, -1, -1);
   };
   const int32_t* table_row = p.block_table + static_cast<int64_t>(seq) * p.block_table_stride;
 

@@ -55,7 +55,8 @@ struct RowFeatures {
     for (int r = 0; r < 2; ++r) {
       const bool real = row[r] >= 0;
       const device::ScoreMods m = device::score_mods(f.softcap, f.alibi_slopes, real ? f.qq_bias : nullptr,
-                                                     f.qq_bias_len, real ? row[r] : 0, vis.q_len, vis.kv_len, head[r]);
+                                                     f.qq_bias_len, real ? row[r] : 0, vis.q_len, vis.kv_len, vis.diag,
+                                                     head[r]);
       slope[r] = m.slope * inv_sc;
       pos[r] = m.pos;
       qq[r] = m.qq_row;

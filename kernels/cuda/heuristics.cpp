@@ -76,7 +76,7 @@ int64_t wide_pack_cost(const AttentionProblem& p, int block_m, int pack) {
   int64_t per_head_tile = 0;
   for (int s = 0; s < p.num_seqs(); ++s) {
     const int q = p.q_lens[s];
-    const device::Visibility vis(q, p.kv_lens[s], p.causal);
+    const device::Visibility vis(q, p.kv_lens[s], p.causal, p.top_left, -1, -1);
     for (int m0 = 0; m0 < q; m0 += tq) {
       const int n_end = std::max(0, vis.rows_end(m0 + tq));
       per_head_tile += (n_end + bn - 1) / bn + 1;
@@ -183,7 +183,8 @@ DecodeSplitCost decode_split_cost(const AttentionProblem& p, int num_sms) {
 }
 
 int decode_visible_tiles(const AttentionProblem& p, int s) {
-  const device::Visibility vis(p.q_lens[s], p.kv_lens[s], p.causal, p.features.window_left, p.features.window_right);
+  const device::Visibility vis(p.q_lens[s], p.kv_lens[s], p.causal, p.top_left, p.features.window_left,
+                               p.features.window_right);
   const int bn = decode_block_n(static_cast<int>(dtype_bytes(p.types.kv)));
   const int end = vis.rows_end(p.q_lens[s]), begin = vis.first_visible(0) / bn * bn;
   return end > begin ? (end - begin + bn - 1) / bn : 0;

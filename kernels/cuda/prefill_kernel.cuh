@@ -65,8 +65,9 @@ __global__ void __launch_bounds__(32 * W) prefill_kernel(const __grid_constant__
   // Keys each row sees, built where used: p.causal is then read at each use (held in a register, it changes the
   // kernel's schedule).
   auto vis = [&] {
-    return F ? device::Visibility(q_len, kv_len, p.causal, p.features.window_left, p.features.window_right)
-             : device::Visibility(q_len, kv_len, p.causal);
+    return F ? device::Visibility(q_len, kv_len, p.causal, p.top_left, p.features.window_left,
+                                  p.features.window_right)
+             : device::Visibility(q_len, kv_len, p.causal, p.top_left, -1, -1);
   };
 
   const uint32_t sq = dev::smem_u32(smem);

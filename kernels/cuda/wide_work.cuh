@@ -65,7 +65,7 @@ struct WideGeom {
   // The unit's visibility rule: its alignment carried from make(), the mask flags read from p where used (a flag
   // carried through the unit loop instead costs the consumer a loop-carried register and changes its schedule).
   __device__ __forceinline__ device::Visibility vis(const AttentionParams& p) const {
-    return device::Visibility::aligned(q_len, kv_len, diag, p.causal);
+    return device::Visibility::aligned(q_len, kv_len, diag, p.causal, -1, -1);
   }
   __device__ __forceinline__ bool make(const AttentionParams& p, const WideLaunch& w, const WideWork& u) {
     q_start = p.cu_seqlens_q[u.seq];
@@ -76,7 +76,7 @@ struct WideGeom {
     m0 = (n_m - 1 - u.rank) * w.tq;
     head0 = u.head * w.pack;
     kvh = head0 / (p.heads / p.kv_heads);
-    const device::Visibility v(q_len, kv_len, p.causal);
+    const device::Visibility v(q_len, kv_len, p.causal, p.top_left, -1, -1);
     diag = v.diag;
     const int n_end = max(0, v.rows_end(m0 + w.tq));
     n_tiles = (n_end + BN - 1) / BN;

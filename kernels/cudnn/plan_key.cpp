@@ -146,7 +146,7 @@ std::string feature_conflict(const AttentionProblem& p) {
 Band band_of(const AttentionProblem& p) {
   const AttentionFeatures& f = p.features;
   Band b;
-  b.top_left = !f.alibi_slopes.empty();
+  b.top_left = p.top_left || !f.alibi_slopes.empty();
   if (masked(p) || (p.causal && f.window_left >= 0) || !f.alibi_slopes.empty()) {
     b.right = 0;
   } else if (f.window_right >= 0) {

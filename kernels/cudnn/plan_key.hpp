@@ -62,9 +62,9 @@ std::string heuristics_text(const std::vector<Heuristic>& h);  // "a,fallback"
 std::string pick_text(const PlanChoice& c);                     // "first", "3", "autotune"
 std::string implementation_text(Implementation i);              // "auto", "composite", "unified"
 
-// Whether the graph needs the bottom-right causal mask: with one query per sequence it hides no key (the query sits
-// on the last position), and a graph without a diagonal band is one more engines take.
-inline bool masked(const AttentionProblem& p) { return p.causal && p.max_seqlen_q() > 1; }
+// Whether the graph needs the causal mask: bottom-right with one query per sequence it hides no key (the query
+// sits on the last position), and a graph without a diagonal band is one more engines take.
+inline bool masked(const AttentionProblem& p) { return p.causal && (p.max_seqlen_q() > 1 || p.top_left); }
 
 // The attention features cuDNN's SDPA node takes, and how: a sliding window as its diagonal band (it keeps
 // j > i' - left bound, so the bound is window_left + 1), ALiBi as its own mask (its slopes 2^(-8 (h + 1) / H)
@@ -74,7 +74,7 @@ inline bool masked(const AttentionProblem& p) { return p.causal && p.max_seqlen_
 std::string feature_conflict(const AttentionProblem& p);
 // Whether the slopes are cuDNN's ALiBi slopes for that many heads (within 0.1%: cuDNN computes with its own).
 bool cudnn_alibi_slopes(const std::vector<float>& slopes);
-// The diagonal band of p: bottom-right, except top-left under ALiBi; right bound 0 when causal (and the rows see
+// The diagonal band of p: bottom-right, except top-left when p is or under ALiBi; right bound 0 when causal (and the rows see
 // past the diagonal nowhere else), window_right when not; left bound window_left + 1. nullopt: no bound.
 struct Band {
   bool top_left = false;

@@ -144,8 +144,8 @@ void check_params(const CudnnSdpaPlan& cp, const AttentionParams& a) {
   const AttentionProblem& p = cp.problem;
   if (a.num_seqs != p.num_seqs() || a.heads != p.heads || a.kv_heads != p.kv_heads || a.head_size != p.head_size ||
       a.block_size != p.block_size || a.max_seqlen_q != p.max_seqlen_q() || a.max_seqlen_k != p.max_seqlen_k() ||
-      a.total_q != p.total_q() || a.causal != p.causal || a.scale != p.softmax_scale() || a.types != p.types)
-    throw std::invalid_argument("cudnn.sdpa: params do not match the plan (dims, causal, scale or types)");
+      a.total_q != p.total_q() || a.causal != p.causal || a.top_left != p.top_left || a.scale != p.softmax_scale() || a.types != p.types)
+    throw std::invalid_argument("cudnn.sdpa: params do not match the plan (dims, causal, alignment, scale or types)");
   if (!a.q || !a.k_cache || !a.v_cache || !a.out || !a.cu_seqlens_q || !a.seqused_k || !a.block_table || !a.workspace)
     throw std::invalid_argument(
         "cudnn.sdpa: params need q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table and workspace");

@@ -36,7 +36,7 @@ def feature_decline(c, served, peer):
     for name in FEATURE_NAMES:
         if name in c.features and name not in served:
             return f"feature '{'qq_bias' if name == 'qq_bias_len' else name}': not expressed by {peer}"
-    return ""
+    return c.mask_decline()
 
 
 def reference(torch, c, q, k, v):

@@ -28,7 +28,7 @@ inline GatedDims gated_test_dims(int batch, int seqlen, int h_q, int h_kv, int d
 
 struct GatedGpuBlock {
   std::unique_ptr<GatedBlock> block;
-  cuda::DeviceBuffer h, w, qn, kn, cs, sn, wo, out, ws;
+  cuda::DeviceBuffer h, w, qn, kn, cs, sn, wo, out, ws, lens;
   GatedBlockParams params;
 
   GatedGpuBlock(const GatedBlockKernel& k, const GatedGeometry& g, const GatedOptions& o, const GatedHostInputs& in,
@@ -58,6 +58,11 @@ struct GatedGpuBlock {
     params.w_o = wo.data();
     params.out = out.data();
     params.workspace = ws.data();
+    if (!in.seq_lens.empty()) {  // GatedBlockParams::seq_lens
+      lens = cuda::DeviceBuffer(in.seq_lens.size() * sizeof(int32_t));
+      lens.upload(in.seq_lens.data(), lens.bytes());
+      params.seq_lens = static_cast<const int32_t*>(lens.data());
+    }
   }
 
   std::size_t out_elems() const {

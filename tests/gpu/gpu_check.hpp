@@ -53,9 +53,10 @@ struct Outcome {
 
 // The reference applies the gate itself: ref * sigmoid(gate), gate read back from the case's host copy.
 // ref_q: the reference reads these Q values instead of the inputs' (the Q prologue's, applied on the host).
-// ref_features: the reference computes these features instead of the problem's (a test that a feature mattered).
+// ref_problem: the reference computes this problem on the same inputs instead of the case's (a feature or the
+// alignment changed: a test that it mattered).
 inline Outcome check_output(const DeviceCase& c, uint64_t seed, const std::vector<uint16_t>* ref_q = nullptr,
-                            const AttentionFeatures* ref_features = nullptr) {
+                            const AttentionProblem* ref_problem = nullptr) {
   const AttentionProblem& p = c.host.problem;
   const DType dt = p.types.q;
   std::vector<uint16_t> out(c.out_elems());
@@ -72,11 +73,11 @@ inline Outcome check_output(const DeviceCase& c, uint64_t seed, const std::vecto
   const auto rows = sample_rows(p, seed);
   std::vector<float> ref(rows.size() * p.head_size);
   HostInputs other;
-  if (ref_features) {
+  if (ref_problem) {
     other = c.host;
-    other.problem.features = *ref_features;
+    other.problem = *ref_problem;
   }
-  AttentionParams hp = ref_features ? other.params() : c.host.params();
+  AttentionParams hp = ref_problem ? other.params() : c.host.params();
   if (ref_q) hp.q = ref_q->data();
   reference::paged_attention(hp, rows, ref.data());
   o.rows = static_cast<int64_t>(rows.size());

@@ -94,8 +94,9 @@ Outcome run_features(const PathCase& pc, DType dt, const AttentionFeatures& f, D
   c.run(stream.get());
   stream.synchronize();
   if (without) {
-    AttentionFeatures plain;
-    plain.k_scale = f.k_scale, plain.v_scale = f.v_scale;
+    AttentionProblem plain = p;
+    plain.features = AttentionFeatures();
+    plain.features.k_scale = f.k_scale, plain.features.v_scale = f.v_scale;
     *without = check_output(c, seed, nullptr, &plain);
   }
   return check_output(c, seed);
@@ -154,8 +155,8 @@ TEST(CudaFeatures, EightBitCachesWithTheirScales) {
           c.poison();
           c.run(stream.get());
           stream.synchronize();
-          AttentionFeatures unit = f;
-          unit.k_scale = unit.v_scale = 1.f;
+          AttentionProblem unit = p;
+          unit.features.k_scale = unit.features.v_scale = 1.f;
           unscaled = check_output(c, 7000 + runs, nullptr, &unit);
           const Outcome o = check_output(c, 7000 + runs);
           ++runs;
@@ -168,6 +169,39 @@ TEST(CudaFeatures, EightBitCachesWithTheirScales) {
           if (!o.within) std::printf("  %-50s max_abs=%.3g row_rel=%.3g\n", what.c_str(), o.max_abs, o.max_row_rel);
         }
   std::printf("  %d 8-bit cache runs\n", runs);
+}
+
+// Rows aligned top-left with their keys (AttentionProblem::top_left) on every path and head size, plain and under
+// a window with ALiBi (both follow the alignment), 16-bit and 8-bit caches: the gate passes, and the reference
+// aligned bottom-right fails the same output (every path case has a sequence with q_len != kv_len).
+TEST(CudaFeatures, TopLeftAlignmentOnEveryPath) {
+  int runs = 0;
+  for (int d : {64, 128, 256})
+    for (const PathCase& pc : path_cases(d))
+      for (int variant = 0; variant < 3; ++variant) {
+        if (variant == 2 && (d != 128 || (pc.knobs.count("ATTNBENCH_SM90_PATH") && pc.shape.block_size % 64 != 0)))
+          continue;  // the 8-bit cache, on its d128 kernels (the 8-bit prefill reads whole 64-token pages)
+        AttentionProblem p = problem_of(pc.shape, variant == 1 ? DType::f16 : DType::bf16);
+        p.top_left = true;
+        if (variant == 1) p.features.window_left = 100, p.features.alibi_slopes = alibi(p.heads);
+        if (variant == 2) p.types.kv = DType::e4m3, p.features.k_scale = p.features.v_scale = 0.0625f;
+        DeviceCase c(p, pc.knobs, 9500 + runs);
+        cuda::Stream stream;
+        c.poison();
+        c.run(stream.get());
+        stream.synchronize();
+        AttentionProblem bottom_right = p;
+        bottom_right.top_left = false;
+        const Outcome o = check_output(c, 9500 + runs), flipped = check_output(c, 9500 + runs, nullptr, &bottom_right);
+        ++runs;
+        const std::string what = pc.shape.name + " d" + std::to_string(d) + " variant " + std::to_string(variant) +
+                                 (pc.knobs.empty() ? "" : " " + pc.knobs.begin()->second);
+        EXPECT_EQ(o.nonfinite, 0) << what;
+        EXPECT_EQ(o.padding_written, 0) << what;
+        EXPECT_TRUE(o.within) << what << ": " << o.worst;
+        EXPECT_FALSE(flipped.within) << what << ": the output also passes aligned bottom-right";
+      }
+  std::printf("  %d top-left runs\n", runs);
 }
 
 // The 8-bit kernels round Q to fp16 for their mma: a bf16 Q beyond fp16's range saturates (its row stays finite),

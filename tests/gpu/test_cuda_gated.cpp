@@ -110,5 +110,44 @@ TEST(CudaGatedBlock, SlidingWindowPassesTheGateAndAWindowOffByOneFailsIt) {
   }
 }
 
+// seq_lens (one sequence full, one partial, one empty) under both alignments, causal and not, fused and not, on the
+// block's SDPA (the wide kernel over runtime key lengths shorter than its plan's): the gate passes; the same output
+// fails against the reference without seq_lens and, causal, against the other alignment.
+TEST(CudaGatedBlock, SeqLensAndTheAlignmentPassTheGateAndEachMatters) {
+  const KnobValues knobs = KnobValues::resolve({}, false);
+  const GatedGeometry g(gated_test_dims(3, 256, 8, 2, 128, 32, DType::bf16));
+  GatedHostInputs in = build_gated_inputs(g, 41);
+  in.seq_lens = {256, 100, 0};
+  GatedHostInputs unpadded = in;
+  unpadded.seq_lens.clear();
+  std::vector<int64_t> rows(g.tokens());
+  std::iota(rows.begin(), rows.end(), 0);
+  auto gate_against = [&](const GatedGpuRun& r, const GatedOptions& o, const GatedHostInputs& ref_in) {
+    std::vector<float> ref(rows.size() * g.d_model());
+    reference::gated_block(g, o, ref_in.ref(), rows, ref.data());
+    const Tolerance tol = gated_tolerance(default_tolerance(g.dtype()), ref.data(), ref.size());
+    return gate_rows(r.out.data(), static_cast<int64_t>(r.out.size()), g.dtype(), g.d_model(), rows, ref.data(), tol);
+  };
+  for (bool causal : {true, false})
+    for (bool bottom_right : {true, false})
+      for (bool fused : {false, true}) {
+        GatedOptions o;
+        o.is_causal = causal;
+        o.causal_bottom_right = bottom_right;
+        o.fuse_gate = o.fuse_norm_rope = fused;
+        const GatedGpuRun r = run_gated_block(*make_cuda_gated_block(), g, o, in, knobs);
+        const GateResult gr = gate_against(r, o, in);
+        std::printf("  gated seq_lens causal=%d bottom_right=%d fused=%d max_abs=%.3g [%s]\n", causal, bottom_right,
+                    fused, gr.max_abs, r.summary.c_str());
+        EXPECT_TRUE(gr.passed) << gate_failure_reason(gr);
+        EXPECT_FALSE(gate_against(r, o, unpadded).passed) << "passes without seq_lens";
+        if (causal) {
+          GatedOptions flipped = o;
+          flipped.causal_bottom_right = !bottom_right;
+          EXPECT_FALSE(gate_against(r, flipped, in).passed) << "passes the other alignment";
+        }
+      }
+}
+
 }  // namespace
 }  // namespace attnbench

@@ -14,7 +14,7 @@ struct ScoreMods {
   float softcap = 0.f;            // 0: none
   float slope = 0.f;              // the row's head's ALiBi slope (0: none)
   const float* qq_row = nullptr;  // the row's qq-bias row (null: none)
-  int pos = 0;                    // i' = i + kv_len - q_len
+  int pos = 0;                    // i' = i + diag (the Visibility's: kv_len - q_len bottom-right, 0 top-left)
   int new_from = 0;               // kv_len - q_len: the first of the sequence's new tokens
 
   ATTNBENCH_HD_INLINE float apply(float s, int j) const {
@@ -25,15 +25,16 @@ struct ScoreMods {
   }
 };
 
-// The mods of query row i (of q_len, over kv_len keys) and query head h from the feature params' pointers.
+// The mods of query row i (of q_len, over kv_len keys, at key position i + diag) and query head h from the feature
+// params' pointers.
 ATTNBENCH_HD_INLINE ScoreMods score_mods(float softcap, const float* alibi_slopes, const float* qq_bias,
-                                         int qq_bias_len, int i, int q_len, int kv_len, int h) {
+                                         int qq_bias_len, int i, int q_len, int kv_len, int diag, int h) {
   ScoreMods m;
   m.softcap = softcap;
   m.slope = alibi_slopes != nullptr ? alibi_slopes[h] : 0.f;
   m.qq_row = qq_bias != nullptr ? qq_bias + static_cast<long long>(i) * qq_bias_len : nullptr;
   m.new_from = kv_len - q_len;
-  m.pos = i + m.new_from;
+  m.pos = i + diag;
   return m;
 }
 

@@ -1,6 +1,6 @@
 // Which keys a query row of one sequence sees: the one statement of the masking rule for every kernel (the Eigen
-// reference keeps its own). Query rows are aligned bottom-right with the keys: row i sits at key position
-// i' = i + diag, diag = kv_len - q_len (a decode row is the last key's). Key j is visible to row i iff
+// reference keeps its own). Row i sits at key position i' = i + diag: aligned bottom-right (the default), diag =
+// kv_len - q_len (a decode row is the last key's); aligned top-left, diag = 0. Key j is visible to row i iff
 //   0 <= j < kv_len, and j <= i' when causal, and i' - window_left <= j <= i' + window_right,
 // a window bound of -1 being unbounded. Both ends of the visible range grow with i.
 #pragma once
@@ -11,18 +11,18 @@ namespace attnbench::device {
 
 struct Visibility {
   int q_len, kv_len;
-  int diag;  // kv_len - q_len
+  int diag;  // kv_len - q_len bottom-right, 0 top-left
   bool causal;
   int window_left = -1;
   int window_right = -1;
 
   Visibility() = default;
-  ATTNBENCH_HD_INLINE Visibility(int q_len_, int kv_len_, bool causal_, int left = -1, int right = -1)
-      : q_len(q_len_), kv_len(kv_len_), diag(kv_len_ - q_len_), causal(causal_), window_left(left),
+  // Every argument explicit: a call written for an older signature does not compile into a different rule.
+  ATTNBENCH_HD_INLINE Visibility(int q_len_, int kv_len_, bool causal_, bool top_left, int left, int right)
+      : q_len(q_len_), kv_len(kv_len_), diag(top_left ? 0 : kv_len_ - q_len_), causal(causal_), window_left(left),
         window_right(right) {}
-  // The same rule where diag (kv_len - q_len) was computed earlier and is carried.
-  ATTNBENCH_HD_INLINE static Visibility aligned(int q_len, int kv_len, int diag, bool causal, int left = -1,
-                                                int right = -1) {
+  // The same rule where diag was computed earlier and is carried.
+  ATTNBENCH_HD_INLINE static Visibility aligned(int q_len, int kv_len, int diag, bool causal, int left, int right) {
     Visibility v;
     v.q_len = q_len;
     v.kv_len = kv_len;
@@ -60,8 +60,10 @@ struct Visibility {
   ATTNBENCH_HD_INLINE int visible_count(int i) const { return imax(0, visible_end(i) - first_visible(i)); }
 
   // Keys [n0, n1) against rows [r0, r1] (n0 < n1, r0 <= r1): no row sees any of them (the tile can be skipped) ...
+  // Rows that see no key sit at one end of a sequence (the first ones bottom-right when q_len > kv_len, the last
+  // ones top-left), so both ends empty means every row between is.
   ATTNBENCH_HD_INLINE bool tile_fully_masked(int n0, int n1, int r0, int r1) const {
-    return n0 >= visible_end(r1) || n1 <= first_visible(r0);
+    return n0 >= visible_end(r1) || n1 <= first_visible(r0) || (visible_count(r0) == 0 && visible_count(r1) == 0);
   }
   // ... or every row sees all of them (the tile needs no per-element mask).
   ATTNBENCH_HD_INLINE bool tile_fully_visible(int n0, int n1, int r0, int r1) const {

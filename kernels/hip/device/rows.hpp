@@ -34,7 +34,7 @@ ATTNBENCH_HD_INLINE WorkRows work_rows(const AttentionParams& p, int seq, int kv
   w.r0 = r0;
   w.active = r0 < w.rows.count();
   if (!w.active) return w;
-  w.vis = device::Visibility(w.rows.q_len, w.rows.kv_len, p.causal);
+  w.vis = device::Visibility(w.rows.q_len, w.rows.kv_len, p.causal, p.top_left, -1, -1);
   const int last = device::imin(r0 + block_m, w.rows.count()) - 1;
   w.n_tiles = (w.visible_end(last) + kBlockN - 1) / kBlockN;
   w.mask_from = w.visible_end(r0);

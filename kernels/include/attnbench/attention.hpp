@@ -31,6 +31,10 @@ struct AttentionProblem {
   int head_size = 0;
   int block_size = 64;
   bool causal = true;
+  // Where query row i of a sequence sits among its keys: bottom-right (false), at i + kv_len - q_len, or top-left
+  // (true), at i. The causal diagonal, the sliding window and ALiBi's distance follow it; it differs only where
+  // q_len != kv_len.
+  bool top_left = false;
   float scale = 0.f;  // 0 means 1/sqrt(head_size)
   AttentionTypes types;      // storage of Q, K/V and O (types.hpp)
   AttentionFusion fusion;    // the gated block's output-gate epilogue and Q prologue, when asked for
@@ -50,11 +54,14 @@ struct AttentionProblem {
   void validate() const;
 };
 
-// Causal visibility, bottom-right aligned: the last key query row i of a sequence may see.
-// Keys [0, visible_end) are visible to row i; decode rows see every key. The reference's (and its tests') own
-// statement of the rule, kept apart from the kernels' shared one (kernels/common/device/visibility.hpp) so that
-// each checks the other.
-inline int causal_visible_end(int i, int q_len, int kv_len) { return i + (kv_len - q_len) + 1; }
+// The key position of query row i of a sequence (AttentionProblem::top_left), and causal visibility: keys
+// [0, causal_visible_end) are visible to row i (bottom-right, a decode row sees every key). The reference's (and
+// its tests') own statement of the rule, kept apart from the kernels' shared one
+// (kernels/common/device/visibility.hpp) so that each checks the other.
+inline int query_key_position(int i, int q_len, int kv_len, bool top_left) { return top_left ? i : i + (kv_len - q_len); }
+inline int causal_visible_end(int i, int q_len, int kv_len, bool top_left) {
+  return query_key_position(i, q_len, kv_len, top_left) + 1;
+}
 
 // Declared work of one call: matmul FLOPs over visible (query, key) pairs (the sliding window's included) and the
 // fewest bytes moved (Q, O, and once each key of a sequence that some row sees, K and V).
@@ -110,6 +117,7 @@ struct AttentionParams {
   int64_t total_q = 0;
   float scale = 0.f;  // already resolved (never 0)
   bool causal = true;
+  bool top_left = false;  // AttentionProblem::top_left
   AttentionTypes types;
 };
 

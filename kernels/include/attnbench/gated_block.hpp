@@ -65,8 +65,8 @@ QGateLayout parse_q_gate_layout(const std::string& s);  // throws GatedDecline("
 
 struct GatedOptions {
   bool is_causal = true;
-  // Bottom-right (true) or top-left alignment of the causal mask. The block's attention is square (S queries,
-  // S keys), where the two coincide; both are accepted.
+  // Where query s of a sequence sits among its kv_len keys (AttentionProblem::top_left): at s + kv_len - S
+  // (bottom-right, true) or at s (top-left). The two differ only under seq_lens (kv_len < S); the window follows.
   bool causal_bottom_right = true;
   bool qk_norm = true;
   float norm_weight_offset = 0.f;  // effective RMSNorm weight = offset + w: 0 plain, 1 Gemma-style (1 + w)
@@ -83,6 +83,8 @@ struct GatedOptions {
 // Option values a block never accepts (scale or offset not finite, scale < 0, a window bound below -1). Throws
 // GatedDecline.
 void validate_gated_options(const GatedOptions& o);
+// Why host lengths cannot be a call's seq_lens ("" when they can): "seq_lens[b] = v outside [0, S]".
+std::string gated_seq_lens_conflict(const GatedGeometry& g, const int32_t* seq_lens);
 // The options the gated block's knobs choose (ATTNBENCH_GATED_FUSE_GATE, ATTNBENCH_GATED_FUSE_NORM_ROPE,
 // ATTNBENCH_GATED_QGATE_LAYOUT), the rest at their defaults: the caller sets what its shape fixes.
 GatedOptions gated_options_from_knobs(const KnobValues& knobs);
@@ -111,9 +113,10 @@ AttentionProblem gated_sdpa_problem(const GatedGeometry& g, const GatedOptions& 
 // partial: the workspace pads the projection to whole blocks (GatedWorkspaceLayout).
 int gated_block_size(const GatedGeometry& g);
 
-// Declared work: FLOPs of both projections (2 * tokens * d_model * (N + h_q * d)) plus the SDPA's (causal counts
-// the visible pairs); bytes: the fewest moved (h, W_qkvg, W_o, cos, sin, norm weights read once, out written).
-WorkModel gated_block_work(const GatedGeometry& g, const GatedOptions& o);
+// Declared work: FLOPs of both projections (2 * tokens * d_model * (N + h_q * d)) plus the SDPA's over the
+// visible pairs (the mask, the window and seq_lens, [batch] or empty for none); bytes: the fewest moved (h, W_qkvg,
+// W_o, cos, sin, norm weights read once, out written).
+WorkModel gated_block_work(const GatedGeometry& g, const GatedOptions& o, const std::vector<int>& seq_lens = {});
 
 // The caller's workspace, carved in this order at 256-byte aligned offsets: the projection output
 // [proj_rows, N], the attention output [tokens, h_q * d] (gated in place), the SDPA kernel's workspace, the int32
@@ -137,6 +140,9 @@ GatedWorkspaceLayout gated_workspace_layout(const GatedGeometry& g, int block_si
 // q_norm_weight, k_norm_weight [d] (unused without qk_norm); cos, sin [B, S, rope_dim] (unused when rope_dim is
 // 0); W_o [d_model, h_q * d]; out [B, S, d_model]; all dtype halves, rows contiguous. workspace: workspace_size()
 // bytes, prepared once with prepare_workspace(). The dims must equal the block's geometry.
+// seq_lens (optional, int32 [B]): sequence b's keys are its first seq_lens[b] tokens, 0 <= seq_lens[b] <= S, the
+// rest padding; every query row is computed (a row that sees no key outputs 0). Read on the device at each call
+// (a graph replays new lengths); the CPU block checks the range, the GPU blocks trust it.
 struct GatedBlockParams {
   const void* h = nullptr;
   const void* w_qkvg = nullptr;
@@ -147,6 +153,7 @@ struct GatedBlockParams {
   const void* w_o = nullptr;
   void* out = nullptr;
   void* workspace = nullptr;
+  const int32_t* seq_lens = nullptr;
   int batch = 0, seqlen = 0, d_model = 0, h_q = 0, h_kv = 0, d_head = 0, rope_dim = 0;
   DType dtype = DType::bf16;
 };

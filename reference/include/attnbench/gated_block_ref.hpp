@@ -24,21 +24,26 @@ struct GatedRefInputs {
   const uint16_t* cos = nullptr;
   const uint16_t* sin = nullptr;
   const uint16_t* w_o = nullptr;
+  const int32_t* seq_lens = nullptr;  // [B] or null: GatedBlockParams::seq_lens
 };
 
-// The keys [first, end) flat token `row` (b * S + s) sees: the reference's own statement of the block's mask
-// (is_causal, window_left, window_right around s), kept apart from the kernels' rule.
-std::pair<int, int> gated_visible_keys(const GatedGeometry& g, const GatedOptions& o, int64_t row);
+// The keys [first, end) flat token `row` (b * S + s) sees (first >= end: none): the reference's own statement of the
+// block's mask, kept apart from the kernels' rule. The sequence has kv_len = seq_lens[b] keys (S when seq_lens is
+// null); the row sits at key position s + kv_len - S (causal_bottom_right) or s, and sees the keys of
+// [0, kv_len) that is_causal and the window around that position leave.
+std::pair<int, int> gated_visible_keys(const GatedGeometry& g, const GatedOptions& o, const int32_t* seq_lens,
+                                       int64_t row);
 
 // out: rows.size() * d_model floats, row r the output of flat token rows[r] (b * S + s). Uses the options'
-// is_causal, window_left, window_right, qk_norm, norm_weight_offset and attn_scale (layout and fusion do not
-// change the math).
+// is_causal, causal_bottom_right, window_left, window_right, qk_norm, norm_weight_offset and attn_scale (layout and
+// fusion do not change the math), and in.seq_lens.
 // Multi-threaded (OpenMP); throws std::out_of_range for a row outside [0, B * S).
 void gated_block(const GatedGeometry& g, const GatedOptions& o, const GatedRefInputs& in,
                  const std::vector<int64_t>& rows, float* out);
 
 // FLOPs the reference spends on `rows` (K/V projection of the keys they see, plus per-row work): the harness
 // sizes its sample with it.
-double gated_block_ref_flops(const GatedGeometry& g, const GatedOptions& o, const std::vector<int64_t>& rows);
+double gated_block_ref_flops(const GatedGeometry& g, const GatedOptions& o, const int32_t* seq_lens,
+                             const std::vector<int64_t>& rows);
 
 }  // namespace attnbench::reference
