@@ -120,12 +120,17 @@ float modified_score(const AttentionParams& p, const Row& r, int j, int new_from
 
 // Computes one chunk of rows (sorted by token) of one group: gathers the visible K/V, then scores, softmax, PV.
 void run_chunk(const AttentionParams& p, const Converters& cvt, const Group& g, const Row* rows, int64_t n,
-               float* out, Scratch& w) {
+               float* out, float* lse, Scratch& w) {
   const int d = p.head_size;
   int keys = 0;
   for (int64_t r = 0; r < n; ++r) keys = std::max(keys, rows[r].end);
-  if (keys <= 0) {  // nothing visible: zeros (never happens for valid problems)
-    for (int64_t r = 0; r < n; ++r) std::fill_n(out + rows[r].out_index * d, d, 0.f);
+  if (keys <= 0) {  // nothing visible: zeros, and the LSE of the sink alone
+    for (int64_t r = 0; r < n; ++r) {
+      std::fill_n(out + rows[r].out_index * d, d, 0.f);
+      if (lse)
+        lse[rows[r].out_index] =
+            p.features.sinks ? p.features.sinks[rows[r].head] : -std::numeric_limits<float>::infinity();
+    }
     return;
   }
   // Gather keys [0, keys) of (g.seq, g.kv_head) through the block table.
@@ -165,6 +170,7 @@ void run_chunk(const AttentionParams& p, const Converters& cvt, const Group& g, 
       sum += s[j];
     }
     const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    if (lse) lse[rows[r].out_index] = sum > 0.f || sum != sum ? m + std::log(sum) : -std::numeric_limits<float>::infinity();
     for (int j = 0; j < keys; ++j) s[j] = j >= begin && j < end ? s[j] * inv : 0.f;  // masked keys weigh 0
   }
   w.o.resize(n, d);
@@ -174,7 +180,7 @@ void run_chunk(const AttentionParams& p, const Converters& cvt, const Group& g, 
 
 }  // namespace
 
-void paged_attention(const AttentionParams& p, const std::vector<RowId>& request, float* out) {
+void paged_attention(const AttentionParams& p, const std::vector<RowId>& request, float* out, float* lse) {
   if (request.empty()) return;
   check_params(p);
   const int group_size = p.heads / p.kv_heads;
@@ -261,7 +267,8 @@ void paged_attention(const AttentionParams& p, const std::vector<RowId>& request
     for (int64_t t = 0; t < static_cast<int64_t>(tasks.size()); ++t) {
       try {
         const Task& task = tasks[t];
-        run_chunk(p, cvt, groups[task.group], rows.data() + task.row_begin, task.row_end - task.row_begin, out, w);
+        run_chunk(p, cvt, groups[task.group], rows.data() + task.row_begin, task.row_end - task.row_begin, out, lse,
+                  w);
       } catch (...) {
 #pragma omp critical(attnbench_reference_failure)
         if (!failure) failure = std::current_exception();
@@ -271,13 +278,13 @@ void paged_attention(const AttentionParams& p, const std::vector<RowId>& request
   if (failure) std::rethrow_exception(failure);
 }
 
-void paged_attention_all(const AttentionParams& p, float* out) {
+void paged_attention_all(const AttentionParams& p, float* out, float* lse) {
   check_params(p);
   const int64_t total_q = p.cu_seqlens_q[p.num_seqs];
   std::vector<RowId> rows(static_cast<std::size_t>(total_q) * p.heads);
   for (int64_t t = 0; t < total_q; ++t)
     for (int h = 0; h < p.heads; ++h) rows[t * p.heads + h] = RowId{t, h};
-  paged_attention(p, rows, out);
+  paged_attention(p, rows, out, lse);
 }
 
 }  // namespace attnbench::reference

@@ -79,7 +79,7 @@ double gated_block_ref_flops(const GatedGeometry& g, const GatedOptions& o, cons
 }
 
 void gated_block(const GatedGeometry& g, const GatedOptions& o, const GatedRefInputs& in,
-                 const std::vector<int64_t>& rows, float* out) {
+                 const std::vector<int64_t>& rows, float* out, float* lse) {
   if (rows.empty()) return;
   if (!in.h || !in.wq || !in.wgate || !in.wk || !in.wv || !in.w_o || (o.qk_norm && (!in.q_norm_weight || !in.k_norm_weight)) ||
       (g.rope_dim() > 0 && (!in.cos || !in.sin)))
@@ -158,8 +158,15 @@ void gated_block(const GatedGeometry& g, const GatedOptions& o, const GatedRefIn
     const int kvh = static_cast<int>(task % hkv);
     const int b = static_cast<int>(rows[r] / S);
     const auto [first_key, end] = gated_visible_keys(g, o, in.seq_lens, rows[r]);
-    const int n = std::max(0, end - first_key);  // a row that sees no key outputs 0
-    const int first = n > 0 ? first_key : 0;
+    const int n = end - first_key;
+    if (n <= 0) {  // a row that sees no key outputs 0 (and its cache may hold no rows at all)
+      for (int j = 0; j < group; ++j) {
+        if (lse) lse[r * hq + kvh * group + j] = -INFINITY;
+        og.block(r, static_cast<int64_t>(kvh * group + j) * d, 1, d).setZero();
+      }
+      continue;
+    }
+    const int first = first_key;
     RowMat qg(group, d);
     for (int j = 0; j < group; ++j) qg.row(j) = q.block(r, static_cast<int64_t>(kvh * group + j) * d, 1, d);
     RowMat s = qg * K[b].block(first, static_cast<int64_t>(kvh) * d, n, d).transpose();
@@ -171,9 +178,10 @@ void gated_block(const GatedGeometry& g, const GatedOptions& o, const GatedRefIn
         s(j, k) = std::exp(s(j, k) * scale - m);
         sum += s(j, k);
       }
+      if (lse) lse[r * hq + kvh * group + j] = m + static_cast<float>(std::log(sum));
       s.row(j) /= static_cast<float>(sum);
     }
-    const RowMat oh = n > 0 ? RowMat(s * V[b].block(first, static_cast<int64_t>(kvh) * d, n, d)) : RowMat::Zero(group, d);
+    const RowMat oh = s * V[b].block(first, static_cast<int64_t>(kvh) * d, n, d);
     for (int j = 0; j < group; ++j) {
       const int64_t c0 = static_cast<int64_t>(kvh * group + j) * d;
       for (int i = 0; i < d; ++i) og(r, c0 + i) = oh(j, i) / (1.f + std::exp(-gate(r, c0 + i)));

@@ -12,13 +12,14 @@ namespace {
 class AttentionBound final : public BoundKernel {
  public:
   AttentionBound(const AttentionKernel& k, Device& dev, const HostInputs& in, const std::vector<int64_t>* rows,
-                 const std::vector<float>* ref, const KnobValues& knobs)
-      : kern_(k), dev_(dev), in_(in), rows_(rows), ref_(ref), plan_(k.plan(in.problem, knobs)),
+                 const std::vector<float>* ref, const std::vector<float>* ref_lse, const KnobValues& knobs)
+      : kern_(k), dev_(dev), in_(in), rows_(rows), ref_(ref), ref_lse_(ref_lse), plan_(k.plan(in.problem, knobs)),
         q_(dev, in.q.bytes()), k_(dev, in.k_cache.bytes()), v_(dev, in.v_cache.bytes()),
         out_(dev, in.q.size() * dtype_bytes(in.problem.types.o)), cu_(dev, in.cu_seqlens_q.size() * 4), su_(dev, in.seqused_k.size() * 4),
         bt_(dev, in.block_table.size() * 4), ws_(dev, plan_->workspace_bytes),
         alibi_(dev, in.problem.features.alibi_slopes.size() * 4), sinks_(dev, in.problem.features.sinks.size() * 4),
-        qq_(dev, in.problem.features.qq_bias.size() * 4) {
+        qq_(dev, in.problem.features.qq_bias.size() * 4),
+        lse_(dev, in.problem.return_lse ? static_cast<std::size_t>(in.problem.total_q()) * in.problem.heads * 4 : 0) {
     dev.upload(q_.data(), in.q.data(), q_.bytes());
     dev.upload(k_.data(), in.k_cache.data(), k_.bytes());
     dev.upload(v_.data(), in.v_cache.data(), v_.bytes());
@@ -29,6 +30,7 @@ class AttentionBound final : public BoundKernel {
     for (auto [buf, src] : {std::pair{&alibi_, f.alibi_slopes.data()}, {&sinks_, f.sinks.data()}, {&qq_, f.qq_bias.data()}})
       if (buf->bytes() > 0) dev.upload(buf->data(), src, buf->bytes());
     dev.poison(out_.data(), out_.bytes());
+    if (lse_.bytes()) dev.poison(lse_.data(), lse_.bytes());  // NaN: every row's LSE must be written
     prm_ = in.params();
     prm_.q = q_.data();
     prm_.k_cache = k_.data();
@@ -38,6 +40,7 @@ class AttentionBound final : public BoundKernel {
     prm_.seqused_k = static_cast<const int32_t*>(su_.data());
     prm_.block_table = static_cast<const int32_t*>(bt_.data());
     prm_.workspace = ws_.data();
+    prm_.lse = static_cast<float*>(lse_.data());  // [total_q, heads], make_attention_params' strides
     // The feature lists in the device's memory (null where the problem has none, as in.params() set them).
     if (prm_.features.alibi_slopes) prm_.features.alibi_slopes = static_cast<const float*>(alibi_.data());
     if (prm_.features.sinks) prm_.features.sinks = static_cast<const float*>(sinks_.data());
@@ -52,8 +55,14 @@ class AttentionBound final : public BoundKernel {
     dev_.synchronize();
     HostTensor host(in_.problem.types.o, in_.q.size());
     dev_.download(host.data(), out_.data(), out_.bytes());
-    return gate_rows(host.halves(), static_cast<int64_t>(host.size()), host.dtype(), in_.problem.head_size, *rows_,
-                     ref_->data(), tol);
+    GateResult g = gate_rows(host.halves(), static_cast<int64_t>(host.size()), host.dtype(), in_.problem.head_size,
+                             *rows_, ref_->data(), tol);
+    if (lse_.bytes()) {  // rows_ hold token * heads + head: the LSE's index too
+      std::vector<float> lse(lse_.bytes() / 4);
+      dev_.download(lse.data(), lse_.data(), lse_.bytes());
+      gate_lse(g, lse.data(), static_cast<int64_t>(lse.size()), *rows_, ref_lse_->data(), tol.rtol);
+    }
+    return g;
   }
 
  private:
@@ -62,8 +71,9 @@ class AttentionBound final : public BoundKernel {
   const HostInputs& in_;
   const std::vector<int64_t>* rows_;
   const std::vector<float>* ref_;
+  const std::vector<float>* ref_lse_;
   std::unique_ptr<AttentionPlan> plan_;
-  Buffer q_, k_, v_, out_, cu_, su_, bt_, ws_, alibi_, sinks_, qq_;
+  Buffer q_, k_, v_, out_, cu_, su_, bt_, ws_, alibi_, sinks_, qq_, lse_;
   AttentionParams prm_;
 };
 
@@ -79,6 +89,7 @@ class AttentionCase final : public OpCase {
                         {"max_seqlen_q", p_.max_seqlen_q()}, {"max_seqlen_k", p_.max_seqlen_k()},
                         {"scale", p_.softmax_scale()}};
     if (p_.top_left) d["causal_bottom_right"] = false;
+    if (p_.return_lse) d["return_lse"] = true;
     if (p_.features.any()) d["features"] = features_json(p_.features);
     bool uniform = true;
     nlohmann::json seq = nlohmann::json::array();
@@ -109,8 +120,9 @@ class AttentionCase final : public OpCase {
     MemoryNeed n;
     if (!inputs_) n.host_bytes += inputs;
     if (s.gate && ref_.empty()) n.host_bytes += rows * (hs * sizeof(float) + sizeof(int64_t) + sizeof(reference::RowId));
-    n.host_bytes += o;  // the output downloaded for the gate
-    n.device_bytes = inputs + o + attention_workspace_bound(p_);
+    const double lse = p_.return_lse ? rows * sizeof(float) : 0.0;
+    n.host_bytes += o + lse;  // the output (and the LSE) downloaded for the gate
+    n.device_bytes = inputs + o + lse + attention_workspace_bound(p_);
     return n;
   }
 
@@ -119,21 +131,22 @@ class AttentionCase final : public OpCase {
     if (s.gate && ref_.empty()) {
       const auto rows = select_check_rows(p_, s.reference_gflop * 1e9, s.seed);
       ref_.resize(rows.size() * p_.head_size);
-      reference::paged_attention(inputs_->params(), rows, ref_.data());
+      ref_lse_.resize(p_.return_lse ? rows.size() : 0);
+      reference::paged_attention(inputs_->params(), rows, ref_.data(), p_.return_lse ? ref_lse_.data() : nullptr);
       rows_.reserve(rows.size());
       for (const auto& r : rows) rows_.push_back(r.token * p_.heads + r.head);
     }
   }
 
   std::unique_ptr<BoundKernel> bind(const KernelEntry& k, Device& dev, const KnobValues& knobs) override {
-    return std::make_unique<AttentionBound>(*k.attention, dev, *inputs_, &rows_, &ref_, knobs);
+    return std::make_unique<AttentionBound>(*k.attention, dev, *inputs_, &rows_, &ref_, &ref_lse_, knobs);
   }
 
  private:
   AttentionProblem p_;
   std::unique_ptr<HostInputs> inputs_;
   std::vector<int64_t> rows_;
-  std::vector<float> ref_;
+  std::vector<float> ref_, ref_lse_;
 };
 
 }  // namespace

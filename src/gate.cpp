@@ -94,6 +94,25 @@ GateResult gate_rows(const uint16_t* out, int64_t n_out, DType dtype, int row_le
   return g;
 }
 
+void gate_lse(GateResult& g, const float* got, int64_t n_got, const std::vector<int64_t>& got_index, const float* ref,
+              double tol) {
+  g.lse_tol = tol;
+  g.lse_checked = static_cast<int64_t>(got_index.size());
+  int64_t nan = 0;
+  for (int64_t i = 0; i < n_got; ++i) nan += std::isnan(got[i]) ? 1 : 0;
+  for (std::size_t r = 0; r < got_index.size(); ++r) {
+    const double x = got[got_index[r]], want = ref[r];
+    const bool both_empty = x == -INFINITY && want == -INFINITY;
+    const double err = both_empty ? 0.0 : std::fabs(x - want) / std::max(1.0, std::fabs(want));
+    if (!(err <= g.lse_max_err)) g.lse_max_err = std::isnan(err) ? INFINITY : err;
+  }
+  if (nan > 0 || !(g.lse_max_err <= tol)) {
+    g.failed.push_back("lse");
+    g.passed = false;
+    if (nan > 0) g.lse_max_err = INFINITY;
+  }
+}
+
 std::string gate_failure_reason(const GateResult& g) {
   std::string s = "gate failed:";
   for (const auto& f : g.failed) {
@@ -101,6 +120,7 @@ std::string gate_failure_reason(const GateResult& g) {
     else if (f == "no_rows") s += " no rows checked;";
     else if (f == "max_abs") s += " max_abs " + num(g.max_abs) + " > atol " + num(g.atol) + ";";
     else if (f == "row_rel_l2") s += " row_rel_l2 " + num(g.max_row_rel) + " > rtol " + num(g.rtol) + ";";
+    else if (f == "lse") s += " lse error " + num(g.lse_max_err) + " > " + num(g.lse_tol) + ";";
   }
   return s + " " + g.detail;
 }

@@ -31,8 +31,11 @@ struct GateResult {
   int64_t nonfinite = 0;     // NaN/Inf anywhere in the output (unwritten poisoned elements included)
   int64_t worst_index = -1;  // flat element index in the output of the worst |out - ref|
   int64_t worst_row = -1;    // flat row index of the largest row relative error
-  std::vector<std::string> failed;  // the criteria that failed: nonfinite, max_abs, row_rel_l2, no_rows
+  std::vector<std::string> failed;  // the criteria that failed: nonfinite, max_abs, row_rel_l2, no_rows, lse
   std::string detail;               // where the worst errors are
+  // return_lse (gate_lse): rows whose LSE was compared, the largest |lse - ref| / max(1, |ref|), its bound.
+  int64_t lse_checked = 0;
+  double lse_max_err = 0, lse_tol = 0;
 };
 
 // out: the full output (n_out halves of dtype), [rows_total, row_len] flat. ref_rows: for each checked row,
@@ -40,6 +43,12 @@ struct GateResult {
 // non-finite values; only the checked rows are compared.
 GateResult gate_rows(const uint16_t* out, int64_t n_out, DType dtype, int row_len, const std::vector<int64_t>& ref_rows,
                      const float* ref, const Tolerance& tol);
+
+// The LSE criterion of a return_lse call, added to g: got (n_got floats, every row's LSE; unwritten poisoned ones
+// are NaN) at got_index[r] against ref[r] for each checked row. A row passes when |got - ref| <= tol * max(1,
+// |ref|), or both are -inf (a row that sees no key and has no sink); a NaN anywhere in got fails ("lse").
+void gate_lse(GateResult& g, const float* got, int64_t n_got, const std::vector<int64_t>& got_index, const float* ref,
+              double tol);
 
 // "gate failed: row_rel_l2 0.5 > rtol 0.01; ..." naming each failed criterion, for a mismatch row's reason.
 std::string gate_failure_reason(const GateResult& g);

@@ -31,6 +31,7 @@ namespace {
 void set_shape_options(const GatedShape& s, GatedOptions& o) {
   o.is_causal = s.causal;
   o.causal_bottom_right = s.causal_bottom_right;
+  o.return_lse = s.return_lse;
   o.window_left = s.window_left;
   o.window_right = s.window_right;
   o.qk_norm = s.qk_norm;
@@ -133,6 +134,15 @@ std::vector<int64_t> gated_check_rows(const GatedGeometry& g, const GatedOptions
   return {rows.begin(), rows.end()};
 }
 
+std::vector<int64_t> gated_lse_index(const GatedGeometry& g, const std::vector<int64_t>& rows) {
+  std::vector<int64_t> idx;
+  idx.reserve(rows.size() * g.h_q());
+  const int S = g.seqlen();
+  for (int64_t r : rows)
+    for (int h = 0; h < g.h_q(); ++h) idx.push_back((r / S * g.h_q() + h) * S + r % S);
+  return idx;
+}
+
 Tolerance gated_tolerance(const Tolerance& base, const float* ref, std::size_t n) {
   double ss = 0;
   for (std::size_t i = 0; i < n; ++i) ss += static_cast<double>(ref[i]) * ref[i];
@@ -147,7 +157,8 @@ struct GatedData {
   GatedHostInputs in;
   std::map<QGateLayout, std::vector<uint16_t>> w_qkvg;  // built per layout on first use
   std::vector<int64_t> rows;
-  std::vector<float> ref;  // rows.size() * d_model
+  std::vector<float> ref;      // rows.size() * d_model
+  std::vector<float> ref_lse;  // rows.size() * h_q with return_lse
 };
 
 class GatedBound final : public BoundKernel {
@@ -158,7 +169,8 @@ class GatedBound final : public BoundKernel {
         kn_(dev, data.in.k_norm_weight.size() * 2), cos_(dev, data.in.cos.size() * 2),
         sin_(dev, data.in.sin.size() * 2), wo_(dev, data.in.w_o.size() * 2),
         out_(dev, static_cast<std::size_t>(g_.tokens()) * g_.d_model() * 2), ws_(dev, block_->workspace_size()),
-        lens_(dev, data.in.seq_lens.size() * sizeof(int32_t)) {
+        lens_(dev, data.in.seq_lens.size() * sizeof(int32_t)),
+        lse_(dev, block_->options().return_lse ? static_cast<std::size_t>(g_.tokens()) * g_.h_q() * sizeof(float) : 0) {
     dev.upload(h_.data(), data.in.h.data(), h_.bytes());
     dev.upload(w_.data(), w_qkvg.data(), w_.bytes());
     dev.upload(qn_.data(), data.in.q_norm_weight.data(), qn_.bytes());
@@ -169,6 +181,7 @@ class GatedBound final : public BoundKernel {
     if (lens_.bytes()) dev.upload(lens_.data(), data.in.seq_lens.data(), lens_.bytes());
     dev.poison(out_.data(), out_.bytes());
     dev.poison(ws_.data(), ws_.bytes());  // every intermediate must be written before it is read
+    if (lse_.bytes()) dev.poison(lse_.data(), lse_.bytes());
     block_->prepare_workspace(ws_.data(), dev.stream());
     dev.synchronize();
     prm_ = make_gated_params(g_);
@@ -182,6 +195,7 @@ class GatedBound final : public BoundKernel {
     prm_.out = out_.data();
     prm_.workspace = ws_.data();
     prm_.seq_lens = lens_.bytes() ? static_cast<const int32_t*>(lens_.data()) : nullptr;
+    prm_.lse = static_cast<float*>(lse_.data());
     plan_summary = block_->summary();
     if (is_gpu(dev.backend())) graph_recommended = true;  // a fixed launch sequence, nothing on the host
   }
@@ -194,7 +208,15 @@ class GatedBound final : public BoundKernel {
     std::vector<uint16_t> host(n);
     dev_.download(host.data(), out_.data(), n * 2);
     const Tolerance eff = gated_tolerance(tol, data_.ref.data(), data_.ref.size());
-    return gate_rows(host.data(), static_cast<int64_t>(n), g_.dtype(), g_.d_model(), data_.rows, data_.ref.data(), eff);
+    GateResult gr = gate_rows(host.data(), static_cast<int64_t>(n), g_.dtype(), g_.d_model(), data_.rows,
+                              data_.ref.data(), eff);
+    if (lse_.bytes()) {
+      std::vector<float> lse(lse_.bytes() / sizeof(float));
+      dev_.download(lse.data(), lse_.data(), lse_.bytes());
+      gate_lse(gr, lse.data(), static_cast<int64_t>(lse.size()), gated_lse_index(g_, data_.rows), data_.ref_lse.data(),
+               eff.rtol);
+    }
+    return gr;
   }
 
   std::vector<std::pair<std::string, std::function<void()>>> stages() override {
@@ -210,7 +232,7 @@ class GatedBound final : public BoundKernel {
   Device& dev_;
   const GatedData& data_;
   const GatedGeometry& g_;
-  Buffer h_, w_, qn_, kn_, cos_, sin_, wo_, out_, ws_, lens_;
+  Buffer h_, w_, qn_, kn_, cos_, sin_, wo_, out_, ws_, lens_, lse_;
   GatedBlockParams prm_;
 };
 
@@ -237,6 +259,7 @@ class GatedCase final : public OpCase {
     if (shape_.window_right >= 0) d["window_right"] = shape_.window_right;
     if (!shape_.causal_bottom_right) d["causal_bottom_right"] = false;
     if (!shape_.seq_lens.empty()) d["seq_lens"] = shape_.seq_lens;
+    if (shape_.return_lse) d["return_lse"] = true;
     if (geom_) {
       d["n_qkvg"] = geom_->n_qkvg();
       d["scale"] = shape_options().softmax_scale(shape_.d_head);
@@ -300,7 +323,9 @@ class GatedCase final : public OpCase {
         data_->rows = gated_check_rows(*geom_, shape_options(), data_->in.ref().seq_lens, settings_.reference_gflop * 1e9,
                                        settings_.seed);
         data_->ref.resize(data_->rows.size() * geom_->d_model());
-        reference::gated_block(*geom_, shape_options(), data_->in.ref(), data_->rows, data_->ref.data());
+        data_->ref_lse.resize(shape_.return_lse ? data_->rows.size() * geom_->h_q() : 0);
+        reference::gated_block(*geom_, shape_options(), data_->in.ref(), data_->rows, data_->ref.data(),
+                               shape_.return_lse ? data_->ref_lse.data() : nullptr);
       }
     }
     const QGateLayout layout = block->options().q_gate_layout;

@@ -39,6 +39,10 @@ std::vector<int64_t> gated_check_rows(const GatedGeometry& g, const GatedOptions
 // block rounds normalised Q and K to 16 bits before the scores, an error that peaky attention (the (1 + w) norm
 // weight quadruples the scores) amplifies to 1.8e-2 in bf16 (README, "The gate").
 inline constexpr double kGatedRtolFactor = 5;
+
+// Where the block's lse [B, h_q, S] holds row r's (flat token b S + s) head h, for each checked row and head in
+// reference::gated_block's order (r-major): (b h_q + h) S + s.
+std::vector<int64_t> gated_lse_index(const GatedGeometry& g, const std::vector<int64_t>& rows);
 Tolerance gated_tolerance(const Tolerance& base, const float* ref, std::size_t n);
 
 }  // namespace attnbench

@@ -47,6 +47,11 @@ json row_to_json(const ResultRow& r) {
                  {"nonfinite", g.nonfinite},
                  {"worst_index", g.worst_index},
                  {"detail", g.detail}};
+    if (g.lse_checked > 0) {
+      j["gate"]["lse_checked"] = g.lse_checked;
+      j["gate"]["lse_max_err"] = std::isfinite(g.lse_max_err) ? json(g.lse_max_err) : json("inf");
+      j["gate"]["lse_tol"] = g.lse_tol;
+    }
   } else {
     j["gate"] = nullptr;
   }
@@ -145,6 +150,11 @@ ResultRow row_from_json(const json& j) {
     gr.nonfinite = get_field<int64_t>(g, "nonfinite");
     gr.worst_index = get_field<int64_t>(g, "worst_index");
     gr.detail = get_field<std::string>(g, "detail");
+    if (g.contains("lse_checked")) {
+      gr.lse_checked = get_field<int64_t>(g, "lse_checked");
+      gr.lse_max_err = gate_number(g, "lse_max_err");
+      gr.lse_tol = get_field<double>(g, "lse_tol");
+    }
     r.gate = gr;
   }
   r.time_us = stats_from(j, "time_us");

@@ -47,13 +47,13 @@ const std::set<std::string> kTopKeys = {"group", "op", "description", "defaults"
 const std::set<std::string> kAttentionKeys = [] {
   std::set<std::string> k = {"name",     "batch",     "seqlen_q", "seqlen_k", "seqlens",    "heads",
                              "kv_heads", "head_size", "dtypes",   "causal",   "block_size", "scale", "kv_dtype",
-                             "causal_bottom_right"};
+                             "causal_bottom_right", "return_lse"};
   k.insert(feature_keys().begin(), feature_keys().end());
   return k;
 }();
 const std::set<std::string> kGatedKeys = {"name", "batch",  "seqlen",  "d_model", "h_q",    "h_kv",
                                           "d_head", "rope_dim", "qk_norm", "causal", "dtypes", "window_left",
-                                          "window_right", "causal_bottom_right", "seq_lens"};
+                                          "window_right", "causal_bottom_right", "seq_lens", "return_lse"};
 
 // Names the place of an error: "FILE: shape #i 'name': field 'f'".
 struct Where {
@@ -138,6 +138,7 @@ AttentionProblem parse_attention(const json& s, const Where& w) {
   if (s.contains("block_size")) p.block_size = get_int(s, "block_size", w, kMaxBlockSize);
   if (s.contains("causal")) p.causal = get_bool(s, "causal", w);
   if (s.contains("causal_bottom_right")) p.top_left = !get_bool(s, "causal_bottom_right", w);
+  if (s.contains("return_lse")) p.return_lse = get_bool(s, "return_lse", w);
   try {
     p.features = parse_features(s);
   } catch (const std::invalid_argument& e) {
@@ -209,6 +210,7 @@ GatedShape parse_gated(const json& s, const Where& w) {
   if (s.contains("window_left")) g.window_left = get_int(s, "window_left", w, kMaxLength, -1);
   if (s.contains("window_right")) g.window_right = get_int(s, "window_right", w, kMaxLength, -1);
   if (s.contains("causal_bottom_right")) g.causal_bottom_right = get_bool(s, "causal_bottom_right", w);
+  if (s.contains("return_lse")) g.return_lse = get_bool(s, "return_lse", w);
   if (s.contains("seq_lens")) {
     const json& v = s.at("seq_lens");
     if (!v.is_array() || static_cast<long long>(v.size()) != g.batch)

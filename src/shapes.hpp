@@ -18,6 +18,7 @@ struct GatedShape {
   int window_left = -1, window_right = -1;  // GatedOptions' sliding window
   bool causal_bottom_right = true;          // GatedOptions::causal_bottom_right
   std::vector<int> seq_lens;                // GatedBlockParams::seq_lens, [batch] or empty
+  bool return_lse = false;                  // GatedOptions::return_lse
 };
 
 struct ShapeCase {

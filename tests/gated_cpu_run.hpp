@@ -1,13 +1,16 @@
 // One call of a CPU gated block on host buffers for the host tests: the inputs built, out and the workspace
-// poisoned (0xFF: NaN in fp16 and bf16), the workspace prepared, one execute().
+// poisoned (0xFF: NaN in fp16 and bf16), the workspace prepared, one execute(); and its gate over every row.
 #pragma once
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <vector>
 
 #include "attnbench/gated_block.hpp"
+#include "attnbench/gated_block_ref.hpp"
+#include "gate.hpp"
 #include "gated_case.hpp"
 
 namespace attnbench::gatedtest {
@@ -17,6 +20,7 @@ struct CpuRun {
   GatedHostInputs in;
   std::vector<uint16_t> w_qkvg, out;
   std::vector<unsigned char> ws;
+  std::vector<float> lse;  // [B, h_q, S] when the block has return_lse
   GatedBlockParams prm;
 };
 
@@ -40,10 +44,25 @@ inline CpuRun run_cpu(const GatedGeometry& g, GatedBlock& block, QGateLayout wei
   r.prm.out = r.out.data();
   r.prm.workspace = r.ws.data();
   r.prm.seq_lens = seq_lens.empty() ? nullptr : r.in.seq_lens.data();
+  if (block.options().return_lse) {
+    r.lse.assign(static_cast<std::size_t>(g.tokens()) * g.h_q(), NAN);
+    r.prm.lse = r.lse.data();
+  }
   EXPECT_THROW(block.execute(r.prm, nullptr), std::invalid_argument);  // workspace not prepared yet
   block.prepare_workspace(r.ws.data(), nullptr);
   block.execute(r.prm, nullptr);
   return r;
+}
+
+// The harness's gate of a CPU run over every row against the reference of `o` (its inputs, seq_lens included, from
+// r.in), with the gated block's tolerance rule.
+inline GateResult compare_with_reference(const GatedGeometry& g, const GatedOptions& o, const CpuRun& r) {
+  std::vector<int64_t> rows(g.tokens());
+  for (int64_t t = 0; t < g.tokens(); ++t) rows[t] = t;
+  std::vector<float> ref(rows.size() * g.d_model());
+  reference::gated_block(g, o, r.in.ref(), rows, ref.data());
+  const Tolerance tol = gated_tolerance(default_tolerance(g.dtype()), ref.data(), ref.size());
+  return gate_rows(r.out.data(), static_cast<int64_t>(r.out.size()), g.dtype(), g.d_model(), rows, ref.data(), tol);
 }
 
 }  // namespace attnbench::gatedtest

@@ -145,7 +145,9 @@ TEST(Cli, SeqLensAndTopLeftShapesRunAndPassTheGate) {
     EXPECT_EQ(rows[0]["status"], "ok") << rows[0].dump();
     EXPECT_TRUE(rows[0]["gate"]["passed"].get<bool>()) << rows[0].dump();
     EXPECT_EQ(rows[0]["dims"]["causal_bottom_right"], false);
-    if (file == gated) EXPECT_EQ(rows[0]["dims"]["seq_lens"], nlohmann::json::array({64, 20}));
+    if (file == gated) {
+      EXPECT_EQ(rows[0]["dims"]["seq_lens"], nlohmann::json::array({64, 20}));
+    }
   }
 }
 

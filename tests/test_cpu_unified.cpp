@@ -13,6 +13,7 @@
 #include "../kernels/cpu/unified.hpp"
 #include "attnbench/backends.hpp"
 #include "attnbench/reference.hpp"
+#include "gate.hpp"
 #include "inputs.hpp"
 
 namespace attnbench {
@@ -210,6 +211,54 @@ TEST(CpuUnified, ANanQueryRowStaysNanAcrossSplits) {
         EXPECT_EQ(nan, t == 1 && h == 3 ? p.head_size : 0) << plan->summary << " token " << t << " head " << h;
       }
   }
+}
+
+// return_lse on both paths (prefill rows, and decode rows merged over splits), plain, with sinks and a window, and
+// aligned top-left: every row's LSE matches the reference's; with the LSE in base 2, or without the sink, it fails.
+TEST(CpuUnified, ReturnLseOnBothPathsMatchesTheReference) {
+  for (int variant = 0; variant < 3; ++variant)
+    for (int splits : {1, 6}) {
+      AttentionProblem p = make_problem({1, 40, 1}, {1500, 300, 77}, 8, 2, 128, DType::bf16, true, 16);
+      p.return_lse = true;
+      if (variant == 1) p.features.sinks = {0.5f, 1.f, 8.f, 2.f, 2.5f, 3.f, -1.f, 4.f}, p.features.window_left = 60;
+      if (variant == 2) p.top_left = true;
+      const HostInputs in = build_inputs(p, 13, BlockOrder::shuffled);
+      CpuUnifiedOptions opts;
+      opts.splits = splits;
+      auto kernel = make_cpu_unified(opts);
+      const auto plan = kernel->plan(p, KnobValues::resolve({}, false));
+      AttentionParams a = in.params();
+      std::vector<uint16_t> out(in.q.size(), kPoison);
+      std::vector<float> lse(static_cast<std::size_t>(p.total_q()) * p.heads, NAN);
+      std::vector<float> ws((plan->workspace_bytes + sizeof(float) - 1) / sizeof(float) + 1, 0.f);
+      a.out = out.data();
+      a.workspace = ws.data();
+      EXPECT_THROW(kernel->run(*plan, a, nullptr), std::invalid_argument);  // return_lse without params.lse
+      a.lse = lse.data();
+      kernel->run(*plan, a, nullptr);
+      std::vector<float> ref_o(in.q.size()), ref_lse(lse.size());
+      reference::paged_attention_all(in.params(), ref_o.data(), ref_lse.data());
+      std::vector<int64_t> idx(lse.size());
+      for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int64_t>(i);
+      const std::string what = "variant " + std::to_string(variant) + " splits " + std::to_string(splits);
+      GateResult g;
+      gate_lse(g, lse.data(), static_cast<int64_t>(lse.size()), idx, ref_lse.data(), 1e-4);
+      EXPECT_TRUE(g.failed.empty()) << what << ": lse error " << g.lse_max_err;
+      std::vector<float> base2 = lse;
+      for (float& x : base2) x *= 1.4426950408889634f;
+      GateResult bad;
+      gate_lse(bad, base2.data(), static_cast<int64_t>(base2.size()), idx, ref_lse.data(), default_rtol(DType::bf16));
+      EXPECT_FALSE(bad.failed.empty()) << what << ": the LSE in base 2 passes";
+      if (variant == 1) {  // the reference's LSE without the sinks' terms
+        HostInputs no_sink = in;
+        no_sink.problem.features.sinks.clear();
+        std::vector<float> other(lse.size());
+        reference::paged_attention_all(no_sink.params(), ref_o.data(), other.data());
+        GateResult sinkless;
+        gate_lse(sinkless, lse.data(), static_cast<int64_t>(lse.size()), idx, other.data(), default_rtol(DType::bf16));
+        EXPECT_FALSE(sinkless.failed.empty()) << what << ": passes the LSE without its sinks";
+      }
+    }
 }
 
 TEST(CpuUnified, DecodeGroupsAndHeadSizes) {

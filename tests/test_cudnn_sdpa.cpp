@@ -65,6 +65,9 @@ TEST(CudnnSdpa, DeclinesTypesFeaturesGateAndQPrologueWithoutADevice) {
   p.features.softcap = 30.f;
   expect_declined(p, "feature 'softcap': cuDNN's SDPA node has none");
   p = small_problem();
+  p.return_lse = true;
+  expect_declined(p, "return_lse: not written by cudnn.sdpa");
+  p = small_problem();
   p.features.qq_bias_len = 5;
   p.features.qq_bias.assign(25, 0.5f);
   expect_declined(p, "feature 'qq_bias': cuDNN's SDPA node takes no such bias");

@@ -87,6 +87,30 @@ TEST(Gate, OneWrongRowAmongManyFails) {
   EXPECT_LT(g.rel_l2, default_rtol(DType::f16));
 }
 
+// The LSE criterion: within the bound passes, past it fails; -inf passes only against -inf; a NaN anywhere in the
+// buffer fails, the rows outside the checked ones included; the failure is named.
+TEST(Gate, LseCriterion) {
+  const float inf = INFINITY;
+  auto run = [](std::vector<float> got, std::vector<float> ref) {
+    GateResult g;
+    g.passed = true;
+    std::vector<int64_t> idx(ref.size());
+    for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int64_t>(i);
+    gate_lse(g, got.data(), static_cast<int64_t>(got.size()), idx, ref.data(), 1e-3);
+    return g;
+  };
+  EXPECT_TRUE(run({5.0f, -inf, 0.2f}, {5.004f, -inf, 0.2005f}).passed);
+  const GateResult far = run({5.0f, 1.f}, {5.1f, 1.f});
+  EXPECT_FALSE(far.passed);
+  EXPECT_NEAR(far.lse_max_err, 0.1 / 5.1, 1e-6);
+  EXPECT_NE(gate_failure_reason(far).find("lse error"), std::string::npos) << gate_failure_reason(far);
+  EXPECT_FALSE(run({-inf}, {3.f}).passed);
+  EXPECT_FALSE(run({3.f}, {-inf}).passed);
+  EXPECT_FALSE(run({NAN}, {3.f}).passed);
+  EXPECT_FALSE(run({3.f, NAN}, {3.f}).passed);  // an unwritten row outside the checked ones
+  EXPECT_FALSE(run({3.f * 1.4426950f}, {3.f}).passed);  // base 2 instead of e
+}
+
 TEST(Gate, NoRowsCheckedNeverPasses) {
   const std::vector<uint16_t> out = {float_to_bf16(0.5f)};
   const GateResult g = gate_rows(out.data(), 1, DType::bf16, 1, {}, nullptr, default_tolerance(DType::bf16));

@@ -1,6 +1,7 @@
 // The gated attention block: geometry validation and every typed decline, the W_qkvg builder, norm/RoPE against
 // a naive loop, cpu.gated_block against the fp32 reference, the work model, the harness's rows and tolerance rule,
-// and a CLI run of a small shape file (the workspace: test_gated_workspace.cpp).
+// and a CLI run of a small shape file (the workspace: test_gated_workspace.cpp; the window, seq_lens and return_lse:
+// test_gated_masks.cpp).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -259,16 +260,6 @@ TEST(GatedWork, ModelCountsBothProjectionsAndTheVisibleSdpa) {
   EXPECT_DOUBLE_EQ(gated_block_work(g, windowed).flops, 2 * T * dm * (N + aw) + 4.0 * (45 + 91 * 10) * 4 * 64);
 }
 
-// The harness's gate over every row, with the gated block's tolerance rule.
-GateResult compare_with_reference(const GatedGeometry& g, const GatedOptions& o, const CpuRun& r) {
-  std::vector<int64_t> rows(g.tokens());
-  for (int64_t t = 0; t < g.tokens(); ++t) rows[t] = t;
-  std::vector<float> ref(rows.size() * g.d_model());
-  reference::gated_block(g, o, r.in.ref(), rows, ref.data());
-  const Tolerance tol = gated_tolerance(default_tolerance(g.dtype()), ref.data(), ref.size());
-  return gate_rows(r.out.data(), static_cast<int64_t>(r.out.size()), g.dtype(), g.d_model(), rows, ref.data(), tol);
-}
-
 struct CpuCase {
   int batch, seqlen;
   bool causal;
@@ -312,76 +303,6 @@ INSTANTIATE_TEST_SUITE_P(
                       CpuCase{1, 100, true, DType::bf16, QGateLayout::flat, true, 0.f, true, true},
                       CpuCase{2, 48, false, DType::f16, QGateLayout::interleaved, true, 1.f, true, true},
                       CpuCase{2, 64, true, DType::bf16, QGateLayout::flat, false, 0.f, false, true}));
-
-// A sliding window reaches the block's SDPA: causal with a left window, and a two-sided window without causal,
-// fused and not, pass the gate; the same output fails it against the reference of a window one key wider (a
-// planted off-by-one) and of no window.
-TEST(CpuGatedBlock, SlidingWindowPassesTheGateAndAWindowOffByOneFailsIt) {
-  struct W {
-    bool causal;
-    int left, right;
-    bool fused;
-  };
-  for (const W w : {W{true, 16, -1, false}, W{true, 7, -1, true}, W{false, 20, 5, false}, W{false, 0, 30, true}}) {
-    const GatedGeometry g(small_dims(96, 2));
-    GatedOptions o = plain_options(w.causal);
-    o.window_left = w.left, o.window_right = w.right;
-    o.fuse_gate = o.fuse_norm_rope = w.fused;
-    auto block = make_cpu_gated_block()->create(g, o, knobs());
-    const CpuRun r = run_cpu(g, *block, QGateLayout::flat);
-    const std::string what = "window " + std::to_string(w.left) + "/" + std::to_string(w.right);
-    const GateResult gr = compare_with_reference(g, o, r);
-    EXPECT_TRUE(gr.passed) << what << ": " << gate_failure_reason(gr);
-    GatedOptions wider = o;
-    wider.window_left += 1;
-    EXPECT_FALSE(compare_with_reference(g, wider, r).passed) << what << ": passes a window one key wider";
-    GatedOptions none = o;
-    none.window_left = none.window_right = -1;
-    EXPECT_FALSE(compare_with_reference(g, none, r).passed) << what << ": passes without the window";
-  }
-}
-
-// seq_lens shorten each sequence's keys (one full, one partial, one empty) under both alignments, causal and not,
-// fused and not: the gate passes; the same output fails against the reference without seq_lens and, causal,
-// against the other alignment; the empty sequence's rows are exactly 0; out-of-range lengths are named.
-TEST(CpuGatedBlock, SeqLensAndTheAlignmentPassTheGateAndEachMatters) {
-  const GatedGeometry g(small_dims(96, 3));
-  const std::vector<int32_t> lens = {96, 40, 0};
-  for (bool causal : {true, false})
-    for (bool bottom_right : {true, false})
-      for (bool fused : {false, true}) {
-        GatedOptions o = plain_options(causal);
-        o.causal_bottom_right = bottom_right;
-        o.fuse_gate = o.fuse_norm_rope = fused;
-        auto block = make_cpu_gated_block()->create(g, o, knobs());
-        const CpuRun r = run_cpu(g, *block, QGateLayout::flat, lens);
-        const std::string what = std::string(causal ? "causal" : "full") + (bottom_right ? " bottom-right" : " top-left") +
-                                 (fused ? " fused" : "");
-        const GateResult gr = compare_with_reference(g, o, r);
-        EXPECT_TRUE(gr.passed) << what << ": " << gate_failure_reason(gr);
-        CpuRun unpadded = r;
-        unpadded.in.seq_lens.clear();
-        EXPECT_FALSE(compare_with_reference(g, o, unpadded).passed) << what << ": passes without seq_lens";
-        if (causal) {
-          GatedOptions flipped = o;
-          flipped.causal_bottom_right = !bottom_right;
-          EXPECT_FALSE(compare_with_reference(g, flipped, r).passed) << what << ": passes the other alignment";
-        }
-        const std::size_t row = static_cast<std::size_t>(g.d_model());
-        for (std::size_t i = 2 * 96 * row; i < 3 * 96 * row; ++i)
-          ASSERT_EQ(half_to_float(r.out[i], g.dtype()), 0.f) << what << ": a row with no key";
-      }
-  auto block = make_cpu_gated_block()->create(g, plain_options(), knobs());
-  CpuRun r = run_cpu(g, *block, QGateLayout::flat, lens);
-  r.in.seq_lens = {96, 97, 0};
-  r.prm.seq_lens = r.in.seq_lens.data();
-  try {
-    block->execute(r.prm, nullptr);
-    ADD_FAILURE() << "a length past seqlen was read";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("seq_lens[1] = 97 outside [0, seqlen 96]"), std::string::npos) << e.what();
-  }
-}
 
 // fuse_norm_rope moves Q's norm + RoPE into cpu.unified's Q load: the same fp32 math and the same single rounding
 // as the separate pass, so the block's output is bit-identical; with the prologue reading a wrong weight (a

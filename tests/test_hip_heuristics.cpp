@@ -169,6 +169,9 @@ TEST(HipHeuristics, Declines) {
   AttentionProblem capped = problem(DType::bf16, 128, 64, 64);
   capped.features.softcap = 30.f;
   EXPECT_EQ(reason(capped), "feature 'softcap': not implemented by hip.unified");
+  AttentionProblem lse = problem(DType::bf16, 128, 64, 64);
+  lse.return_lse = true;
+  EXPECT_EQ(reason(lse), "return_lse: not written by hip.unified");
   AttentionProblem gated = problem(DType::bf16, 128, 64, 64);
   gated.fusion.output_gate = true;
   EXPECT_EQ(reason(gated), "the output gate (the gated block's fuse_gate) is not in hip.unified's epilogue");

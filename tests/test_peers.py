@@ -180,6 +180,24 @@ def test_feature_rule():
     check(flex.decline(attention_case([1], [64], features={"sinks": [1.0] * 32})) == "", "flex takes sinks")
 
 
+def test_mask_declines():
+    """Rows aligned top-left where some q_len != kv_len, a gated block's seq_lens and return_lse are declined by
+    every peer (each aligns its masks bottom-right over every key and returns the output alone)."""
+    top_left = attention_case([3, 5], [10, 5])
+    top_left.dims["causal_bottom_right"] = False
+    check("causal_bottom_right false" in top_left.plain_decline(), f"top-left: {top_left.plain_decline()!r}")
+    check("causal_bottom_right false" in flex.decline(top_left), f"flex top-left: {flex.decline(top_left)!r}")
+    square = attention_case([5], [5])
+    square.dims["causal_bottom_right"] = False
+    check(square.plain_decline() == "", "top-left where every q_len == kv_len is bottom-right")
+    lse = attention_case([1], [64])
+    lse.dims["return_lse"] = True
+    check("return_lse" in lse.plain_decline(), f"return_lse: {lse.plain_decline()!r}")
+    gated = attention_case([1], [1], op="gated_block")
+    gated.dims["seq_lens"] = [1]
+    check("seq_lens" in gated.mask_decline(), f"seq_lens: {gated.mask_decline()!r}")
+
+
 def test_cases_from_binary(binary, tmp):
     decode = pc.list_cases(["decode"], binary=binary)
     check(len(decode) == 30, f"decode: 15 shapes x 2 dtypes, got {len(decode)}")
@@ -359,6 +377,7 @@ def main():
     test_flashinfer_arguments()
     test_reference_with_torch()
     test_feature_rule()
+    test_mask_declines()
     test_feature_reference_with_torch()
     if os.access(binary, os.X_OK):
         with tempfile.TemporaryDirectory() as tmp:

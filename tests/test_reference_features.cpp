@@ -18,12 +18,14 @@ namespace {
 
 // Row i of a sequence sits at key position pos = i + kv_len - q_len (i aligned top-left); key j is visible iff j < kv_len, j <= pos when
 // causal, and pos - window_left <= j <= pos + window_right (-1: unbounded).
-std::vector<double> naive_features(const HostInputs& in) {
+// lse (optional): each row's ln(sum of e^score + e^sink), [total_q, heads].
+std::vector<double> naive_features(const HostInputs& in, std::vector<double>* lse = nullptr) {
   const AttentionProblem& pr = in.problem;
   const AttentionParams p = in.params();
   const AttentionFeatures& f = pr.features;
   const int d = p.head_size, group = p.heads / p.kv_heads;
   std::vector<double> out(static_cast<std::size_t>(p.total_q) * p.heads * d, 0.0);
+  if (lse) lse->assign(static_cast<std::size_t>(p.total_q) * p.heads, 0.0);
   auto at = [&](int s, int j, int kvh) {
     const int64_t phys = p.block_table[static_cast<int64_t>(s) * p.block_table_stride + j / p.block_size];
     return static_cast<std::size_t>(phys * p.kv_stride_block + (j % p.block_size) * p.kv_stride_token +
@@ -56,6 +58,7 @@ std::vector<double> naive_features(const HostInputs& in) {
         double den = f.sinks.empty() ? 0.0 : std::exp(f.sinks[h] - m);
         for (int j = 0; j < kv_len; ++j)
           if (vis[j]) den += (w[j] = std::exp(w[j] - m));
+        if (lse) (*lse)[t * p.heads + h] = den > 0 ? m + std::log(den) : -INFINITY;
         for (int c = 0; c < d; ++c) {
           double acc = 0;
           for (int j = 0; j < kv_len; ++j)
@@ -128,12 +131,18 @@ TEST_P(ReferenceFeatures, MatchesNaiveLoop) {
   const HostInputs in = build_inputs(p, 77, BlockOrder::shuffled);
   const AttentionParams a = in.params();
   std::vector<float> got(static_cast<std::size_t>(a.total_q) * a.heads * a.head_size, std::nanf(""));
-  reference::paged_attention_all(a, got.data());
-  const std::vector<double> want = naive_features(in);
+  std::vector<float> got_lse(static_cast<std::size_t>(a.total_q) * a.heads, std::nanf(""));
+  reference::paged_attention_all(a, got.data(), got_lse.data());
+  std::vector<double> want_lse;
+  const std::vector<double> want = naive_features(in, &want_lse);
   int bad = 0;
   for (std::size_t i = 0; i < got.size(); ++i)
     if (!(std::abs(got[i] - want[i]) <= 2e-4 * (1.0 + std::abs(want[i]))) && ++bad <= 5)
       ADD_FAILURE() << fc.name << " element " << i << ": got " << got[i] << ", want " << want[i];
+  EXPECT_EQ(bad, 0);
+  for (std::size_t i = 0; i < got_lse.size(); ++i)
+    if (!(std::abs(got_lse[i] - want_lse[i]) <= 2e-5 * (1.0 + std::abs(want_lse[i]))) && ++bad <= 5)
+      ADD_FAILURE() << fc.name << " row " << i << ": lse " << got_lse[i] << ", want " << want_lse[i];
   EXPECT_EQ(bad, 0);
 }
 

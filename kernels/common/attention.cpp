@@ -122,7 +122,20 @@ AttentionParams make_attention_params(const AttentionProblem& p) {
   a.kv_stride_block = a.kv_stride_token * p.block_size;
   a.block_table_stride = p.max_blocks_per_seq();
   a.prologue.q_rope_dim = p.fusion.q_rope_dim;
+  a.lse_stride_start = a.lse_stride_row = p.heads;
+  a.lse_stride_head = 1;
   return a;
+}
+
+std::string lse_conflict(const AttentionProblem& p, const std::string& kernel) {
+  return p.return_lse ? "return_lse: not written by " + kernel : "";
+}
+
+void check_lse_params(const std::string& kernel, bool return_lse, const AttentionParams& a) {
+  if (return_lse && a.lse == nullptr)
+    throw std::invalid_argument(kernel + ": the problem has return_lse, params.lse is null");
+  if (!return_lse && a.lse != nullptr)
+    throw std::invalid_argument(kernel + ": params.lse is set for a problem without return_lse");
 }
 
 void check_gpu_layout(const std::string& kernel, const AttentionParams& a) {

@@ -114,6 +114,7 @@ AttentionProblem gated_sdpa_problem(const GatedGeometry& g, const GatedOptions& 
   p.block_size = block_size > 0 ? block_size : 64;
   p.causal = o.is_causal;
   p.top_left = !o.causal_bottom_right;  // differs from bottom-right only where seq_lens shorten the keys
+  p.return_lse = o.return_lse;
   p.scale = o.softmax_scale(g.d_head());
   p.types = AttentionTypes::all(g.dtype());
   p.features.window_left = o.window_left;
@@ -168,6 +169,9 @@ AttentionParams gated_sdpa_strides(const GatedGeometry& g, const GatedOptions& o
   const GatedColumns cols = gated_columns(g, o.q_gate_layout);
   const int64_t N = g.n_qkvg();
   AttentionParams a = make_attention_params(prob);
+  a.lse_stride_start = g.h_q();  // [B, h_q, S]: sequence b starts at token b S
+  a.lse_stride_row = 1;
+  a.lse_stride_head = g.seqlen();
   a.q_stride_token = N;
   a.q_stride_head = cols.q_head_stride;
   a.kv_stride_block = N * prob.block_size;
@@ -192,6 +196,7 @@ AttentionParams gated_sdpa_params(const GatedGeometry& g, const GatedOptions& o,
   a.block_table = reinterpret_cast<const int32_t*>(ws + l.block_table);
   a.block_table_stride = l.blocks_per_seq;
   a.workspace = l.sdpa_bytes ? ws + l.sdpa : nullptr;
+  a.lse = p.lse;
   set_gated_q_prologue(g, o, p, a);
   if (o.fuse_gate) {
     a.epilogue.gate = proj + cols.g0;

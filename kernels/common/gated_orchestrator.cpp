@@ -116,6 +116,9 @@ class OrchestratedBlock final : public GatedBlock {
     if (!p.h || !p.w_qkvg || !p.w_o || !p.out || !p.workspace ||
         (o_.qk_norm && (!p.q_norm_weight || !p.k_norm_weight)) || (g_.rope_dim() > 0 && (!p.cos || !p.sin)))
       throw std::invalid_argument(name_ + ": a params pointer is null");
+    if ((p.lse != nullptr) != o_.return_lse)
+      throw std::invalid_argument(name_ + (o_.return_lse ? ": the block has return_lse, params.lse is null"
+                                                         : ": params.lse is set for a block without return_lse"));
     if (const std::string why = pv_->params_conflict(g_, o_, p); !why.empty())
       throw std::invalid_argument(name_ + ": " + why);
     if (p.workspace != prepared_)

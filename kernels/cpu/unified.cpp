@@ -59,7 +59,7 @@ struct CpuPlan : AttentionPlan {
   DType dtype = DType::bf16;  // Q and O (K/V in it, or 8-bit codes read through a KvLut)
   AttentionTypes types;
   KvLut lut;  // an 8-bit cache's decoding, under the problem's scales
-  bool causal = true, top_left = false;
+  bool causal = true, top_left = false, return_lse = false;
   AttentionFusion fusion;
   int q_tile = 1, kv_tile = 64, splits = 1, threads = 1;
   int vec_cols = 8;   // query vectors per micro-kernel column block of the QK gemm: 4 or 8
@@ -296,6 +296,15 @@ void store_row(const AttentionParams& p, int64_t token, int head, const float* a
   }
 }
 
+// params.lse of row i of the sequence at q_start, head h, from its running max m and sum l over its keys (natural
+// units; l == 0: it saw none).
+void store_lse(const AttentionParams& p, int64_t q_start, int i, int h, float m, float l) {
+  if (p.lse == nullptr) return;
+  const float lse2 = l == 0.f ? kNegInf : (m + std::log(l)) * 1.4426950408889634f;
+  p.lse[device::lse_offset(p.lse_stride_start, p.lse_stride_row, p.lse_stride_head, q_start, i, h)] =
+      device::row_lse(p.features.sinks, h, lse2);
+}
+
 // Normalised output of the item's rows, rounded to the dtype.
 template <DType DT>
 void write_out(const AttentionParams& p, const Scratch& sc, int seq, int kh, int row0, int rows) {
@@ -307,6 +316,7 @@ void write_out(const AttentionParams& p, const Scratch& sc, int seq, int kh, int
       const float den = sc.l[mi] + device::sink_weight(p.features.sinks, kh * g + hh, sc.m[mi]);
       const float inv = den > 0.f ? 1.f / den : 0.f;  // a row that sees no key writes zeros
       store_row<DT>(p, token0 + r, kh * g + hh, sc.acc + static_cast<std::size_t>(mi) * d, inv);
+      store_lse(p, p.cu_seqlens_q[seq], row0 + r, kh * g + hh, sc.m[mi], sc.l[mi]);
     }
 }
 
@@ -357,6 +367,11 @@ void combine(const AttentionParams& p, const CpuPlan& pl, const Scratch& sc, int
     total += wk * l;
     const float* a = w.acc + (slot0 + k) * d;
     for (int c = 0; c < d; ++c) o[c] += wk * a[c];
+  }
+  if (p.lse) {  // the token's sequence: the last one starting at or before it
+    const int32_t* cu = p.cu_seqlens_q;
+    const int64_t q_start = *(std::upper_bound(cu, cu + p.num_seqs + 1, token) - 1);
+    store_lse(p, q_start, static_cast<int>(token - q_start), h, mx, total);
   }
   total += device::sink_weight(p.features.sinks, h, mx);
   store_row<DT>(p, token, h, o, total > 0.f ? 1.f / total : 0.f);
@@ -422,6 +437,7 @@ class CpuUnified final : public AttentionKernel {
     pl->lut = KvLut(p.types.kv, p.features.k_scale, p.features.v_scale);
     pl->causal = p.causal;
     pl->top_left = p.top_left;
+    pl->return_lse = p.return_lse;
     pl->fusion = p.fusion;
     pl->threads = in.threads;
     pl->q_tile = in.q_tile;
@@ -462,6 +478,7 @@ class CpuUnified final : public AttentionKernel {
       throw std::invalid_argument(pl->fusion.output_gate ? "cpu.unified: the plan has an output gate, params.epilogue.gate is null"
                                                   : "cpu.unified: params.epilogue.gate is set but the plan has no output gate");
     check_q_prologue_params("cpu.unified", pl->fusion, p.prologue);
+    check_lse_params("cpu.unified", pl->return_lse, p);
     if (pl->workspace_bytes > 0 && !p.workspace)
       throw std::invalid_argument("cpu.unified: plan needs " + std::to_string(pl->workspace_bytes) +
                                   " workspace bytes, params.workspace is null");

@@ -273,6 +273,9 @@ __global__ void __launch_bounds__(DecodeTile<D, static_cast<int>(dtype_bytes(KV)
     }
   }
   if (!row_ok) return;
+  if (p.lse != nullptr && threadIdx.x % kTpr == 0)
+    p.lse[device::lse_offset(p.lse_stride_start, p.lse_stride_row, p.lse_stride_head, q_start, pr / group, head)] =
+        device::row_lse(p.features.sinks, head, lse2);
   if constexpr (F) {
     const float f = row_out_factor(p, head, lse2);
 #pragma unroll

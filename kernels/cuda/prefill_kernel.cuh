@@ -196,6 +196,17 @@ __global__ void __launch_bounds__(32 * W) prefill_kernel(const __grid_constant__
       }
     }
   }
+  if (p.lse == nullptr) return;  // return_lse, after the O stores (a call without it runs their code unchanged)
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float sum = quad_sum(l[mt][r]);
+      const int row = row_a + 16 * mt + 8 * r;
+      if (row < q_len && lane % 4 == 0)  // a NaN sum stays NaN
+        p.lse[device::lse_offset(p.lse_stride_start, p.lse_stride_row, p.lse_stride_head, q_start, row, head)] =
+            device::row_lse(p.features.sinks, head, sum == 0.f ? -INFINITY : m[mt][r] * c + __log2f(sum));
+    }
 }
 
 }  // namespace dev

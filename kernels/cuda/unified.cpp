@@ -54,6 +54,7 @@ struct CudaUnifiedPlan : AttentionPlan {
   mutable std::atomic<const void*> counters_zeroed_for{nullptr};
   KvMapCache kv_maps;  // 2D wide with TMA K/V
   const cuda::InstanceLauncher* launcher = nullptr;  // the instance's entry in built_instances()
+  bool return_lse = false;  // the problem's: params.lse must be set exactly then
 };
 
 // Device 0, asked once; the defaults where there is none.
@@ -119,6 +120,7 @@ class CudaUnified final : public AttentionKernel {
       plan->counter_offset = lp.workspace_bytes - plan->counter_bytes;
     }
     plan->graph_replay = r.instance.graph_replay;
+    plan->return_lse = p.return_lse;
     plan->summary = r.instance.summary;
     return plan;
   }
@@ -140,6 +142,7 @@ class CudaUnified final : public AttentionKernel {
                               reinterpret_cast<std::uintptr_t>(a.epilogue.gate) % 4 != 0))
       throw std::invalid_argument("cuda.unified: gate strides must be even and the gate 4-byte aligned");
     check_q_prologue(*cp, a);
+    check_lse_params("cuda.unified", cp->return_lse, a);
     const auto s = static_cast<cudaStream_t>(stream);
     if (cp->counter_bytes > 0 && cp->counters_zeroed_for.load() != a.workspace) {
       // Enqueued (and captured) like the kernels; after this call the kernel keeps the counters zero.

@@ -22,6 +22,23 @@ template <DType DT> __device__ __forceinline__ uint32_t gate_pair(uint32_t o2, u
   return pack2<DT>(o.x * sg.x, o.y * sg.y);
 }
 
+// params.lse of this thread's two rows (return_lse), apart from the O stores: inside their loop it cost short prefill
+// 2% (kernels/NOTES.md). A NaN sum stays NaN.
+template <DType DT, int D, int WG, bool TMA, bool F>
+__device__ __forceinline__ void wide_store_lse(const WideCtx<DT, D, WG, TMA, F>& cx,
+                                               const WideGeom<WideTile<D, WG, TMA>::kBN>& g,
+                                               const WideAcc<D, WideTile<D, WG, TMA>::kBN>& a) {
+  const AttentionParams& p = cx.p;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float sum = quad_sum(a.l[r]);
+    const WideRow rr = wide_row(cx.w, g, cx.wg * kWideRowsPerWg + cx.warp * 16 + cx.lane / 4 + 8 * r);
+    if (rr.valid && cx.lane % 4 == 0)
+      p.lse[device::lse_offset(p.lse_stride_start, p.lse_stride_row, p.lse_stride_head, g.q_start, rr.tok, rr.head)] =
+          device::row_lse(p.features.sinks, rr.head, sum == 0.f ? -INFINITY : a.m[r] * cx.c + __log2f(sum));
+  }
+}
+
 // One unit's output rows of this warpgroup. The Q tile at sq is free: its last S wgmma has been waited for. It is
 // swizzled, so the 4-byte writes of a warp hit 32 distinct banks. O is rounded before the gate, as an unfused
 // O-then-gate chain rounds it.
@@ -46,6 +63,7 @@ __device__ __forceinline__ void wide_epilogue(const WideCtx<DT, D, WG, TMA, F>& 
       st_shared_u32(sq + wide_swz<RW>(lrow, d) + (lane % 4) * 4,
                     pack2<DT>(a.o[d][2 * r] * inv, a.o[d][2 * r + 1] * inv));
   }
+  if (p.lse != nullptr) wide_store_lse(cx, g, a);
   named_bar_sync(1 + cx.wg, 128);
   // Gate values: 16-byte loads where the gate's base and strides allow them (the gated block's fused projection
   // layout does), issued for a batch of chunks ahead of their tile reads; otherwise 4-byte loads per chunk (gate

@@ -75,6 +75,7 @@ std::string layout_conflict(const AttentionProblem& p, const Layout& l) {
 std::string problem_conflict(const AttentionProblem& p, const Layout& l) {
   if (std::string s = sixteen_bit_storage_conflict(p); !s.empty()) return s;
   if (std::string f = cudnn::feature_conflict(p); !f.empty()) return f;
+  if (std::string l = lse_conflict(p, kName); !l.empty()) return l;
   if (p.fusion.output_gate) return "output_gate: cudnn.sdpa has no gate epilogue";
   if (p.fusion.has_q_prologue()) return "Q prologue (q_norm / q_rope_dim): cudnn.sdpa has none";
   try {
@@ -156,6 +157,7 @@ void check_params(const CudnnSdpaPlan& cp, const AttentionParams& a) {
   if (a.epilogue.gate)
     throw std::invalid_argument("cudnn.sdpa: params.epilogue.gate set, and cudnn.sdpa has no gate epilogue");
   check_q_prologue_params(kName, AttentionFusion{}, a.prologue);
+  check_lse_params(kName, p.return_lse, a);
 }
 
 // The plan's graph for the params' layout; another layout's is built on its first (eager) call.

@@ -57,6 +57,7 @@ std::string instance_name(const InstanceKey& k) {
 std::string problem_conflict(const AttentionProblem& p) {
   if (const std::string types = sixteen_bit_storage_conflict(p); !types.empty()) return types;
   if (const std::string f = feature_conflict(p.features, "hip.unified"); !f.empty()) return f;
+  if (const std::string l = lse_conflict(p, "hip.unified"); !l.empty()) return l;
   if (p.fusion.output_gate) return "the output gate (the gated block's fuse_gate) is not in hip.unified's epilogue";
   if (p.fusion.has_q_prologue()) return "the Q prologue (norm / RoPE of Q) is not in hip.unified";
   if (p.head_size != 64 && p.head_size != 128)

@@ -28,7 +28,7 @@ inline GatedDims gated_test_dims(int batch, int seqlen, int h_q, int h_kv, int d
 
 struct GatedGpuBlock {
   std::unique_ptr<GatedBlock> block;
-  cuda::DeviceBuffer h, w, qn, kn, cs, sn, wo, out, ws, lens;
+  cuda::DeviceBuffer h, w, qn, kn, cs, sn, wo, out, ws, lens, lse;
   GatedBlockParams params;
 
   GatedGpuBlock(const GatedBlockKernel& k, const GatedGeometry& g, const GatedOptions& o, const GatedHostInputs& in,
@@ -63,6 +63,11 @@ struct GatedGpuBlock {
       lens.upload(in.seq_lens.data(), lens.bytes());
       params.seq_lens = static_cast<const int32_t*>(lens.data());
     }
+    if (o.return_lse) {  // [B, h_q, S], poisoned NaN
+      lse = cuda::DeviceBuffer(static_cast<std::size_t>(g.tokens()) * g.h_q() * sizeof(float));
+      lse.fill_byte(0xFF);
+      params.lse = static_cast<float*>(lse.data());
+    }
   }
 
   std::size_t out_elems() const {
@@ -87,6 +92,7 @@ struct GatedGpuBlock {
 
 struct GatedGpuRun {
   std::vector<uint16_t> out;
+  std::vector<float> lse;  // with return_lse
   std::vector<std::string> stages;
   std::string summary;
 };
@@ -98,7 +104,9 @@ inline GatedGpuRun run_gated_block(const GatedBlockKernel& k, const GatedGeometr
   GatedGpuBlock b(k, g, o, in, knobs, stream);
   b.execute(stream);
   stream.synchronize();
-  return {b.output(), b.block->stage_names(), b.block->summary()};
+  std::vector<float> lse(b.lse.bytes() / sizeof(float));
+  if (!lse.empty()) b.lse.download(lse.data(), b.lse.bytes());
+  return {b.output(), lse, b.block->stage_names(), b.block->summary()};
 }
 
 }  // namespace attnbench::gputest

@@ -45,7 +45,7 @@ struct DeviceCase {
   std::vector<uint16_t> gate_host;  // fused: the whole fused buffer; else [total_q, h, d]
   int64_t gate_off = 0, gate_st = 0, gate_sh = 0;  // gate element (t, h, d) at gate_host[off + t st + h sh + d]
   std::vector<int32_t> device_table;  // the pool's places (pool_blocks > 0), else empty: host.block_table
-  cuda::DeviceBuffer q, k, v, cu, used, table, out, workspace, fused, gate, alibi, sinks, qq_bias;
+  cuda::DeviceBuffer q, k, v, cu, used, table, out, workspace, fused, gate, alibi, sinks, qq_bias, lse;
   std::unique_ptr<AttentionKernel> kernel = make_cuda_unified();
   std::unique_ptr<AttentionPlan> plan;
   AttentionParams params;
@@ -140,6 +140,16 @@ struct DeviceCase {
     params.seqused_k = static_cast<const int32_t*>(used.data());
     params.block_table = static_cast<const int32_t*>(table.data());
     params.workspace = workspace.data();
+    if (p.return_lse) {  // [total_q, heads], make_attention_params' strides
+      lse = cuda::DeviceBuffer(static_cast<std::size_t>(tq) * h * sizeof(float));
+      params.lse = static_cast<float*>(lse.data());
+    }
+  }
+  // Every row's LSE (return_lse), [total_q, heads].
+  std::vector<float> lse_values() const {
+    std::vector<float> v(lse.bytes() / sizeof(float));
+    if (!v.empty()) lse.download(v.data(), lse.bytes());
+    return v;
   }
   // Uploads each compact block to its place in the pool; returns the table of places.
   std::vector<int32_t> place_in_pool(int64_t pool_blocks, uint64_t seed) {
@@ -187,7 +197,10 @@ struct DeviceCase {
         gate_host[static_cast<std::size_t>(gate_off + token * gate_st + head * gate_sh + d)], host.problem.types.q);
     return static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(g))));
   }
-  void poison() { out.fill_byte(0xFF); }  // 0xFFFF is NaN in fp16 and bf16
+  void poison() {  // 0xFFFF is NaN in fp16 and bf16, 0xFFFFFFFF in fp32
+    out.fill_byte(0xFF);
+    if (lse.bytes()) lse.fill_byte(0xFF);
+  }
   void run(cudaStream_t s) const { kernel->run(*plan, params, s); }
 };
 

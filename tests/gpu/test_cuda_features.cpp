@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -171,37 +172,89 @@ TEST(CudaFeatures, EightBitCachesWithTheirScales) {
   std::printf("  %d 8-bit cache runs\n", runs);
 }
 
+// The d128 path cases an 8-bit cache runs on (the 8-bit prefill reads whole 64-token pages).
+bool eight_bit_path(const PathCase& pc, int d) {
+  return d == 128 && !(pc.knobs.count("ATTNBENCH_SM90_PATH") && pc.shape.block_size % 64 != 0);
+}
+
+// One call of p on the path case's kernel, output (and LSE) poisoned first.
+std::unique_ptr<DeviceCase> run_path(const PathCase& pc, const AttentionProblem& p, uint64_t seed) {
+  auto c = std::make_unique<DeviceCase>(p, pc.knobs, seed);
+  cuda::Stream stream;
+  c->poison();
+  c->run(stream.get());
+  stream.synchronize();
+  return c;
+}
+
+std::string path_run_name(const PathCase& pc, int d, int variant) {
+  return pc.shape.name + " d" + std::to_string(d) + " variant " + std::to_string(variant) +
+         (pc.knobs.empty() ? "" : " " + pc.knobs.begin()->second);
+}
+
 // Rows aligned top-left with their keys (AttentionProblem::top_left) on every path and head size, plain and under
-// a window with ALiBi (both follow the alignment), 16-bit and 8-bit caches: the gate passes, and the reference
-// aligned bottom-right fails the same output (every path case has a sequence with q_len != kv_len).
+// a window with ALiBi (both follow the alignment), 16-bit and 8-bit caches: the gate passes, and where the mask
+// depends on the alignment (causal, or a window; every path case has a sequence with q_len != kv_len) the reference
+// aligned bottom-right fails the same output.
 TEST(CudaFeatures, TopLeftAlignmentOnEveryPath) {
   int runs = 0;
   for (int d : {64, 128, 256})
     for (const PathCase& pc : path_cases(d))
       for (int variant = 0; variant < 3; ++variant) {
-        if (variant == 2 && (d != 128 || (pc.knobs.count("ATTNBENCH_SM90_PATH") && pc.shape.block_size % 64 != 0)))
-          continue;  // the 8-bit cache, on its d128 kernels (the 8-bit prefill reads whole 64-token pages)
+        if (variant == 2 && !eight_bit_path(pc, d)) continue;
         AttentionProblem p = problem_of(pc.shape, variant == 1 ? DType::f16 : DType::bf16);
         p.top_left = true;
         if (variant == 1) p.features.window_left = 100, p.features.alibi_slopes = alibi(p.heads);
         if (variant == 2) p.types.kv = DType::e4m3, p.features.k_scale = p.features.v_scale = 0.0625f;
-        DeviceCase c(p, pc.knobs, 9500 + runs);
-        cuda::Stream stream;
-        c.poison();
-        c.run(stream.get());
-        stream.synchronize();
+        const auto c = run_path(pc, p, 9500 + runs);
         AttentionProblem bottom_right = p;
         bottom_right.top_left = false;
-        const Outcome o = check_output(c, 9500 + runs), flipped = check_output(c, 9500 + runs, nullptr, &bottom_right);
+        const Outcome o = check_output(*c, 9500 + runs), flipped = check_output(*c, 9500 + runs, nullptr, &bottom_right);
         ++runs;
-        const std::string what = pc.shape.name + " d" + std::to_string(d) + " variant " + std::to_string(variant) +
-                                 (pc.knobs.empty() ? "" : " " + pc.knobs.begin()->second);
+        const std::string what = path_run_name(pc, d, variant);
         EXPECT_EQ(o.nonfinite, 0) << what;
         EXPECT_EQ(o.padding_written, 0) << what;
         EXPECT_TRUE(o.within) << what << ": " << o.worst;
-        EXPECT_FALSE(flipped.within) << what << ": the output also passes aligned bottom-right";
+        if (p.causal || p.features.window_left >= 0) {
+          EXPECT_FALSE(flipped.within) << what << ": the output also passes aligned bottom-right";
+        }
       }
   std::printf("  %d top-left runs\n", runs);
+}
+
+// return_lse on every path and head size: plain, sinks with a window, top-left, and an 8-bit cache; the LSE of every
+// row against the reference's (within 1e-3 of max(1, |lse|): the kernels read the reference's inputs, in fp32), and
+// the same values fail against the LSE in base 2.
+TEST(CudaFeatures, ReturnLseOnEveryPath) {
+  int runs = 0;
+  for (int d : {64, 128, 256})
+    for (const PathCase& pc : path_cases(d))
+      for (int variant = 0; variant < 4; ++variant) {
+        if (variant == 3 && !eight_bit_path(pc, d)) continue;
+        AttentionProblem p = problem_of(pc.shape, variant == 1 ? DType::f16 : DType::bf16);
+        p.return_lse = true;
+        if (variant == 1) p.features.sinks = spread(p.heads, 2.f, 6.f), p.features.window_left = 128;
+        if (variant == 2) p.top_left = true;
+        if (variant == 3) p.types.kv = DType::e4m3, p.features.k_scale = p.features.v_scale = 0.0625f;
+        const auto c = run_path(pc, p, 9700 + runs);
+        const Outcome o = check_output(*c, 9700 + runs);
+        const std::vector<float> got = c->lse_values();
+        std::vector<float> ref_o(c->host.q.size()), ref(got.size());
+        reference::paged_attention_all(c->host.params(), ref_o.data(), ref.data());
+        std::vector<int64_t> idx(got.size());
+        for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int64_t>(i);
+        GateResult g, base2;
+        gate_lse(g, got.data(), static_cast<int64_t>(got.size()), idx, ref.data(), 1e-3);
+        std::vector<float> twice = got;
+        for (float& x : twice) x *= 1.4426950408889634f;
+        gate_lse(base2, twice.data(), static_cast<int64_t>(twice.size()), idx, ref.data(), 1e-3);
+        ++runs;
+        const std::string what = path_run_name(pc, d, variant);
+        EXPECT_TRUE(o.within) << what << ": " << o.worst;
+        EXPECT_TRUE(g.failed.empty()) << what << ": lse error " << g.lse_max_err;
+        EXPECT_FALSE(base2.failed.empty()) << what << ": the LSE in base 2 passes";
+      }
+  std::printf("  %d return_lse runs\n", runs);
 }
 
 // The 8-bit kernels round Q to fp16 for their mma: a bf16 Q beyond fp16's range saturates (its row stays finite),

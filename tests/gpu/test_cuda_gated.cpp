@@ -149,5 +149,35 @@ TEST(CudaGatedBlock, SeqLensAndTheAlignmentPassTheGateAndEachMatters) {
       }
 }
 
+// return_lse through the block (fused and not, under seq_lens aligned top-left): the [B, h_q, S] LSE within the
+// harness's bound of the reference's on every row and head, and in base 2 it fails.
+TEST(CudaGatedBlock, ReturnLseMatchesTheReference) {
+  const KnobValues knobs = KnobValues::resolve({}, false);
+  const GatedGeometry g(gated_test_dims(3, 256, 8, 2, 128, 32, DType::bf16));
+  GatedHostInputs in = build_gated_inputs(g, 43);
+  in.seq_lens = {256, 100, 0};
+  std::vector<int64_t> rows(g.tokens());
+  std::iota(rows.begin(), rows.end(), 0);
+  const double tol = default_rtol(g.dtype()) * kGatedRtolFactor;
+  for (bool fused : {false, true}) {
+    GatedOptions o;
+    o.causal_bottom_right = false;
+    o.return_lse = true;
+    o.fuse_gate = o.fuse_norm_rope = fused;
+    const GatedGpuRun r = run_gated_block(*make_cuda_gated_block(), g, o, in, knobs);
+    std::vector<float> ref(rows.size() * g.d_model()), ref_lse(rows.size() * g.h_q());
+    reference::gated_block(g, o, in.ref(), rows, ref.data(), ref_lse.data());
+    const std::vector<int64_t> idx = gated_lse_index(g, rows);
+    GateResult gr, base2;
+    gate_lse(gr, r.lse.data(), static_cast<int64_t>(r.lse.size()), idx, ref_lse.data(), tol);
+    std::vector<float> twice = r.lse;
+    for (float& x : twice) x *= 1.4426950408889634f;
+    gate_lse(base2, twice.data(), static_cast<int64_t>(twice.size()), idx, ref_lse.data(), tol);
+    std::printf("  gated return_lse fused=%d lse error %.3g (bound %.3g)\n", fused, gr.lse_max_err, tol);
+    EXPECT_TRUE(gr.failed.empty()) << "lse error " << gr.lse_max_err;
+    EXPECT_FALSE(base2.failed.empty()) << "the LSE in base 2 passes";
+  }
+}
+
 }  // namespace
 }  // namespace attnbench

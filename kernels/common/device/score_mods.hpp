@@ -51,4 +51,20 @@ ATTNBENCH_HD_INLINE float sink_share(const float* sinks, int h, float lse2) {
   return sinks != nullptr ? 1.f / (1.f + exp2f(sinks[h] * 1.4426950408889634f - lse2)) : 1.f;
 }
 
+// What AttentionParams::lse receives for a row whose keys' base-2 log-sum-exp is lse2: the natural log of the whole
+// softmax denominator, the sink's e^sink included (-inf for no key and no sink; a NaN stays NaN).
+ATTNBENCH_HD_INLINE float row_lse(const float* sinks, int h, float lse2) {
+  const float a = lse2 * 0.6931471805599453f;
+  if (sinks == nullptr || a != a) return a;
+  const float s = sinks[h];
+  if (a == -INFINITY) return s;
+  return fmaxf(a, s) + log1pf(expf(-fabsf(a - s)));
+}
+
+// Where row i (of the sequence starting at packed token q_start) of head h puts its LSE: AttentionParams::lse.
+ATTNBENCH_HD_INLINE long long lse_offset(long long stride_start, long long stride_row, long long stride_head,
+                                          long long q_start, int i, int h) {
+  return q_start * stride_start + static_cast<long long>(i) * stride_row + static_cast<long long>(h) * stride_head;
+}
+
 }  // namespace attnbench::device

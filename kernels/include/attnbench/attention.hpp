@@ -35,6 +35,8 @@ struct AttentionProblem {
   // (true), at i. The causal diagonal, the sliding window and ALiBi's distance follow it; it differs only where
   // q_len != kv_len.
   bool top_left = false;
+  // The kernel also writes each row's log-sum-exp (AttentionParams::lse); a kernel that cannot declines.
+  bool return_lse = false;
   float scale = 0.f;  // 0 means 1/sqrt(head_size)
   AttentionTypes types;      // storage of Q, K/V and O (types.hpp)
   AttentionFusion fusion;    // the gated block's output-gate epilogue and Q prologue, when asked for
@@ -106,6 +108,12 @@ struct AttentionParams {
   AttentionEpilogue epilogue;   // problem.fusion.output_gate
   AttentionQPrologue prologue;  // problem.fusion.q_norm / q_rope_dim
   AttentionFeatureParams features;  // the problem's features; pointers in the backend's memory
+  // problem.return_lse (null otherwise): per row, ln(sum_j e^(s_j) + e^sink) over its visible keys' final scores
+  // (fp32; -inf for a row that sees no key and has no sink), at lse[q_start * lse_stride_start + i *
+  // lse_stride_row + head * lse_stride_head], q_start = cu_seqlens_q[seq], i the row's index in its sequence.
+  // make_attention_params: [total_q, heads] (start and row strides heads, head stride 1).
+  float* lse = nullptr;
+  int64_t lse_stride_start = 0, lse_stride_row = 0, lse_stride_head = 0;
 
   int64_t q_stride_token = 0, q_stride_head = 0;
   int64_t o_stride_token = 0, o_stride_head = 0;
@@ -140,5 +148,12 @@ std::string unified_storage_conflict(const AttentionProblem& p, const std::strin
 
 // Fills dims, scale and the dense-packed strides of the paged layout from a problem (pointers left null).
 AttentionParams make_attention_params(const AttentionProblem& p);
+
+// "return_lse: not written by KERNEL" when the problem asks for the LSE, "" otherwise: the decline of kernels
+// that do not write it.
+std::string lse_conflict(const AttentionProblem& p, const std::string& kernel);
+// A call's lse pointer against its problem's return_lse: set exactly when asked for. Throws std::invalid_argument
+// prefixed with `kernel`.
+void check_lse_params(const std::string& kernel, bool return_lse, const AttentionParams& a);
 
 }  // namespace attnbench

@@ -78,6 +78,9 @@ struct GatedOptions {
   // Sliding window (the attention features' rule, AttentionFeatures): query s of a sequence sees key j iff
   // s - window_left <= j <= s + window_right, -1 unbounded; with is_causal, j <= s as well.
   int window_left = -1, window_right = -1;
+  // The SDPA's log-sum-exp per (sequence, query head, query) into GatedBlockParams::lse (the attention op's
+  // return_lse; a block whose SDPA cannot write it declines).
+  bool return_lse = false;
   float softmax_scale(int d_head) const;
 };
 // Option values a block never accepts (scale or offset not finite, scale < 0, a window bound below -1). Throws
@@ -143,6 +146,8 @@ GatedWorkspaceLayout gated_workspace_layout(const GatedGeometry& g, int block_si
 // seq_lens (optional, int32 [B]): sequence b's keys are its first seq_lens[b] tokens, 0 <= seq_lens[b] <= S, the
 // rest padding; every query row is computed (a row that sees no key outputs 0). Read on the device at each call
 // (a graph replays new lengths); the CPU block checks the range, the GPU blocks trust it.
+// lse (with return_lse, fp32 [B, h_q, S]): each query row's natural-log sum of exp over its scaled scores
+// (AttentionParams::lse; -inf for a row that sees no key).
 struct GatedBlockParams {
   const void* h = nullptr;
   const void* w_qkvg = nullptr;
@@ -154,6 +159,7 @@ struct GatedBlockParams {
   void* out = nullptr;
   void* workspace = nullptr;
   const int32_t* seq_lens = nullptr;
+  float* lse = nullptr;
   int batch = 0, seqlen = 0, d_model = 0, h_q = 0, h_kv = 0, d_head = 0, rope_dim = 0;
   DType dtype = DType::bf16;
 };

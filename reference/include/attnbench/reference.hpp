@@ -17,10 +17,12 @@ struct RowId {
 // or in an 8-bit one read as code * k_scale / v_scale; index arrays as int32). Gathers K/V through the block table,
 // maps query head h to kv head h / (heads / kv_heads), applies the attention features (README, "Attention
 // features"), the bottom-right causal mask and the sliding window, softmax in fp32 (with the sinks), weights V.
-// out: rows.size() * head_size floats, row-major in the order of `rows`. Multi-threaded over rows.
-void paged_attention(const AttentionParams& p, const std::vector<RowId>& rows, float* out);
+// out: rows.size() * head_size floats, row-major in the order of `rows`. lse (optional): rows.size() floats, each
+// row's natural-log sum of exp over its final scores and its sink (AttentionParams::lse's definition; -inf for a row
+// that sees no key and has no sink). Multi-threaded over rows.
+void paged_attention(const AttentionParams& p, const std::vector<RowId>& rows, float* out, float* lse = nullptr);
 
-// Every row: out is [total_q, heads, head_size] fp32.
-void paged_attention_all(const AttentionParams& p, float* out);
+// Every row: out is [total_q, heads, head_size] fp32, lse (optional) [total_q, heads].
+void paged_attention_all(const AttentionParams& p, float* out, float* lse = nullptr);
 
 }  // namespace attnbench::reference
