@@ -4,6 +4,7 @@
 // OpenMP over token chunks and (row, kv head) pairs; Eigen single-threaded inside.
 #define EIGEN_DONT_PARALLELIZE
 #include "attnbench/gated_block_ref.hpp"
+#include "attnbench/mx_ref.hpp"
 
 #include <omp.h>
 
@@ -47,6 +48,12 @@ void norm_rope(float* x, int d, bool norm, const std::vector<float>& w, float of
     x[i] = x1 * to_f(cos[i], dt) - x2 * to_f(sin[i], dt);
     x[i + h] = x2 * to_f(cos[i + h], dt) + x1 * to_f(sin[i + h], dt);
   }
+}
+
+// Under the MX modes, each row of m replaced by what its quantisation to f (after pre_scale) stands for.
+void mx_rows(const GatedOptions& o, RowMat& m, mx::MxFormat f, float pre_scale) {
+  if (!o.mx) return;
+  for (Eigen::Index r = 0; r < m.rows(); ++r) mx_fake_quantize(f, m.row(r).data(), m.cols(), pre_scale);
 }
 
 }  // namespace
@@ -124,7 +131,8 @@ void gated_block(const GatedGeometry& g, const GatedOptions& o, const GatedRefIn
     const auto [b, t0] = chunks[c];
     const int n = std::min(kChunk, keys[b] - t0);
     const int64_t tok0 = static_cast<int64_t>(b) * S + t0;
-    const RowMat hc = convert(in.h + tok0 * dm, n, dm, dm, dt);
+    RowMat hc = convert(in.h + tok0 * dm, n, dm, dm, dt);
+    mx_rows(o, hc, mx_h_format(), 1.f);
     K[b].middleRows(t0, n).noalias() = hc * wk.transpose();
     V[b].middleRows(t0, n).noalias() = hc * wv.transpose();
     for (int i = 0; i < n; ++i) {
@@ -142,6 +150,7 @@ void gated_block(const GatedGeometry& g, const GatedOptions& o, const GatedRefIn
     RowMat hr(n, dm);
     for (int64_t i = 0; i < n; ++i)
       for (int k = 0; k < dm; ++k) hr(i, k) = to_f(in.h[rows[r0 + i] * dm + k], dt);
+    mx_rows(o, hr, mx_h_format(), 1.f);
     q.middleRows(r0, n).noalias() = hr * wq.transpose();
     gate.middleRows(r0, n).noalias() = hr * wg.transpose();
     for (int64_t i = 0; i < n; ++i) {
@@ -188,12 +197,15 @@ void gated_block(const GatedGeometry& g, const GatedOptions& o, const GatedRefIn
     }
   }
 
-  // Output projection.
+  // Output projection (under MX: the gated O quantised, W_o's per-tensor descale).
+  if (o.mx) mx_rows(o, og, mx_o_format(*o.mx), o.mx->scale_o);
+  const float out_factor = o.mx ? o.mx->descale_w_o : 1.f;
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t r0 = 0; r0 < R; r0 += 16) {
     const int64_t n = std::min<int64_t>(16, R - r0);
     Eigen::Map<RowMat> dst(out + r0 * dm, n, dm);
     dst.noalias() = og.middleRows(r0, n) * wo.transpose();
+    dst *= out_factor;
   }
 }
 

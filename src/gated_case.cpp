@@ -35,6 +35,7 @@ void set_shape_options(const GatedShape& s, GatedOptions& o) {
   o.window_left = s.window_left;
   o.window_right = s.window_right;
   o.qk_norm = s.qk_norm;
+  o.mx = s.mx;
 }
 }  // namespace
 
@@ -90,6 +91,48 @@ GatedHostInputs build_gated_inputs(const GatedGeometry& g, uint64_t seed) {
   return in;
 }
 
+void apply_mx_weights(const GatedGeometry& g, const MxQuantSpec& s, GatedHostInputs& in) {
+  const DType dt = g.dtype();
+  auto requantise = [dt](std::vector<uint16_t>& w, int64_t cols, MxCodes c) {
+    const mx::MxFormat f = mx_format_of(c);
+    const int64_t rows = static_cast<int64_t>(w.size()) / cols;
+    std::vector<uint8_t> codes(mx::mx_code_bytes(f, rows, cols)), scales(mx::mx_scale_bytes(f, rows, cols));
+    mx::quantize_rows(f, dt, w.data(), rows, cols, 1.f, codes.data(), scales.data());
+    std::vector<float> row(cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      mx::dequantize_row(f, codes.data() + mx::mx_code_bytes(f, r, cols), scales.data() + mx::mx_scale_bytes(f, r, cols),
+                         cols, 1.f, row.data());
+      for (int64_t c = 0; c < cols; ++c) {
+        const uint16_t h = float_to_half(row[c], dt);
+        if (half_to_float(h, dt) != row[c])
+          throw std::logic_error("apply_mx_weights: a dequantised weight is not exact in " + std::string(dtype_name(dt)));
+        w[r * cols + c] = h;
+      }
+    }
+  };
+  const int64_t dm = g.d_model();
+  for (std::vector<uint16_t>* w : {&in.wq, &in.wgate, &in.wk, &in.wv}) requantise(*w, dm, s.w_qkvg);
+  requantise(in.w_o, g.attn_width(), s.w_o);
+}
+
+GatedKernelWeights gated_kernel_weights(const GatedGeometry& g, const GatedOptions& o, const GatedHostInputs& in) {
+  GatedKernelWeights w;
+  w.w_qkvg = build_w_qkvg(g, o.q_gate_layout, in.wq.data(), in.wgate.data(), in.wk.data(), in.wv.data());
+  if (!o.mx) return w;
+  auto quantise = [&](const std::vector<uint16_t>& x, int64_t cols, MxCodes c, std::vector<uint8_t>& codes,
+                      std::vector<uint8_t>& scales) {
+    const mx::MxFormat f = mx_format_of(c);
+    const int64_t rows = static_cast<int64_t>(x.size()) / cols;
+    codes.resize(mx::mx_code_bytes(f, rows, cols));
+    scales.resize(mx::mx_scale_bytes(f, rows, cols));
+    mx::quantize_rows(f, g.dtype(), x.data(), rows, cols, 1.f, codes.data(), scales.data());
+  };
+  quantise(w.w_qkvg, g.d_model(), o.mx->w_qkvg, w.qkvg_codes, w.qkvg_scales);
+  quantise(in.w_o, g.attn_width(), o.mx->w_o, w.o_codes, w.o_scales);
+  w.w_qkvg.clear();
+  return w;
+}
+
 std::vector<int64_t> gated_check_rows(const GatedGeometry& g, const GatedOptions& o, const int32_t* seq_lens,
                                       double budget_flops, uint64_t seed) {
   const int64_t T = g.tokens();
@@ -143,11 +186,13 @@ std::vector<int64_t> gated_lse_index(const GatedGeometry& g, const std::vector<i
   return idx;
 }
 
-Tolerance gated_tolerance(const Tolerance& base, const float* ref, std::size_t n) {
+Tolerance gated_tolerance(const Tolerance& base, const float* ref, std::size_t n, const std::optional<MxQuantSpec>& mx) {
   double ss = 0;
   for (std::size_t i = 0; i < n; ++i) ss += static_cast<double>(ref[i]) * ref[i];
   const double rms = n > 0 ? std::sqrt(ss / static_cast<double>(n)) : 0.0;
-  return {base.atol * std::max(1.0, rms), base.rtol * kGatedRtolFactor};
+  const double r = base.rtol * kGatedRtolFactor;
+  const double grow = mx ? 1.0 + std::sqrt((mx::mx_is_fp4(mx_o_format(*mx)) ? 0.5 : 0.125) / r) : 1.0;
+  return {base.atol * std::max(1.0, rms) * grow, r * grow};
 }
 
 namespace {
@@ -155,7 +200,7 @@ namespace {
 // The reference-side data of one case, shared by every kernel bound to it.
 struct GatedData {
   GatedHostInputs in;
-  std::map<QGateLayout, std::vector<uint16_t>> w_qkvg;  // built per layout on first use
+  std::map<QGateLayout, GatedKernelWeights> weights;  // built per layout on first use
   std::vector<int64_t> rows;
   std::vector<float> ref;      // rows.size() * d_model
   std::vector<float> ref_lse;  // rows.size() * h_q with return_lse
@@ -163,21 +208,28 @@ struct GatedData {
 
 class GatedBound final : public BoundKernel {
  public:
-  GatedBound(std::unique_ptr<GatedBlock> block, Device& dev, const GatedData& data, const std::vector<uint16_t>& w_qkvg)
+  GatedBound(std::unique_ptr<GatedBlock> block, Device& dev, const GatedData& data, const GatedKernelWeights& w)
       : block_(std::move(block)), dev_(dev), data_(data), g_(block_->geometry()),
-        h_(dev, data.in.h.size() * 2), w_(dev, w_qkvg.size() * 2), qn_(dev, data.in.q_norm_weight.size() * 2),
-        kn_(dev, data.in.k_norm_weight.size() * 2), cos_(dev, data.in.cos.size() * 2),
-        sin_(dev, data.in.sin.size() * 2), wo_(dev, data.in.w_o.size() * 2),
+        h_(dev, data.in.h.size() * 2), w_(dev, block_->options().mx ? w.qkvg_codes.size() : w.w_qkvg.size() * 2),
+        qn_(dev, data.in.q_norm_weight.size() * 2), kn_(dev, data.in.k_norm_weight.size() * 2),
+        cos_(dev, data.in.cos.size() * 2), sin_(dev, data.in.sin.size() * 2),
+        wo_(dev, block_->options().mx ? w.o_codes.size() : data.in.w_o.size() * 2),
+        qkvg_scales_(dev, w.qkvg_scales.size()), o_scales_(dev, w.o_scales.size()),
         out_(dev, static_cast<std::size_t>(g_.tokens()) * g_.d_model() * 2), ws_(dev, block_->workspace_size()),
         lens_(dev, data.in.seq_lens.size() * sizeof(int32_t)),
         lse_(dev, block_->options().return_lse ? static_cast<std::size_t>(g_.tokens()) * g_.h_q() * sizeof(float) : 0) {
     dev.upload(h_.data(), data.in.h.data(), h_.bytes());
-    dev.upload(w_.data(), w_qkvg.data(), w_.bytes());
+    const bool mx = block_->options().mx.has_value();
+    dev.upload(w_.data(), mx ? static_cast<const void*>(w.qkvg_codes.data()) : w.w_qkvg.data(), w_.bytes());
     dev.upload(qn_.data(), data.in.q_norm_weight.data(), qn_.bytes());
     dev.upload(kn_.data(), data.in.k_norm_weight.data(), kn_.bytes());
     if (cos_.bytes()) dev.upload(cos_.data(), data.in.cos.data(), cos_.bytes());
     if (sin_.bytes()) dev.upload(sin_.data(), data.in.sin.data(), sin_.bytes());
-    dev.upload(wo_.data(), data.in.w_o.data(), wo_.bytes());
+    dev.upload(wo_.data(), mx ? static_cast<const void*>(w.o_codes.data()) : data.in.w_o.data(), wo_.bytes());
+    if (mx) {
+      dev.upload(qkvg_scales_.data(), w.qkvg_scales.data(), qkvg_scales_.bytes());
+      dev.upload(o_scales_.data(), w.o_scales.data(), o_scales_.bytes());
+    }
     if (lens_.bytes()) dev.upload(lens_.data(), data.in.seq_lens.data(), lens_.bytes());
     dev.poison(out_.data(), out_.bytes());
     dev.poison(ws_.data(), ws_.bytes());  // every intermediate must be written before it is read
@@ -196,6 +248,10 @@ class GatedBound final : public BoundKernel {
     prm_.workspace = ws_.data();
     prm_.seq_lens = lens_.bytes() ? static_cast<const int32_t*>(lens_.data()) : nullptr;
     prm_.lse = static_cast<float*>(lse_.data());
+    if (mx) {
+      prm_.w_qkvg_scales = static_cast<const uint8_t*>(qkvg_scales_.data());
+      prm_.w_o_scales = static_cast<const uint8_t*>(o_scales_.data());
+    }
     plan_summary = block_->summary();
     if (is_gpu(dev.backend())) graph_recommended = true;  // a fixed launch sequence, nothing on the host
   }
@@ -207,7 +263,7 @@ class GatedBound final : public BoundKernel {
     const std::size_t n = static_cast<std::size_t>(g_.tokens()) * g_.d_model();
     std::vector<uint16_t> host(n);
     dev_.download(host.data(), out_.data(), n * 2);
-    const Tolerance eff = gated_tolerance(tol, data_.ref.data(), data_.ref.size());
+    const Tolerance eff = gated_tolerance(tol, data_.ref.data(), data_.ref.size(), block_->options().mx);
     GateResult gr = gate_rows(host.data(), static_cast<int64_t>(n), g_.dtype(), g_.d_model(), data_.rows,
                               data_.ref.data(), eff);
     if (lse_.bytes()) {
@@ -232,7 +288,7 @@ class GatedBound final : public BoundKernel {
   Device& dev_;
   const GatedData& data_;
   const GatedGeometry& g_;
-  Buffer h_, w_, qn_, kn_, cos_, sin_, wo_, out_, ws_, lens_, lse_;
+  Buffer h_, w_, qn_, kn_, cos_, sin_, wo_, qkvg_scales_, o_scales_, out_, ws_, lens_, lse_;
   GatedBlockParams prm_;
 };
 
@@ -260,6 +316,9 @@ class GatedCase final : public OpCase {
     if (!shape_.causal_bottom_right) d["causal_bottom_right"] = false;
     if (!shape_.seq_lens.empty()) d["seq_lens"] = shape_.seq_lens;
     if (shape_.return_lse) d["return_lse"] = true;
+    if (const auto& m = shape_.mx)
+      d["mx"] = {{"w_qkvg", mx_codes_name(m->w_qkvg)}, {"w_o", mx_codes_name(m->w_o)},
+                 {"o", mx::mx_format_name(mx_o_format(*m))}, {"scale_o", m->scale_o}, {"descale_w_o", m->descale_w_o}};
     if (geom_) {
       d["n_qkvg"] = geom_->n_qkvg();
       d["scale"] = shape_options().softmax_scale(shape_.d_head);
@@ -319,6 +378,7 @@ class GatedCase final : public OpCase {
       data_ = std::make_unique<GatedData>();
       data_->in = build_gated_inputs(*geom_, settings_.seed);
       data_->in.seq_lens.assign(shape_.seq_lens.begin(), shape_.seq_lens.end());
+      if (shape_.mx) apply_mx_weights(*geom_, *shape_.mx, data_->in);
       if (settings_.gate) {
         data_->rows = gated_check_rows(*geom_, shape_options(), data_->in.ref().seq_lens, settings_.reference_gflop * 1e9,
                                        settings_.seed);
@@ -329,11 +389,10 @@ class GatedCase final : public OpCase {
       }
     }
     const QGateLayout layout = block->options().q_gate_layout;
-    auto& w = data_->w_qkvg[layout];
-    if (w.empty())
-      w = build_w_qkvg(*geom_, layout, data_->in.wq.data(), data_->in.wgate.data(), data_->in.wk.data(),
-                       data_->in.wv.data());
-    return std::make_unique<GatedBound>(std::move(block), dev, *data_, w);
+    auto it = data_->weights.find(layout);
+    if (it == data_->weights.end())
+      it = data_->weights.emplace(layout, gated_kernel_weights(*geom_, block->options(), data_->in)).first;
+    return std::make_unique<GatedBound>(std::move(block), dev, *data_, it->second);
   }
 
  private:

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "attnbench/gated_block.hpp"
@@ -26,6 +27,17 @@ struct GatedHostInputs {
   reference::GatedRefInputs ref() const;
 };
 GatedHostInputs build_gated_inputs(const GatedGeometry& g, uint64_t seed);
+// The MX modes' weights: Wq, Wgate, Wk, Wv (codes of s.w_qkvg) and W_o (s.w_o) replaced by the values of their
+// quantisation along d_model / h_q d (exact in bf16), so that the reference reads what the codes stand for.
+void apply_mx_weights(const GatedGeometry& g, const MxQuantSpec& s, GatedHostInputs& in);
+
+// The weights in a block's storage for options `o`: W_qkvg's halves in o.q_gate_layout's order, or under o.mx
+// the MX codes and scales of W_qkvg (that order) and W_o (W_o's halves are the inputs' own).
+struct GatedKernelWeights {
+  std::vector<uint16_t> w_qkvg;
+  std::vector<uint8_t> qkvg_codes, qkvg_scales, o_codes, o_scales;
+};
+GatedKernelWeights gated_kernel_weights(const GatedGeometry& g, const GatedOptions& o, const GatedHostInputs& in);
 
 // Output rows (flat tokens b * S + s) the gate checks: all of them when the reference's per-row work fits
 // budget_flops; else the first and last row of each sequence, both sides of the 64- and 128-row tile
@@ -43,6 +55,11 @@ inline constexpr double kGatedRtolFactor = 5;
 // Where the block's lse [B, h_q, S] holds row r's (flat token b S + s) head h, for each checked row and head in
 // reference::gated_block's order (r-major): (b h_q + h) S + s.
 std::vector<int64_t> gated_lse_index(const GatedGeometry& g, const std::vector<int64_t>& rows);
-Tolerance gated_tolerance(const Tolerance& base, const float* ref, std::size_t n);
+// Under the MX modes (mx set) the block and the reference quantise the gated O from values that differ by the bf16
+// chain's error r = base.rtol * kGatedRtolFactor: an element near a rounding boundary lands on the other neighbour.
+// With the O format's largest relative gap between neighbouring codes d (e4m3 1/8, e2m1 1/2), a fraction ~r/d of the
+// elements moves by ~d |x|: a row error of ~sqrt(r d). Both bounds grow by the factor 1 + sqrt(d / r).
+Tolerance gated_tolerance(const Tolerance& base, const float* ref, std::size_t n,
+                          const std::optional<MxQuantSpec>& mx = std::nullopt);
 
 }  // namespace attnbench

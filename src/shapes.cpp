@@ -37,6 +37,9 @@ std::string ShapeCase::describe() const {
     if (g.window_left >= 0 || g.window_right >= 0) os << " window " << g.window_left << "/" << g.window_right;
     if (!g.causal_bottom_right) os << " top-left";
     if (!g.seq_lens.empty()) os << " seq_lens";
+    if (g.mx)
+      os << " mx w " << mx_codes_name(g.mx->w_qkvg) << "/" << mx_codes_name(g.mx->w_o) << " o "
+         << mx::mx_format_name(mx_o_format(*g.mx));
   }
   return os.str();
 }
@@ -53,7 +56,7 @@ const std::set<std::string> kAttentionKeys = [] {
 }();
 const std::set<std::string> kGatedKeys = {"name", "batch",  "seqlen",  "d_model", "h_q",    "h_kv",
                                           "d_head", "rope_dim", "qk_norm", "causal", "dtypes", "window_left",
-                                          "window_right", "causal_bottom_right", "seq_lens", "return_lse"};
+                                          "window_right", "causal_bottom_right", "seq_lens", "return_lse", "mx"};
 
 // Names the place of an error: "FILE: shape #i 'name': field 'f'".
 struct Where {
@@ -195,6 +198,34 @@ AttentionProblem parse_attention(const json& s, const Where& w) {
   return p;
 }
 
+// "mx": {"w_qkvg": codes, "w_o": codes, "o": "mxfp8" | "nvfp4" | "mxfp4", "scale_o": x, "descale_w_o": x}, codes
+// "e4m3" or "e2m1" ("e5m2" parses, and the block declines it); every key optional.
+MxQuantSpec parse_mx(const json& v, const Where& w) {
+  if (!v.is_object()) w.fail("mx", "expected an object, got " + compact_value(v.dump()));
+  MxQuantSpec m;
+  for (const auto& [key, val] : v.items()) {
+    const std::string field = "mx." + key;
+    if (key == "w_qkvg" || key == "w_o") {
+      const auto c = val.is_string() ? parse_mx_codes(val.get<std::string>()) : std::nullopt;
+      if (!c) w.fail(field, "expected \"e4m3\" (MXFP8) or \"e2m1\" (MXFP4), got " + compact_value(val.dump()));
+      (key == "w_qkvg" ? m.w_qkvg : m.w_o) = *c;
+    } else if (key == "o") {
+      const std::string o = val.is_string() ? val.get<std::string>() : "";
+      const auto f = parse_fp4_format(o);
+      if (!f && o != "mxfp8") w.fail(field, "expected \"mxfp8\", \"nvfp4\" or \"mxfp4\", got " + compact_value(val.dump()));
+      m.o_fp4 = f.has_value();
+      if (f) m.o_format = *f;
+    } else if (key == "scale_o" || key == "descale_w_o") {
+      if (!val.is_number() || !(val.get<double>() > 0) || val.get<double>() > 3e38)
+        w.fail(field, "expected a number > 0 that fits a float, got " + compact_value(val.dump()));
+      (key == "scale_o" ? m.scale_o : m.descale_w_o) = static_cast<float>(val.get<double>());
+    } else {
+      w.fail(field, "unknown key (known: w_qkvg, w_o, o, scale_o, descale_w_o)");
+    }
+  }
+  return m;
+}
+
 GatedShape parse_gated(const json& s, const Where& w) {
   GatedShape g;
   for (const char* k : {"seqlen", "d_model", "h_q", "h_kv", "d_head", "rope_dim"}) require(s, k, w);
@@ -211,6 +242,7 @@ GatedShape parse_gated(const json& s, const Where& w) {
   if (s.contains("window_right")) g.window_right = get_int(s, "window_right", w, kMaxLength, -1);
   if (s.contains("causal_bottom_right")) g.causal_bottom_right = get_bool(s, "causal_bottom_right", w);
   if (s.contains("return_lse")) g.return_lse = get_bool(s, "return_lse", w);
+  if (s.contains("mx")) g.mx = parse_mx(s.at("mx"), w);
   if (s.contains("seq_lens")) {
     const json& v = s.at("seq_lens");
     if (!v.is_array() || static_cast<long long>(v.size()) != g.batch)

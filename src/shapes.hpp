@@ -1,10 +1,12 @@
 // Shape groups: JSON files (shapes/<group>.json, or any file through --shapes) expanded into cases, one per
 // (shape, dtype). Every malformed input is a UsageError naming the file, the shape and the field.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "attnbench/attention.hpp"
+#include "attnbench/gated_mx.hpp"
 
 namespace attnbench {
 
@@ -19,6 +21,7 @@ struct GatedShape {
   bool causal_bottom_right = true;          // GatedOptions::causal_bottom_right
   std::vector<int> seq_lens;                // GatedBlockParams::seq_lens, [batch] or empty
   bool return_lse = false;                  // GatedOptions::return_lse
+  std::optional<MxQuantSpec> mx;            // GatedOptions::mx
 };
 
 struct ShapeCase {

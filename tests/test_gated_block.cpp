@@ -379,6 +379,14 @@ TEST(GatedHarness, ToleranceRuleScalesWithTheOutputRms) {
   EXPECT_DOUBLE_EQ(gated_tolerance(base, small.data(), small.size()).atol, 4e-2);
   EXPECT_NEAR(gated_tolerance(base, big.data(), big.size()).atol, 12e-2, 1e-12);
   EXPECT_DOUBLE_EQ(gated_tolerance(base, big.data(), big.size()).rtol, 1e-2 * kGatedRtolFactor);
+  // The MX modes: both bounds grow by 1 + sqrt(d / r), d the O format's widest relative code gap.
+  MxQuantSpec mx;
+  const double r = 1e-2 * kGatedRtolFactor;
+  EXPECT_NEAR(gated_tolerance(base, big.data(), big.size(), mx).rtol, r * (1 + std::sqrt(0.125 / r)), 1e-12);
+  mx.o_fp4 = true;
+  const Tolerance fp4 = gated_tolerance(base, big.data(), big.size(), mx);
+  EXPECT_NEAR(fp4.rtol, r * (1 + std::sqrt(0.5 / r)), 1e-12);
+  EXPECT_NEAR(fp4.atol, 12e-2 * (1 + std::sqrt(0.5 / r)), 1e-12);
 }
 
 TEST(GatedHarness, CheckedRowsAllWhenCheapElseBoundariesAndRandom) {

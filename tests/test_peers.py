@@ -181,7 +181,7 @@ def test_feature_rule():
 
 
 def test_mask_declines():
-    """Rows aligned top-left where some q_len != kv_len, a gated block's seq_lens and return_lse are declined by
+    """Rows aligned top-left where some q_len != kv_len, a gated block's seq_lens or MX mode and return_lse are declined by
     every peer (each aligns its masks bottom-right over every key and returns the output alone)."""
     top_left = attention_case([3, 5], [10, 5])
     top_left.dims["causal_bottom_right"] = False
@@ -196,6 +196,9 @@ def test_mask_declines():
     gated = attention_case([1], [1], op="gated_block")
     gated.dims["seq_lens"] = [1]
     check("seq_lens" in gated.mask_decline(), f"seq_lens: {gated.mask_decline()!r}")
+    mx = attention_case([1], [1], op="gated_block")
+    mx.dims["mx"] = {"w_qkvg": "e2m1", "w_o": "e2m1", "o": "nvfp4"}
+    check(mx.mask_decline().startswith("mx:"), f"mx: {mx.mask_decline()!r}")
 
 
 def test_cases_from_binary(binary, tmp):

@@ -230,6 +230,32 @@ TEST(Shapes, SeqLensAndTheAlignment) {
                {"'a'", "field 'causal_bottom_right'"});
 }
 
+TEST(Shapes, GatedMxSpec) {
+  const std::string gated = R"({"op": "gated_block", "shapes": [{"name": "s", "seqlen": 8, "d_model": 64,
+                                "h_q": 4, "h_kv": 2, "d_head": 64, "rope_dim": 8, "mx": )";
+  expect_error(gated + R"("e4m3"}]})", {"'s'", "field 'mx'", "expected an object"});
+  expect_error(gated + R"({"w_qkvg": "fp4"}}]})", {"field 'mx.w_qkvg'", "\"e2m1\" (MXFP4)", "got \"fp4\""});
+  expect_error(gated + R"({"o": "fp4"}}]})", {"field 'mx.o'", "\"nvfp4\""});
+  expect_error(gated + R"({"scale_o": 0}}]})", {"field 'mx.scale_o'", "> 0"});
+  expect_error(gated + R"({"descale_w_o": "2"}}]})", {"field 'mx.descale_w_o'"});
+  expect_error(gated + R"({"w_q": "e4m3"}}]})", {"field 'mx.w_q'", "unknown key"});
+  const auto c = load_shape_file(write_tmp(gated + R"({"w_qkvg": "e2m1", "w_o": "e5m2", "o": "mxfp4",
+                                                       "scale_o": 0.5, "descale_w_o": 4}}]})"));
+  ASSERT_FALSE(c.empty());
+  ASSERT_TRUE(c[0].gated.mx.has_value());
+  const MxQuantSpec& m = *c[0].gated.mx;
+  EXPECT_EQ(m.w_qkvg, MxCodes::e2m1);
+  EXPECT_EQ(m.w_o, MxCodes::e5m2);  // parsed: the block declines it, naming the field
+  EXPECT_TRUE(m.o_fp4);
+  EXPECT_EQ(m.o_format, Fp4Format::mxfp4);
+  EXPECT_EQ(m.scale_o, 0.5f);
+  EXPECT_EQ(m.descale_w_o, 4.f);
+  EXPECT_NE(c[0].describe().find("mx w e2m1/e5m2 o mxfp4"), std::string::npos) << c[0].describe();
+  const auto plain = load_shape_file(write_tmp(gated + R"({}}]})"));
+  ASSERT_TRUE(plain[0].gated.mx.has_value());
+  EXPECT_FALSE(plain[0].gated.mx->o_fp4) << "an empty spec is MXFP8 throughout";
+}
+
 TEST(Shapes, ADirectoryIsAUsageErrorNamingIt) {
   const std::string dir = std::filesystem::temp_directory_path().string();
   try {

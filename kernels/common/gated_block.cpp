@@ -1,6 +1,7 @@
 #include "attnbench/gated_block.hpp"
 
 #include <cmath>
+#include <tuple>
 #include <cstring>
 #include <limits>
 
@@ -141,11 +142,11 @@ bool gated_fuses_norm_rope(const GatedGeometry& g, const GatedOptions& o) {
 std::string gated_stage_name(GatedStage s, const GatedGeometry& g, const GatedOptions& o) {
   const bool fused = gated_fuses_norm_rope(g, o);
   switch (s) {
-    case GatedStage::proj: return "qkvg_proj";
+    case GatedStage::proj: return o.mx ? "mx_qkvg_proj" : "qkvg_proj";
     case GatedStage::norm_rope: return fused ? "k_norm_rope" : "norm_rope";
     case GatedStage::sdpa: return std::string(fused ? "q_norm_rope+" : "") + "sdpa" + (o.fuse_gate ? "+gate" : "");
     case GatedStage::gate: return "gate";
-    case GatedStage::out_proj: return "out_proj";
+    case GatedStage::out_proj: return o.mx ? "mx_out_proj" : "out_proj";
   }
   return "?";
 }
@@ -218,11 +219,18 @@ WorkModel gated_block_work(const GatedGeometry& g, const GatedOptions& o, const 
   w.flops = 2.0 * t * dm * (n + aw) + attention_work(sdpa).flops;
   const double eb = static_cast<double>(dtype_bytes(g.dtype()));
   w.bytes = eb * (t * dm            // h
-                  + n * dm          // W_qkvg
-                  + dm * aw         // W_o
                   + 2.0 * t * g.rope_dim()  // cos, sin
                   + (o.qk_norm ? 2.0 * g.d_head() : 0.0)
                   + t * dm);        // out
+  if (o.mx) {  // the weights' codes and scales
+    for (const auto& [codes, rows, cols] : {std::tuple{o.mx->w_qkvg, g.n_qkvg(), static_cast<int64_t>(g.d_model())},
+                                            std::tuple{o.mx->w_o, static_cast<int64_t>(g.d_model()), g.attn_width()}}) {
+      const mx::MxFormat f = codes == MxCodes::e2m1 ? mx::MxFormat::mxfp4 : mx::MxFormat::mxfp8;  // e5m2 is declined
+      w.bytes += static_cast<double>(mx::mx_code_bytes(f, rows, cols) + mx::mx_scale_bytes(f, rows, cols));
+    }
+  } else {
+    w.bytes += eb * (n * dm + dm * aw);  // W_qkvg, W_o
+  }
   return w;
 }
 

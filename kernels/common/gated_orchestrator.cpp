@@ -14,6 +14,9 @@ namespace {
 void check_support(const GatedProvider& pv, const AttentionKernel& sdpa, const GatedGeometry& g,
                    const GatedOptions& o, const KnobValues& knobs) {
   validate_gated_options(o);
+  validate_gated_mx(g, o);
+  if (o.mx)
+    if (const std::string why = pv.mx_conflict(); !why.empty()) throw GatedDecline("mx", why);
   const int bs = gated_block_size(g);
   if (bs == 0)
     throw GatedDecline("seqlen", "batch > 1 needs seqlen a multiple of 16 (each sequence starts a cache block of "
@@ -54,9 +57,15 @@ class OrchestratedBlock final : public GatedBlock {
     const int bs = gated_block_size(g);
     prob_ = gated_sdpa_problem(g, o, bs);
     plan_ = sdpa_->plan(prob_, knobs);
-    proj_ = pv_->make_gemm(g.dtype(), g.tokens(), g.n_qkvg(), g.d_model());
-    outp_ = pv_->make_gemm(g.dtype(), g.tokens(), g.d_model(), g.attn_width());
-    const std::size_t gemm_bytes = std::max(proj_->workspace_bytes(), outp_->workspace_bytes());
+    std::size_t gemm_bytes = 0;
+    if (o.mx) {
+      make_mx_gemms(*o.mx);
+      gemm_bytes = std::max(mx_proj_->workspace_bytes(), mx_outp_->workspace_bytes());
+    } else {
+      proj_ = pv_->make_gemm(g.dtype(), g.tokens(), g.n_qkvg(), g.d_model());
+      outp_ = pv_->make_gemm(g.dtype(), g.tokens(), g.d_model(), g.attn_width());
+      gemm_bytes = std::max(proj_->workspace_bytes(), outp_->workspace_bytes());
+    }
     layout_ = gated_workspace_layout(g, bs, plan_->workspace_bytes, gemm_bytes);
     stages_ = gated_stages(g, o);
   }
@@ -100,13 +109,37 @@ class OrchestratedBlock final : public GatedBlock {
   std::string summary() const override {
     const std::string norm_rope = gated_fuses_norm_rope(g_, o_) ? "K pass, Q in the SDPA" : "separate";
     return std::string(pv_->fuses() ? "" : "unfused chain, fusion options ignored; ") + "qkvg " +
-           q_gate_layout_name(o_.q_gate_layout) + " " + proj_->summary() + "; sdpa " + sdpa_->name() + " " +
+           q_gate_layout_name(o_.q_gate_layout) + " " + gemm_summary(proj_, mx_proj_) + "; sdpa " + sdpa_->name() + " " +
            plan_->summary + " block_size=" + std::to_string(layout_.block_size) + "; norm+rope " + norm_rope +
-           "; gate " + (o_.fuse_gate ? "fused" : "separate") + "; out " + outp_->summary();
+           "; gate " + (o_.fuse_gate ? "fused" : "separate") + "; out " + gemm_summary(outp_, mx_outp_);
   }
 
  private:
   static void* at(void* workspace, std::size_t off) { return static_cast<unsigned char*>(workspace) + off; }
+
+  static std::string gemm_summary(const std::unique_ptr<GatedGemm>& g, const std::unique_ptr<GatedMxGemm>& mx) {
+    return g ? g->summary() : mx->summary();
+  }
+
+  // The MX modes' projections: h as MXFP8 times W_qkvg's codes; the gated O in the spec's format times W_o's.
+  void make_mx_gemms(const MxQuantSpec& s) {
+    GatedMxGemmDesc d;
+    d.dt = g_.dtype();
+    d.m = g_.tokens();
+    d.n = g_.n_qkvg();
+    d.k = g_.d_model();
+    d.a_format = mx_h_format();
+    d.b_format = mx_format_of(s.w_qkvg);
+    mx_proj_ = pv_->make_mx_gemm(d);
+    d.n = g_.d_model();
+    d.k = g_.attn_width();
+    d.a_format = mx_o_format(s);
+    d.b_format = mx_format_of(s.w_o);
+    d.a_scale = s.scale_o;
+    d.b_descale = s.descale_w_o;
+    mx_outp_ = pv_->make_mx_gemm(d);
+    if (!mx_proj_ || !mx_outp_) throw std::logic_error(name_ + ": the provider has no MX GEMM for an MX block");
+  }
 
   void check(const GatedBlockParams& p) const {
     const GatedDims& d = g_.dims();
@@ -116,6 +149,9 @@ class OrchestratedBlock final : public GatedBlock {
     if (!p.h || !p.w_qkvg || !p.w_o || !p.out || !p.workspace ||
         (o_.qk_norm && (!p.q_norm_weight || !p.k_norm_weight)) || (g_.rope_dim() > 0 && (!p.cos || !p.sin)))
       throw std::invalid_argument(name_ + ": a params pointer is null");
+    if (o_.mx ? !(p.w_qkvg_scales && p.w_o_scales) : (p.w_qkvg_scales || p.w_o_scales))
+      throw std::invalid_argument(name_ + (o_.mx ? ": an MX block needs params.w_qkvg_scales and w_o_scales"
+                                                 : ": params' MX scales are set for a block without mx"));
     if ((p.lse != nullptr) != o_.return_lse)
       throw std::invalid_argument(name_ + (o_.return_lse ? ": the block has return_lse, params.lse is null"
                                                          : ": params.lse is set for a block without return_lse"));
@@ -162,7 +198,9 @@ class OrchestratedBlock final : public GatedBlock {
 
   // The projection and its pad rows, zeroed: every page of the SDPA's view holds finite values.
   void run_proj(const GatedBlockParams& p, void* gemm_ws, void* stream) const {
-    proj_->run(p.h, p.w_qkvg, at(p.workspace, layout_.proj), gemm_ws, stream);
+    if (mx_proj_) mx_proj_->run(p.h, static_cast<const uint8_t*>(p.w_qkvg), p.w_qkvg_scales,
+                                at(p.workspace, layout_.proj), gemm_ws, stream);
+    else proj_->run(p.h, p.w_qkvg, at(p.workspace, layout_.proj), gemm_ws, stream);
     if (const std::size_t pad = layout_.pad_bytes(g_))
       pv_->zero(at(p.workspace, layout_.pad_offset(g_)), pad, stream);
   }
@@ -175,6 +213,9 @@ class OrchestratedBlock final : public GatedBlock {
       case GatedStage::sdpa: return sdpa_->run(*plan_, gated_sdpa_params(g_, o_, prob_, layout_, p), stream);
       case GatedStage::gate: return pv_->sigmoid_gate(g_.dtype(), sigmoid_params(p), stream);
       case GatedStage::out_proj:
+        if (mx_outp_)
+          return mx_outp_->run(at(p.workspace, layout_.attn), static_cast<const uint8_t*>(p.w_o), p.w_o_scales, p.out,
+                               gemm_ws, stream);
         return outp_->run(at(p.workspace, layout_.attn), p.w_o, p.out, gemm_ws, stream);
     }
   }
@@ -187,7 +228,8 @@ class OrchestratedBlock final : public GatedBlock {
   std::unique_ptr<AttentionKernel> sdpa_;
   AttentionProblem prob_;
   std::unique_ptr<AttentionPlan> plan_;
-  std::unique_ptr<GatedGemm> proj_, outp_;
+  std::unique_ptr<GatedGemm> proj_, outp_;         // none under mx
+  std::unique_ptr<GatedMxGemm> mx_proj_, mx_outp_;  // under mx only
   GatedWorkspaceLayout layout_;
   std::vector<GatedStage> stages_;
   const void* prepared_ = nullptr;

@@ -14,6 +14,7 @@
 #include "attnbench/gated_block.hpp"
 #include "attnbench/kernel.hpp"
 #include "attnbench/knobs.hpp"
+#include "attnbench/mx_quant.hpp"
 
 namespace attnbench {
 
@@ -64,6 +65,24 @@ class GatedGemm {
   virtual void run(const void* a, const void* b, void* c, void* workspace, void* stream) const = 0;
 };
 
+// C[M, N] = q(A)[M, K] * B[N, K]^T, the MX modes' projection: A in the dtype, quantised in blocks along each row to
+// a_format after a_scale multiplies it (its values divided back by a_scale); B MX codes and scales of b_format
+// (mx_quant.hpp's storage), its values times b_descale; fp32 accumulation, C in the dtype. Built once per shape.
+struct GatedMxGemmDesc {
+  DType dt = DType::bf16;
+  int64_t m = 0, n = 0, k = 0;
+  mx::MxFormat a_format = mx::MxFormat::mxfp8, b_format = mx::MxFormat::mxfp8;
+  float a_scale = 1.f, b_descale = 1.f;
+};
+class GatedMxGemm {
+ public:
+  virtual ~GatedMxGemm() = default;
+  virtual std::size_t workspace_bytes() const = 0;
+  virtual std::string summary() const = 0;
+  virtual void run(const void* a, const uint8_t* b_codes, const uint8_t* b_scales, void* c, void* workspace,
+                   void* stream) const = 0;
+};
+
 // One backend's pieces. Shared by every block its kernel creates, so it is const and keeps no per-call state.
 class GatedProvider {
  public:
@@ -74,6 +93,10 @@ class GatedProvider {
   // null), for a kernel that plans per memory layout; the others ignore it.
   virtual std::unique_ptr<AttentionKernel> make_sdpa(const AttentionParams& layout) const = 0;
   virtual std::unique_ptr<GatedGemm> make_gemm(DType dt, int64_t m, int64_t n, int64_t k) const = 0;
+  // The MX modes' GEMM, and why the backend has none ("" when it has one): a block under GatedOptions::mx is
+  // declined under the field "mx" with that reason.
+  virtual std::string mx_conflict() const { return name() + " has no block-scaled GEMM"; }
+  virtual std::unique_ptr<GatedMxGemm> make_mx_gemm(const GatedMxGemmDesc&) const { return nullptr; }
   virtual void fill_tables(const GatedTablesParams& p, void* stream) const = 0;
   // Zeroes `bytes` bytes at dst: the projection's pad rows, on every call (the workspace is the caller's memory).
   virtual void zero(void* dst, std::size_t bytes, void* stream) const = 0;

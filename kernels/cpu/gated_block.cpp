@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "attnbench/backends.hpp"
 #include "attnbench/gated_block.hpp"
+#include "attnbench/mx_quant.hpp"
 #include "common/gated_orchestrator.hpp"
 #include "cpu/work_limit.hpp"
 
@@ -67,8 +69,12 @@ float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
 
 std::size_t gemm_scratch_floats(int K) { return static_cast<std::size_t>(kMT + kNT) * K; }
 
-void gemm_abt(DType dt, int64_t M, int64_t N, int K, const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb,
-              uint16_t* C, int64_t ldc, float* scratch, int threads) {
+namespace {
+// C[M, N] = sum_k A[m, k] B[n, k] over tiles: load_a / load_b (r0, tile, dst) fill a tile's fp32 rows (zeros past
+// the matrix), each output rounded to dtype once.
+template <class LoadA, class LoadB>
+void gemm_tiles(DType dt, int64_t M, int64_t N, int K, LoadA load_a, LoadB load_b, uint16_t* C, int64_t ldc,
+                float* scratch, int threads) {
   const int64_t mt = (M + kMT - 1) / kMT, nt = (N + kNT - 1) / kNT;
 #pragma omp parallel num_threads(threads)
   {
@@ -79,10 +85,10 @@ void gemm_abt(DType dt, int64_t M, int64_t N, int K, const uint16_t* A, int64_t 
     for (int64_t task = 0; task < mt * nt; ++task) {
       const int64_t i = task / nt, j = task % nt;
       if (i != a_tile) {
-        load_tile(dt, A, lda, i * kMT, kMT, M, K, a);
+        load_a(i * kMT, kMT, a);
         a_tile = i;
       }
-      load_tile(dt, B, ldb, j * kNT, kNT, N, K, b);
+      load_b(j * kNT, kNT, b);
       for (int r = 0; r < kMT; r += 4) {
         const int64_t row = i * kMT + r;
         if (row >= M) break;
@@ -97,6 +103,38 @@ void gemm_abt(DType dt, int64_t M, int64_t N, int K, const uint16_t* A, int64_t 
       }
     }
   }
+}
+
+// Rows [r0, r0 + tile) of an MX tensor [n_rows, K] as fp32 values times descale; rows past n_rows are zeros.
+void load_mx_tile(mx::MxFormat f, const uint8_t* codes, const uint8_t* scales, float descale, int64_t r0, int tile,
+                  int64_t n_rows, int K, float* dst) {
+  const int64_t code_row = mx::mx_code_bytes(f, 1, K), scale_row = mx::mx_scale_bytes(f, 1, K);
+  for (int r = 0; r < tile; ++r) {
+    float* d = dst + static_cast<int64_t>(r) * K;
+    if (r0 + r < n_rows) mx::dequantize_row(f, codes + (r0 + r) * code_row, scales + (r0 + r) * scale_row, K, descale, d);
+    else std::fill_n(d, K, 0.f);
+  }
+}
+}  // namespace
+
+void gemm_abt(DType dt, int64_t M, int64_t N, int K, const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb,
+              uint16_t* C, int64_t ldc, float* scratch, int threads) {
+  gemm_tiles(
+      dt, M, N, K, [&](int64_t r0, int tile, float* d) { load_tile(dt, A, lda, r0, tile, M, K, d); },
+      [&](int64_t r0, int tile, float* d) { load_tile(dt, B, ldb, r0, tile, N, K, d); }, C, ldc, scratch, threads);
+}
+
+void gemm_mx_abt(const GatedMxGemmDesc& g, const uint16_t* A, const uint8_t* b_codes, const uint8_t* b_scales,
+                 uint16_t* C, float* scratch, int threads) {
+  const int K = static_cast<int>(g.k);
+  auto load_a = [&](int64_t r0, int tile, float* d) {
+    load_tile(g.dt, A, K, r0, tile, g.m, K, d);
+    for (int r = 0; r < tile && r0 + r < g.m; ++r) mx::fake_quantize_row(g.a_format, d + static_cast<int64_t>(r) * K, K, g.a_scale);
+  };
+  auto load_b = [&](int64_t r0, int tile, float* d) {
+    load_mx_tile(g.b_format, b_codes, b_scales, g.b_descale, r0, tile, g.n, K, d);
+  };
+  gemm_tiles(g.dt, g.m, g.n, K, load_a, load_b, C, g.n, scratch, threads);
 }
 
 }  // namespace cpu
@@ -126,6 +164,32 @@ class CpuGemm final : public GatedGemm {
   mutable std::vector<float> scratch_;  // one call at a time per block
 };
 
+// The MX modes' projection (GatedMxGemmDesc): A's blocks quantised and dequantised as tiles load, B's codes
+// dequantised as tiles load, so nothing is allocated per call.
+class CpuMxGemm final : public GatedMxGemm {
+ public:
+  explicit CpuMxGemm(const GatedMxGemmDesc& d)
+      : d_(d), threads_(std::max(1, omp_get_max_threads())),
+        scratch_(cpu::gemm_scratch_floats(static_cast<int>(d.k)) * threads_, 0.f) {}
+
+  std::size_t workspace_bytes() const override { return 0; }
+  std::string summary() const override {
+    return std::string("mx ") + mx::mx_format_name(d_.a_format) + "x" + mx::mx_format_name(d_.b_format) +
+           " fp32-acc threads=" + std::to_string(threads_);
+  }
+
+  void run(const void* a, const uint8_t* b_codes, const uint8_t* b_scales, void* c, void* /*workspace*/,
+           void* /*stream*/) const override {
+    cpu::gemm_mx_abt(d_, static_cast<const uint16_t*>(a), b_codes, b_scales, static_cast<uint16_t*>(c),
+                     scratch_.data(), threads_);
+  }
+
+ private:
+  GatedMxGemmDesc d_;
+  int threads_;
+  mutable std::vector<float> scratch_;
+};
+
 class CpuGatedProvider final : public GatedProvider {
  public:
   std::string name() const override { return "cpu.gated_block"; }
@@ -136,6 +200,11 @@ class CpuGatedProvider final : public GatedProvider {
 
   std::unique_ptr<GatedGemm> make_gemm(DType dt, int64_t m, int64_t n, int64_t k) const override {
     return std::make_unique<CpuGemm>(dt, m, n, k);
+  }
+
+  std::string mx_conflict() const override { return ""; }
+  std::unique_ptr<GatedMxGemm> make_mx_gemm(const GatedMxGemmDesc& d) const override {
+    return std::make_unique<CpuMxGemm>(d);
   }
 
   void fill_tables(const GatedTablesParams& t, void* /*stream*/) const override {

@@ -4,15 +4,19 @@
 #include <cstdint>
 
 #include "attnbench/dtype.hpp"
+#include "common/gated_provider.hpp"
 #include "cpu/norm_rope.hpp"
 
 namespace attnbench::cpu {
-
 
 // C[m, n] = round(sum_k A[m, k] * B[n, k]) for m < M, n < N: fp32 accumulation over dtype halves, rounded once
 // to dtype. Row strides in elements; K a multiple of 4. scratch: gemm_scratch_floats(K) floats per OpenMP thread.
 std::size_t gemm_scratch_floats(int K);
 void gemm_abt(DType dt, int64_t M, int64_t N, int K, const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb,
               uint16_t* C, int64_t ldc, float* scratch, int threads);
+// The MX modes' projection (common/gated_provider.hpp's GatedMxGemmDesc): A [m, k] halves, B [n, k] MX codes and
+// scales, C [m, n] packed; the same tiles and scratch as gemm_abt.
+void gemm_mx_abt(const GatedMxGemmDesc& g, const uint16_t* A, const uint8_t* b_codes, const uint8_t* b_scales,
+                 uint16_t* C, float* scratch, int threads);
 
 }  // namespace attnbench::cpu

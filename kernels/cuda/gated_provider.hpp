@@ -15,6 +15,11 @@ class CudaGatedProvider : public GatedProvider {
   Backend backend() const override { return Backend::cuda; }
   std::unique_ptr<AttentionKernel> make_sdpa(const AttentionParams& layout) const override;
   std::unique_ptr<GatedGemm> make_gemm(DType dt, int64_t m, int64_t n, int64_t k) const override;
+  // The MX modes' projections need block-scaled MMA (tcgen05 with scale factors, or cuBLASLt's block-scaled
+  // GEMMs), which SM90 lacks; dequantising to bf16 first would read more bytes than the bf16 block.
+  std::string mx_conflict() const override {
+    return "block-scaled MMA needs SM100 or newer (this backend is built for sm_90a)";
+  }
   void fill_tables(const GatedTablesParams& p, void* stream) const override;
   void zero(void* dst, std::size_t bytes, void* stream) const override;
   void norm_rope(DType dt, int d_head, const GatedNormRopeParams& p, void* stream) const override;

@@ -63,12 +63,14 @@ class Case:
     def mask_decline(self):
         """Why a peer whose masks are aligned bottom-right over every key, and which returns the output alone,
         cannot take this case: rows aligned top-left (causal_bottom_right false) on a sequence whose q_len differs
-        from its kv_len, a gated block's seq_lens (keys past each length are padding), or return_lse."""
+        from its kv_len, a gated block's seq_lens (keys past each length are padding) or MX mode, or return_lse."""
         if self.op == "attention" and self.dims.get("causal_bottom_right", True) is False:
             if any(q != kv for q, kv in zip(self.q_lens, self.kv_lens)):
                 return "causal_bottom_right false: this peer aligns its masks bottom-right"
         if self.op == "gated_block" and "seq_lens" in self.dims:
             return "seq_lens: this peer's chain attends every token of each sequence"
+        if self.op == "gated_block" and "mx" in self.dims:
+            return "mx: this peer's chain runs its projections in bf16, not block-scaled"
         if self.dims.get("return_lse"):
             return "return_lse: this peer does not write the LSE"
         return ""

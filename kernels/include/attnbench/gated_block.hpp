@@ -6,12 +6,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "attnbench/attention.hpp"
 #include "attnbench/dtype.hpp"
+#include "attnbench/gated_mx.hpp"
 #include "attnbench/kernel.hpp"
 #include "attnbench/knobs.hpp"
 
@@ -81,11 +83,17 @@ struct GatedOptions {
   // The SDPA's log-sum-exp per (sequence, query head, query) into GatedBlockParams::lse (the attention op's
   // return_lse; a block whose SDPA cannot write it declines).
   bool return_lse = false;
+  // Block-scaled projections (gated_mx.hpp); none: both projections in the dtype.
+  std::optional<MxQuantSpec> mx;
   float softmax_scale(int d_head) const;
 };
 // Option values a block never accepts (scale or offset not finite, scale < 0, a window bound below -1). Throws
 // GatedDecline.
 void validate_gated_options(const GatedOptions& o);
+// What the MX modes decline (none without o.mx), as GatedDecline naming the field: a dtype but bf16; e5m2 codes;
+// d_model % 32; scale_o or descale_w_o not finite and > 0, or != 1 under o_fp4; under o_fp4 d_head not whole groups
+// of four scale blocks (d_head % 64 for nvfp4, % 128 for mxfp4); fuse_norm_rope with e2m1 W_qkvg.
+void validate_gated_mx(const GatedGeometry& g, const GatedOptions& o);
 // Why host lengths cannot be a call's seq_lens ("" when they can): "seq_lens[b] = v outside [0, S]".
 std::string gated_seq_lens_conflict(const GatedGeometry& g, const int32_t* seq_lens);
 // The options the gated block's knobs choose (ATTNBENCH_GATED_FUSE_GATE, ATTNBENCH_GATED_FUSE_NORM_ROPE,
@@ -160,6 +168,10 @@ struct GatedBlockParams {
   void* workspace = nullptr;
   const int32_t* seq_lens = nullptr;
   float* lse = nullptr;
+  // Under GatedOptions::mx, w_qkvg and w_o hold MX codes (mx_quant.hpp's storage: [N, d_model] e4m3 bytes or
+  // [N, d_model / 2] packed e2m1) and these their E8M0 scales, [N, d_model / 32] and [d_model, h_q d / 32].
+  const uint8_t* w_qkvg_scales = nullptr;
+  const uint8_t* w_o_scales = nullptr;
   int batch = 0, seqlen = 0, d_model = 0, h_q = 0, h_kv = 0, d_head = 0, rope_dim = 0;
   DType dtype = DType::bf16;
 };
