@@ -99,14 +99,17 @@ void check_params(const AttentionParams& p) {
   if (p.heads % p.kv_heads != 0) bad("heads is not a multiple of kv_heads");
   if (!(p.scale > 0.f) || !std::isfinite(p.scale)) bad("scale must be finite and > 0");
   const AttentionTypes& t = p.types;
-  if (!is_16bit(t.q) || t.o != t.q || !(t.kv == t.q || !is_16bit(t.kv)))
-    bad("types " + t.name() + ": Q and O in one 16-bit dtype, K/V in it or in an 8-bit one");
+  const bool sixteen = is_16bit(t.q) && t.o == t.q && (t.kv == t.q || !is_16bit(t.kv));
+  const bool fp8_sdpa = !is_16bit(t.q) && !is_16bit(t.kv) && is_16bit(t.o);
+  if (!sixteen && !fp8_sdpa)
+    bad("types " + t.name() + ": O in a 16-bit dtype; Q in it with K/V in it or in an 8-bit one, or Q and K/V in 8-bit "
+        "ones");
   const AttentionFeatureParams& f = p.features;
   if (f.window_left < -1 || f.window_right < -1) bad("window bounds must be >= -1");
   if (!(f.softcap >= 0.f) || !std::isfinite(f.softcap)) bad("softcap must be finite and >= 0");
   if (f.qq_bias_len < 0 || (f.qq_bias_len > 0) != (f.qq_bias != nullptr)) bad("qq_bias and qq_bias_len disagree");
-  if (!(f.k_scale > 0.f) || !(f.v_scale > 0.f) || !std::isfinite(f.k_scale) || !std::isfinite(f.v_scale))
-    bad("k_scale and v_scale must be finite and > 0");
+  for (float sc : {f.k_scale, f.v_scale, f.q_scale})
+    if (!(sc > 0.f) || !std::isfinite(sc)) bad("k_scale, v_scale and q_scale must be finite and > 0");
 }
 
 // s (already scaled) of row r at key j after the score features: softcap, then ALiBi and qq-bias.
@@ -184,7 +187,7 @@ void paged_attention(const AttentionParams& p, const std::vector<RowId>& request
   if (request.empty()) return;
   check_params(p);
   const int group_size = p.heads / p.kv_heads;
-  const Converters cvt{Converter(p.types.q, 1.f), Converter(p.types.kv, p.features.k_scale),
+  const Converters cvt{Converter(p.types.q, p.features.q_scale), Converter(p.types.kv, p.features.k_scale),
                        Converter(p.types.kv, p.features.v_scale)};
   const int32_t* cu = p.cu_seqlens_q;
   const int64_t total_q = cu[p.num_seqs];

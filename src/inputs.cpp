@@ -165,7 +165,9 @@ HostInputs build_inputs(const AttentionProblem& p, uint64_t seed, BlockOrder ord
   }
   if (order == BlockOrder::repeated) repeat_inner_blocks(in, rng);
   const std::size_t hs = static_cast<std::size_t>(p.head_size);
-  in.q = random_tensor(static_cast<std::size_t>(p.total_q()) * p.heads * hs, p.types.q, seed, 1);
+  // An 8-bit Q holds codes whose dequantised values (code * q_scale) are N(0, 1), as K's do.
+  const float qs = is_16bit(p.types.q) ? 1.f : p.features.q_scale;
+  in.q = random_tensor(static_cast<std::size_t>(p.total_q()) * p.heads * hs, p.types.q, seed, 1, 0.f, 1.f / qs);
   const std::size_t cache = static_cast<std::size_t>(in.num_blocks) * p.block_size * p.kv_heads * hs;
   // An 8-bit cache holds codes whose dequantised values (code * scale) are N(0, 1), as a quantised cache does.
   const float ks = is_16bit(p.types.kv) ? 1.f : p.features.k_scale, vs = is_16bit(p.types.kv) ? 1.f : p.features.v_scale;

@@ -45,7 +45,7 @@ std::vector<float> numbers(const json& v, const std::string& key) {
 
 const std::set<std::string>& feature_keys() {
   static const std::set<std::string> keys = {"window_left", "window_right", "softcap", "alibi_slopes",
-                                             "sinks",       "qq_bias",      "k_scale", "v_scale"};
+                                             "sinks",       "qq_bias",      "k_scale", "v_scale", "q_scale"};
   return keys;
 }
 
@@ -68,6 +68,7 @@ AttentionFeatures parse_features(const json& s) {
   }
   if (s.contains("k_scale")) f.k_scale = number(s, "k_scale");
   if (s.contains("v_scale")) f.v_scale = number(s, "v_scale");
+  if (s.contains("q_scale")) f.q_scale = number(s, "q_scale");
   return f;
 }
 
@@ -88,6 +89,7 @@ json features_json(const AttentionFeatures& f) {
   }
   if (f.k_scale != 1.f) j["k_scale"] = f.k_scale;
   if (f.v_scale != 1.f) j["v_scale"] = f.v_scale;
+  if (f.q_scale != 1.f) j["q_scale"] = f.q_scale;
   return j;
 }
 

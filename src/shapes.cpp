@@ -50,7 +50,7 @@ const std::set<std::string> kTopKeys = {"group", "op", "description", "defaults"
 const std::set<std::string> kAttentionKeys = [] {
   std::set<std::string> k = {"name",     "batch",     "seqlen_q", "seqlen_k", "seqlens",    "heads",
                              "kv_heads", "head_size", "dtypes",   "causal",   "block_size", "scale", "kv_dtype",
-                             "causal_bottom_right", "return_lse"};
+                             "q_dtype",  "causal_bottom_right", "return_lse"};
   k.insert(feature_keys().begin(), feature_keys().end());
   return k;
 }();
@@ -126,12 +126,13 @@ void require(const json& j, const std::string& key, const Where& w) {
   if (!j.contains(key)) w.fail(key, "missing");
 }
 
-std::optional<DType> get_kv_dtype(const json& j, const Where& w);
+std::optional<DType> get_storage_dtype(const json& j, const char* key, const Where& w);
 
 AttentionProblem parse_attention(const json& s, const Where& w) {
   AttentionProblem p;
   const DType first = get_dtypes(s, w).front();  // the types its validation sees; each case sets its own
-  p.types = {first, get_kv_dtype(s, w).value_or(first), first};
+  p.types = {get_storage_dtype(s, "q_dtype", w).value_or(first), get_storage_dtype(s, "kv_dtype", w).value_or(first),
+             first};
   for (const char* k : {"heads", "kv_heads", "head_size"}) require(s, k, w);
   p.heads = get_int(s, "heads", w, kMaxHeads);
   p.kv_heads = get_int(s, "kv_heads", w, kMaxHeads);
@@ -305,12 +306,13 @@ FileHeader parse_header(const json& doc, const Where& top) {
   return h;
 }
 
-// "kv_dtype": the K/V cache's storage dtype for every case of the shape (Q and O keep the case's dtype).
-std::optional<DType> get_kv_dtype(const json& j, const Where& w) {
-  if (!j.contains("kv_dtype")) return std::nullopt;
-  const json& v = j.at("kv_dtype");
+// "kv_dtype" / "q_dtype": the K/V cache's / Q's storage dtype for every case of the shape (the rest keeps the
+// case's dtype: O always).
+std::optional<DType> get_storage_dtype(const json& j, const char* key, const Where& w) {
+  if (!j.contains(key)) return std::nullopt;
+  const json& v = j.at(key);
   const std::optional<DType> d = v.is_string() ? parse_dtype(v.get<std::string>()) : std::nullopt;
-  if (!d) w.fail("kv_dtype", "unsupported dtype " + compact_value(v.dump()) + " (supported: " + dtype_names() + ")");
+  if (!d) w.fail(key, "unsupported dtype " + compact_value(v.dump()) + " (supported: " + dtype_names() + ")");
   return d;
 }
 
@@ -344,11 +346,11 @@ void add_shape(const json& raw, const FileHeader& h, Where& w, std::set<std::str
   else base.gated = parse_gated(s, w);
   base.name = w.name.empty() ? auto_name(base) : w.name;
   if (!names.insert(base.name).second) w.fail("name", "duplicate shape name '" + base.name + "'");
-  const std::optional<DType> kv = get_kv_dtype(s, w);
+  const std::optional<DType> kv = get_storage_dtype(s, "kv_dtype", w), q = get_storage_dtype(s, "q_dtype", w);
   for (DType d : get_dtypes(s, w)) {
     ShapeCase c = base;
     c.dtype = d;
-    c.attention.types = {d, kv.value_or(d), d};
+    c.attention.types = {q.value_or(d), kv.value_or(d), d};
     if (h.op == Op::attention) {
       try {
         c.attention.validate();  // the rules that depend on the case's types

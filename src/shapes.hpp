@@ -28,10 +28,11 @@ struct ShapeCase {
   std::string group, file, name;
   Op op = Op::attention;
   DType dtype = DType::bf16;    // the shape's "dtypes" entry of this case
-  AttentionProblem attention;  // op == attention (attention.types: Q and O in dtype, K/V in "kv_dtype" or dtype)
+  AttentionProblem attention;  // op == attention (attention.types: O in dtype; Q in "q_dtype" or dtype, K/V in
+                               // "kv_dtype" or dtype)
   GatedShape gated;            // op == gated_block
   std::string describe() const;  // one line: dims of the case
-  // The dtype label of the case and its rows: the dtype, or q-kv-o where a shape's kv_dtype differs.
+  // The dtype label of the case and its rows: the dtype, or q-kv-o where a shape's q_dtype or kv_dtype differs.
   std::string dtype_label() const { return op == Op::attention ? attention.types.name() : dtype_name(dtype); }
 };
 

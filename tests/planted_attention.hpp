@@ -1,6 +1,6 @@
 // A test-only attention kernel with switchable planted bugs: the defects real kernels have (loop bounds, masks,
 // head maps, paging, pipelines, epilogues), so the gate can be shown to catch each one on every shape.
-// Written as a tensor-core kernel computes: fp32 scores over 64-key tiles, P rounded to the dtype before P.V,
+// Written as a tensor-core kernel computes: fp32 scores over 64-key tiles, P rounded to O's dtype before P.V,
 // fp32 row sums, the output rounded once.
 #pragma once
 #include <algorithm>
@@ -35,6 +35,8 @@ enum class Bug {
   kv_scale_ignored,     // an 8-bit cache's k_scale / v_scale not applied
   qq_bias_transposed,   // the qq-bias read as [key][query]
   alignment_flipped,    // rows placed bottom-right on a top-left problem (and top-left on a bottom-right one)
+  q_scale_ignored,      // an 8-bit Q's q_scale not applied (the FP8 SDPA's missing descale)
+  pv_not_rescaled,      // the running P V sum not rescaled by e^(m_old - m_new) when a tile raises the row max
 };
 
 // The feature a feature bug needs on the problem ("" for the plain bugs).
@@ -47,6 +49,8 @@ inline const char* bug_feature(Bug b) {
     case Bug::kv_scale_ignored: return "k_scale";
     case Bug::qq_bias_transposed: return "qq_bias";
     case Bug::alignment_flipped: return "top_left";
+    case Bug::q_scale_ignored: return "q_scale";
+    case Bug::pv_not_rescaled: return "q_scale";  // on the FP8 SDPA's rows
     default: return "";
   }
 }
@@ -54,7 +58,7 @@ inline const char* bug_feature(Bug b) {
 inline const std::vector<Bug>& every_feature_bug() {
   static const std::vector<Bug> all = {Bug::window_off_by_one, Bug::softcap_after_mask, Bug::alibi_sign,
                                        Bug::sink_in_numerator, Bug::kv_scale_ignored, Bug::qq_bias_transposed,
-                                       Bug::alignment_flipped};
+                                       Bug::alignment_flipped, Bug::q_scale_ignored, Bug::pv_not_rescaled};
   return all;
 }
 
@@ -88,6 +92,8 @@ inline const char* bug_name(Bug b) {
     case Bug::kv_scale_ignored: return "kv_scale_ignored";
     case Bug::qq_bias_transposed: return "qq_bias_transposed";
     case Bug::alignment_flipped: return "alignment_flipped";
+    case Bug::q_scale_ignored: return "q_scale_ignored";
+    case Bug::pv_not_rescaled: return "pv_not_rescaled";
   }
   return "?";
 }
@@ -173,6 +179,7 @@ class PlantedKernel {
     const AttentionFeatures& f = p.features;
     const bool scaled = bug != Bug::kv_scale_ignored;
     const float ks = scaled ? f.k_scale : 1.f, vs = scaled ? f.v_scale : 1.f;
+    const float qs = bug == Bug::q_scale_ignored ? 1.f : f.q_scale;
     const int pos = query_key_position(i, p.q_lens[s], p.kv_lens[s], p.top_left != (bug == Bug::alignment_flipped));
     const int new_from = p.kv_lens[s] - p.q_lens[s];
     int vis_begin = 0, vis_end = 0;  // the true visible keys (softcap_after_mask scores the rest as -softcap)
@@ -183,7 +190,7 @@ class PlantedKernel {
       const float* k = k_.data() + kv_offset(table, s, data_key(j), kvh);
       float d = 0;
       for (int x = 0; x < hs; ++x) d += q[x] * k[x];
-      float v = d * scale * ks;
+      float v = d * scale * ks * qs;
       if (bug == Bug::softcap_after_mask && (j < vis_begin || j >= vis_end)) v = -INFINITY;
       if (f.softcap > 0.f) v = f.softcap * std::tanh(v / f.softcap);
       if (!f.alibi_slopes.empty())
@@ -199,15 +206,19 @@ class PlantedKernel {
     float l = f.sinks.empty() ? 0.f : std::exp(f.sinks[h] - m);
     std::vector<float> acc(hs, 0.f);
     auto weigh = [&](float w, int j) {
-      const float pw = half_to_float(float_to_half(w, p.types.q), p.types.q);
+      const float pw = half_to_float(float_to_half(w, p.types.o), p.types.o);
       const float* v = v_.data() + kv_offset(table, s, data_key(j), kvh);
       for (int x = 0; x < hs; ++x) acc[x] += pw * v[x] * vs;
     };
     if (bug == Bug::sink_in_numerator && !f.sinks.empty() && end > begin) weigh(l, begin);
-    for (int j = begin; j < end; ++j) {
-      const float w = std::exp(sc[j - begin] - m);
-      l += w;
-      weigh(w, j);
+    if (bug == Bug::pv_not_rescaled) {
+      online_without_rescale(sc, begin, end, weigh, &l);
+    } else {
+      for (int j = begin; j < end; ++j) {
+        const float w = std::exp(sc[j - begin] - m);
+        l += w;
+        weigh(w, j);
+      }
     }
     const bool skip = bug == Bug::skip_last_row && s == p.num_seqs() - 1 && i == p.q_lens[s] - 1;
     if (skip) return;
@@ -216,8 +227,28 @@ class PlantedKernel {
       float val = l > 0 ? acc[x] / l : 0.f;
       if (bug == Bug::zeros) val = 0.f;
       if (bug == Bug::times_half) val *= 0.5f;
-      o[x] = float_to_half(val, p.types.q);
+      o[x] = float_to_half(val, p.types.o);
     }
+  }
+
+  // The online softmax over 64-key tiles with the rescale of the running sums applied to l only: the P V sum keeps
+  // the weights of the max it was accumulated under (Bug::pv_not_rescaled, planted on rows without sinks).
+  template <class Weigh>
+  static void online_without_rescale(const std::vector<float>& sc, int begin, int end, Weigh& weigh, float* l) {
+    float m = -INFINITY, sum = 0.f;
+    for (int t0 = begin; t0 < end; t0 += kTile) {
+      const int t1 = std::min(end, t0 + kTile);
+      const float mt = std::max(m, *std::max_element(sc.begin() + (t0 - begin), sc.begin() + (t1 - begin)));
+      if (mt == -INFINITY) continue;
+      sum *= std::exp(m - mt);
+      m = mt;
+      for (int j = t0; j < t1; ++j) {
+        const float w = std::exp(sc[j - begin] - m);
+        sum += w;
+        weigh(w, j);
+      }
+    }
+    *l = sum;
   }
 
   const HostInputs& in_;

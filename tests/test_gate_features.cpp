@@ -1,5 +1,6 @@
 // The planted-bug matrix of the attention features: on shapes after the models that use them (Mistral's window,
-// Gemma-2's softcap + window, MPT's ALiBi, gpt-oss's sinks + window, an 8-bit K/V cache, speculative qq-bias), the
+// Gemma-2's softcap + window, MPT's ALiBi, gpt-oss's sinks + window, an 8-bit K/V cache, speculative qq-bias, the
+// FP8 SDPA's 8-bit Q), the
 // bug-free planted kernel and cpu.unified pass the gate and each feature's planted defect fails it, in both dtypes;
 // the same for rows aligned top-left with their keys.
 #include <gtest/gtest.h>
@@ -27,6 +28,7 @@ struct FeatureShape {
   DType kv;  // the cache's storage (bf16: the dtype of Q)
   AttentionFeatures f;
   bool top_left = false;  // AttentionProblem::top_left
+  DType q = DType::bf16;  // Q's storage (bf16: the dtype; 8-bit: the FP8 SDPA, Q in the cache's codes)
 };
 
 std::vector<float> alibi(int heads) {  // the ALiBi paper's slopes: 2^(-8 (h + 1) / heads)
@@ -36,13 +38,15 @@ std::vector<float> alibi(int heads) {  // the ALiBi paper's slopes: 2^(-8 (h + 1
 }
 
 std::vector<FeatureShape> feature_shapes() {
-  AttentionFeatures mistral, gemma, mpt, gptoss, fp8, spec, padded;
+  AttentionFeatures mistral, gemma, mpt, gptoss, fp8, spec, padded, sdpa8;
   mistral.window_left = 256;
   gemma.softcap = 5.f, gemma.window_left = 300;  // a small cap: softcap_after_mask's masked weight is e^-5
   mpt.alibi_slopes = alibi(8);
   gptoss.window_left = 128;
   for (int h = 0; h < 16; ++h) gptoss.sinks.push_back(1.f + 0.2f * h);  // as large as the scores' maxima
   fp8.k_scale = 0.05f, fp8.v_scale = 0.2f;
+  sdpa8 = fp8;
+  sdpa8.q_scale = 0.3f;
   spec.qq_bias_len = 8;
   for (int i = 0; i < 64; ++i) spec.qq_bias.push_back(std::sin(1.7f * i) * 2.f);
   padded.window_left = 100, padded.alibi_slopes = alibi(8);  // the window and ALiBi's distance follow the alignment
@@ -56,6 +60,8 @@ std::vector<FeatureShape> feature_shapes() {
       {"spec_qq_bias", {8, 5}, {900, 400}, 8, 2, 128, 64, DType::bf16, spec},
       {"top_left_causal", {150, 1, 64}, {400, 90, 64}, 8, 2, 128, 16, DType::bf16, {}, true},
       {"top_left_window_alibi", {300, 40}, {700, 200}, 8, 8, 64, 32, DType::bf16, padded, true},
+      {"fp8_sdpa_e4m3", {300, 64}, {1500, 700}, 8, 2, 128, 64, DType::e4m3, sdpa8, false, DType::e4m3},
+      {"fp8_sdpa_e5m2", {1, 200}, {900, 200}, 8, 8, 128, 64, DType::e5m2, sdpa8, false, DType::e5m2},
   };
 }
 
@@ -69,6 +75,7 @@ AttentionProblem problem_of(const FeatureShape& s, DType dt) {
   p.block_size = s.block_size;
   p.types = AttentionTypes::all(dt);
   if (!is_16bit(s.kv)) p.types.kv = s.kv;
+  if (!is_16bit(s.q)) p.types.q = s.q;
   p.features = s.f;
   p.top_left = s.top_left;
   return p;
@@ -84,6 +91,7 @@ bool has_feature(const FeatureShape& s, const std::string& name) {
   if (name == "alibi_slopes") return !f.alibi_slopes.empty();
   if (name == "sinks") return !f.sinks.empty();
   if (name == "k_scale") return f.k_scale != 1.f;
+  if (name == "q_scale") return f.q_scale != 1.f;
   if (name == "qq_bias") return !f.qq_bias.empty();
   return false;
 }

@@ -126,8 +126,9 @@ TEST(CpuGatedMx, EveryModePassesTheGateAndTheQuantisationMatters) {
       EXPECT_TRUE(gr.passed) << m.what << (causal ? " causal: " : " full: ") << gate_failure_reason(gr);
       GatedOptions unquantised = o;
       unquantised.mx.reset();
-      if (m.s.o_fp4)
+      if (m.s.o_fp4) {
         EXPECT_FALSE(compare_with_reference(g, unquantised, r).passed) << m.what << ": passes without quantisation";
+      }
     }
 }
 

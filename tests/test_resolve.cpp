@@ -26,14 +26,36 @@ TEST(Resolve, DeclinesTheProblemWithTheReason) {
   for (DType d : {DType::e4m3, DType::e5m2}) {
     const AttentionProblem q = seqs({{1, 64}}, 2, 1, 64, d);
     EXPECT_EQ(reason(q), std::string("dtype ") + dtype_name(d) +
-                             ": cuda.unified stores Q and O in one 16-bit dtype, K/V in it or in 8-bit codes (e4m3, "
-                             "e5m2)");
+                             ": cuda.unified stores O in fp16 or bf16, Q in it or in 8-bit codes (e4m3, e5m2), "
+                             "K/V in Q's dtype or in 8-bit codes");
     AttentionProblem kv8 = seqs({{1, 64}}, 2, 1, 64);  // 8-bit K/V: d128 only
     kv8.types.kv = d;
     EXPECT_EQ(reason(kv8), std::string("an 8-bit K/V cache (") + dtype_name(d) +
                                ") at head_size 64: cuda.unified has 8-bit K/V kernels at head_size 128 only");
     kv8.head_size = 128;
     EXPECT_TRUE(resolve_all_built(kv8, knobs()).ok());
+    // The FP8 SDPA (Q in the cache's codes): the wide kernel at every length, decode included; declined by name
+    // where the narrow kernel is forced, in pages TMA cannot land, and with Q and K in two formats.
+    AttentionProblem q8 = kv8;
+    q8.types.q = d;
+    const cuda::Resolution r = resolve_all_built(q8, knobs());
+    ASSERT_TRUE(r.ok()) << r.support.reason;
+    EXPECT_GT(r.instance.launch.wide_wgs, 0) << r.instance.launch.summary;
+    EXPECT_EQ(cuda::instance_name(r.instance.key), std::string("wide/bf16-") + dtype_name(d) + "/d128/wgs2/feat/q8");
+    UnifiedKnobs narrow = knobs();
+    narrow.path = PathKnob::narrow;
+    EXPECT_EQ(reason_with(q8, narrow), std::string("an 8-bit Q (") + dtype_name(d) +
+                                           ") is in the wide 2D kernel; ATTNBENCH_SM90_PATH=narrow asks for the "
+                                           "narrow one");
+    AttentionProblem bs32 = q8;
+    bs32.block_size = 32;
+    EXPECT_EQ(reason(bs32), std::string("an 8-bit Q (") + dtype_name(d) +
+                                ") is in the wide 2D kernel, which lands 8-bit codes by TMA in pages of a multiple "
+                                "of 64 tokens (block_size 32)");
+    AttentionProblem mixed = q8;
+    mixed.types.q = d == DType::e4m3 ? DType::e5m2 : DType::e4m3;
+    EXPECT_EQ(reason(mixed), "types " + mixed.types.name() +
+                                 " (q-kv-o): the FP8 SDPA multiplies Q and K codes of one format (q_dtype = kv_dtype)");
   }
   // Features run on every kernel. An 8-bit cache runs wide under auto (narrow below the wide kernel's range, or in
   // pages the TMA cannot land) with at least 3 ring slots; forcing wide where TMA cannot land is declined by name.
@@ -225,12 +247,12 @@ TEST(Resolve, CpuDeclinesWithTheReason) {
   EXPECT_EQ(reason(seqs({{8, 8}}, 2, 1, 12)), "head_size 12 is not a multiple of 8 in [8, 512]");
   EXPECT_EQ(reason(seqs({{8, 8}}, 2, 1, 520)), "head_size 520 is not a multiple of 8 in [8, 512]");
   const AttentionProblem e4m3 = seqs({{1, 64}}, 2, 1, 64, DType::e4m3);
-  EXPECT_EQ(reason(e4m3), "dtype e4m3: cpu.unified stores Q and O in one 16-bit dtype, K/V in it or in 8-bit codes "
-                          "(e4m3, e5m2)");
+  EXPECT_EQ(reason(e4m3), "dtype e4m3: cpu.unified stores O in fp16 or bf16, Q in it or in 8-bit codes (e4m3, "
+                          "e5m2), K/V in Q's dtype or in 8-bit codes");
   AttentionProblem mixed = seqs({{1, 64}}, 2, 1, 64);
   mixed.types.o = DType::f16;  // the one rule the CUDA backend shares
-  EXPECT_EQ(reason(mixed), "types bf16-bf16-fp16 (q-kv-o): cpu.unified stores Q and O in one 16-bit dtype, K/V in it "
-                           "or in 8-bit codes (e4m3, e5m2)");
+  EXPECT_EQ(reason(mixed), "types bf16-bf16-fp16 (q-kv-o): cpu.unified stores O in fp16 or bf16, Q in it or in "
+                           "8-bit codes (e4m3, e5m2), K/V in Q's dtype or in 8-bit codes");
   AttentionProblem p = seqs({{64, 64}}, 4, 4, 64);
   p.features.softcap = 50.f;
   EXPECT_EQ(reason(p), "") << "cpu.unified computes every attention feature";

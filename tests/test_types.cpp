@@ -25,7 +25,7 @@ TEST(Types, KernelsDeclineEightBitStorageByName) {
     p.types = AttentionTypes::all(d);
     const Support s = make_cpu_unified()->supports(p, knobs);
     EXPECT_FALSE(s.ok);
-    EXPECT_NE(s.reason.find(std::string("dtype ") + dtype_name(d) + ": cpu.unified stores Q and O in one 16-bit"),
+    EXPECT_NE(s.reason.find(std::string("dtype ") + dtype_name(d) + ": cpu.unified stores O in fp16 or bf16"),
               std::string::npos)
         << s.reason;
   }
@@ -45,7 +45,7 @@ TEST(Types, Fp8ShapeRowsAreDeclinedRowsThroughTheBinary) {
   ASSERT_EQ(doc["rows"].size(), 2u);
   EXPECT_EQ(doc["rows"][0]["dtype"], "e4m3");
   EXPECT_EQ(doc["rows"][0]["status"], "declined");
-  EXPECT_NE(doc["rows"][0]["reason"].get<std::string>().find("Q and O in one 16-bit dtype"), std::string::npos)
+  EXPECT_NE(doc["rows"][0]["reason"].get<std::string>().find("stores O in fp16 or bf16"), std::string::npos)
       << doc["rows"][0].dump();
   EXPECT_EQ(doc["rows"][1]["status"], "ok");
   const auto bad = testcli::run_cli("run --shapes " + shapes + " --dtype fp8 -o " + out);
@@ -97,7 +97,7 @@ TEST(Types, BuffersAndWorkAreSizedInBytesPerTensor) {
 }
 
 // An 8-bit cache under 16-bit Q/O: cpu.unified and the reference read it (dequantised); the reference refuses
-// what no kernel stores: O unlike Q, or an 8-bit Q.
+// what no kernel stores: O unlike a 16-bit Q, an 8-bit Q over a 16-bit cache, an 8-bit O.
 TEST(Types, EightBitCachesAreReadAndMixedQAndORefused) {
   const AttentionProblem p = fp8_kv_problem();
   EXPECT_TRUE(make_cpu_unified()->supports(p, KnobValues::resolve({}, false)).ok);
@@ -106,7 +106,8 @@ TEST(Types, EightBitCachesAreReadAndMixedQAndORefused) {
   EXPECT_NO_THROW(reference::paged_attention(in.params(), {{0, 0}}, out.data()));
   EXPECT_TRUE(std::isfinite(out[0]));
   for (const AttentionTypes& t : {AttentionTypes{DType::f16, DType::e4m3, DType::bf16},
-                                  AttentionTypes{DType::e4m3, DType::e4m3, DType::bf16}}) {
+                                  AttentionTypes{DType::e4m3, DType::bf16, DType::bf16},
+                                  AttentionTypes{DType::e4m3, DType::e4m3, DType::e4m3}}) {
     AttentionParams a = in.params();
     a.types = t;
     try {
@@ -199,6 +200,33 @@ TEST(Features, ShapeFieldsParseValidateAndCpuUnifiedComputesThem) {
   bad(R"("qq_bias": [[1, 2], [3]])", "field 'qq_bias': expected a square list of rows");
   bad(R"("v_scale": 0)", "field 'v_scale': must be a finite number > 0");
   bad(R"("k_scale": 0.5)", "field 'k_scale': dequantises an 8-bit K/V cache; this one is bf16 (set kv_dtype)");
+  bad(R"("q_scale": 0.5)", "field 'q_scale': dequantises an 8-bit Q; this one is bf16 (set q_dtype)");
+  bad(R"("q_scale": -1, "q_dtype": "e4m3", "kv_dtype": "e4m3")", "field 'q_scale': must be a finite number > 0");
+  bad(R"("q_dtype": "e4m3")", "field 'q_dtype': an 8-bit Q (e4m3) is the FP8 SDPA's: it needs an 8-bit K/V cache "
+                              "(kv_dtype), this one is bf16");
+  bad(R"("q_dtype": "int4")", "field 'q_dtype': unsupported dtype \"int4\"");
+}
+
+// The FP8 SDPA's shape fields: q_dtype labels the rows e4m3-e4m3-bf16, cpu.unified passes the gate on them, and the
+// GPU kernels serve or decline them by name (or have no device here).
+TEST(Types, Fp8SdpaShapeRowsRunOnTheCpu) {
+  const std::string shapes = testcli::write_text(
+      "q8_shapes.json",
+      R"({"group": "gq", "shapes": [{"name": "s", "heads": 4, "kv_heads": 2, "head_size": 128, "seqlen_k": 200,
+          "seqlen_q": 70, "dtypes": ["bf16", "fp16"], "q_dtype": "e4m3", "kv_dtype": "e4m3", "q_scale": 0.25,
+          "k_scale": 0.125, "v_scale": 0.5}]})");
+  const std::string out = testcli::tmp_path("q8.json");
+  const auto r = testcli::run_cli("run --shapes " + shapes + " --backend cpu --mode eager --gate-only -o " + out);
+  EXPECT_EQ(r.code, 0) << r.output;
+  const auto rows = testcli::read_json(out)["rows"];
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["dtype"], "e4m3-e4m3-bf16");
+  EXPECT_EQ(rows[1]["dtype"], "e4m3-e4m3-fp16");
+  for (const auto& row : rows) {
+    EXPECT_EQ(row["status"], "ok") << row.dump();
+    EXPECT_TRUE(row["gate"]["passed"]) << row.dump();
+    EXPECT_EQ(row["dims"]["features"]["q_scale"], 0.25) << row.dump();
+  }
 }
 
 // The reference refuses params no problem could have given (the problem's validation catches them first).

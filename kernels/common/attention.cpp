@@ -62,6 +62,14 @@ void AttentionProblem::validate() const {
   if (is_16bit(types.kv) && (features.k_scale != 1.f || features.v_scale != 1.f))
     bad(features.k_scale != 1.f ? "k_scale" : "v_scale",
         "dequantises an 8-bit K/V cache; this one is " + std::string(dtype_name(types.kv)) + " (set kv_dtype)");
+  if (!is_16bit(types.q) && is_16bit(types.kv))
+    bad("q_dtype", std::string("an 8-bit Q (") + dtype_name(types.q) + ") is the FP8 SDPA's: it needs an 8-bit K/V "
+        "cache (kv_dtype), this one is " + dtype_name(types.kv));
+  if (is_16bit(types.q) && features.q_scale != 1.f)
+    bad("q_scale", "dequantises an 8-bit Q; this one is " + std::string(dtype_name(types.q)) + " (set q_dtype)");
+  if (!is_16bit(types.q) && fusion.has_q_prologue())
+    bad(fusion.q_norm ? "q_norm" : "q_rope_dim", "the Q prologue reads a 16-bit Q; this one is " +
+                                                     std::string(dtype_name(types.q)));
 }
 
 WorkModel attention_work(const AttentionProblem& p) {
@@ -113,6 +121,7 @@ AttentionParams make_attention_params(const AttentionProblem& p) {
   a.features.qq_bias_len = p.features.qq_bias_len;
   a.features.k_scale = p.features.k_scale;
   a.features.v_scale = p.features.v_scale;
+  a.features.q_scale = p.features.q_scale;
   a.q_stride_head = p.head_size;
   a.q_stride_token = static_cast<int64_t>(p.heads) * p.head_size;
   a.o_stride_head = a.q_stride_head;
@@ -139,8 +148,10 @@ void check_lse_params(const std::string& kernel, bool return_lse, const Attentio
 }
 
 void check_gpu_layout(const std::string& kernel, const AttentionParams& a) {
-  if ((a.q_stride_token | a.q_stride_head | a.o_stride_token | a.o_stride_head) % 8 != 0)
-    throw std::invalid_argument(kernel + ": Q and O strides must be multiples of 8 elements (16-byte rows)");
+  const int64_t q_chunk = 16 / static_cast<int64_t>(dtype_bytes(a.types.q));
+  if ((a.q_stride_token | a.q_stride_head) % q_chunk != 0 || (a.o_stride_token | a.o_stride_head) % 8 != 0)
+    throw std::invalid_argument(kernel + ": Q and O strides must be multiples of 16 bytes (" + std::to_string(q_chunk) +
+                                " elements of Q, 8 of O)");
   const int64_t kv_chunk = 16 / static_cast<int64_t>(dtype_bytes(a.types.kv));
   if ((a.kv_stride_block | a.kv_stride_token | a.kv_stride_head) % kv_chunk != 0)
     throw std::invalid_argument(kernel + ": K/V strides must be multiples of " + std::to_string(kv_chunk) +
@@ -161,9 +172,10 @@ std::string sixteen_bit_storage_conflict(const AttentionProblem& p) {
 
 std::string unified_storage_conflict(const AttentionProblem& p, const std::string& kernel) {
   const AttentionTypes& t = p.types;
-  if (is_16bit(t.q) && t.o == t.q && (t.kv == t.q || !is_16bit(t.kv))) return "";
+  if (is_16bit(t.o) && ((t.q == t.o && (t.kv == t.q || !is_16bit(t.kv))) || (!is_16bit(t.q) && !is_16bit(t.kv))))
+    return "";
   return (t.uniform() ? std::string("dtype ") + dtype_name(t.q) : "types " + t.name() + " (q-kv-o)") + ": " + kernel +
-         " stores Q and O in one 16-bit dtype, K/V in it or in 8-bit codes (e4m3, e5m2)";
+         " stores O in fp16 or bf16, Q in it or in 8-bit codes (e4m3, e5m2), K/V in Q's dtype or in 8-bit codes";
 }
 
 }  // namespace attnbench

@@ -14,6 +14,7 @@ std::string AttentionFeatures::first_set() const {
   if (!qq_bias.empty() || qq_bias_len != 0) return "qq_bias";
   if (k_scale != 1.f) return "k_scale";
   if (v_scale != 1.f) return "v_scale";
+  if (q_scale != 1.f) return "q_scale";
   return "";
 }
 
@@ -48,7 +49,7 @@ void AttentionFeatures::validate(int heads, int max_seqlen_q) const {
     for (float x : qq_bias)
       if (!std::isfinite(x)) bad("qq_bias", "values must be finite");
   }
-  for (const auto& [name, s] : {std::pair<const char*, float>{"k_scale", k_scale}, {"v_scale", v_scale}})
+  for (const auto& [name, s] : {std::pair<const char*, float>{"k_scale", k_scale}, {"v_scale", v_scale}, {"q_scale", q_scale}})
     if (!std::isfinite(s) || s <= 0.f) bad(name, "must be a finite number > 0");
 }
 

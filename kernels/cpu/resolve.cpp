@@ -47,7 +47,7 @@ Support unified_support(const AttentionProblem& p, const CpuKnobs& knobs) {
 
 UnifiedInstance make_instance(const AttentionProblem& p, const CpuDevice& device, const CpuUnifiedOptions& opts) {
   UnifiedInstance in;
-  in.dtype = p.types.q;  // resolve declines anything but one 16-bit dtype
+  in.dtype = p.types.o;  // the kernel's dtype: O's (Q's too unless it is 8-bit)
   in.head_size = p.head_size;
   in.threads = std::max(1, device.threads);
   in.q_tile = opts.q_tile > 0 ? std::min(opts.q_tile, p.max_seqlen_q()) : cpu_q_tile(p);

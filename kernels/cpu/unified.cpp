@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/codes.hpp"
 #include "cpu/gemm.hpp"
 #include "cpu/norm_rope.hpp"
 #include "attnbench/backends.hpp"
@@ -25,7 +26,9 @@
 namespace attnbench {
 namespace {
 
+using cpu::convert_kv_row;
 using cpu::fast_exp;
+using cpu::KvLut;
 using cpu::gemm;
 using cpu::keep_if;
 
@@ -38,25 +41,10 @@ struct WorkTile {
   int q_tile = 0;  // index of the q-tile inside the sequence
 };
 
-// An 8-bit K/V cache's codes in fp32, times k_scale / v_scale: built once per plan.
-struct KvLut {
-  bool on = false;
-  float k_scale = 1.f, v_scale = 1.f;
-  float k[256] = {}, v[256] = {};
-  KvLut() = default;
-  KvLut(DType kv, float ks, float vs) : on(!is_16bit(kv)), k_scale(ks), v_scale(vs) {
-    if (on)
-      for (int c = 0; c < 256; ++c) {
-        k[c] = fp8_to_float(static_cast<uint8_t>(c), kv) * ks;
-        v[c] = fp8_to_float(static_cast<uint8_t>(c), kv) * vs;
-      }
-  }
-};
-
 struct CpuPlan : AttentionPlan {
   int num_seqs = 0, heads = 0, kv_heads = 0, head_size = 0, block_size = 0;
   int64_t total_q = 0;
-  DType dtype = DType::bf16;  // Q and O (K/V in it, or 8-bit codes read through a KvLut)
+  DType dtype = DType::bf16;  // O (Q and K/V in it, or 8-bit codes read through a KvLut)
   AttentionTypes types;
   KvLut lut;  // an 8-bit cache's decoding, under the problem's scales
   bool causal = true, top_left = false, return_lse = false;
@@ -137,23 +125,6 @@ void apply_score_mods(const AttentionParams& p, const Scratch& sc, int mp, int M
   }
 }
 
-// One token's K and V rows of kv head kh, converted to fp32: 16-bit halves of DT, or 8-bit codes through the LUT.
-template <DType DT>
-void convert_kv_row(const AttentionParams& p, const KvLut& lut, int64_t base, float* kd, float* vd) {
-  const int d = p.head_size;
-  if (lut.on) {
-    const uint8_t* kc = static_cast<const uint8_t*>(p.k_cache) + base;
-    const uint8_t* vc = static_cast<const uint8_t*>(p.v_cache) + base;
-    for (int c = 0; c < d; ++c) kd[c] = lut.k[kc[c]];
-    for (int c = 0; c < d; ++c) vd[c] = lut.v[vc[c]];
-  } else {
-    const uint16_t* kc = static_cast<const uint16_t*>(p.k_cache) + base;
-    const uint16_t* vc = static_cast<const uint16_t*>(p.v_cache) + base;
-    for (int c = 0; c < d; ++c) kd[c] = half_to_float(kc[c], DT);
-    for (int c = 0; c < d; ++c) vd[c] = half_to_float(vc[c], DT);
-  }
-}
-
 // Attends rows [row0, row0 + rows) of sequence `seq` (all heads of kv head `kh`) to keys [k0, k1): leaves the
 // unnormalised output in sc.acc and the running max / sum in sc.m / sc.l. VC: the QK gemm's column block.
 template <DType DT, int VC>
@@ -161,7 +132,6 @@ void attend(const AttentionParams& p, const CpuPlan& pl, const KvLut& lut, const
             int row0, int rows, int q_len, int kv_len, int k0, int k1) {
   const int g = p.heads / p.kv_heads, d = p.head_size, M = rows * g, T = pl.kv_tile, mp = pl.m_pad;
   const int mcols = (M + VC - 1) / VC * VC;  // query columns the loops touch; [M, mcols) are padding
-  const uint16_t* q = static_cast<const uint16_t*>(p.q);
   const char* kc = static_cast<const char*>(p.k_cache);  // for the prefetches: bytes
   const char* vc = static_cast<const char*>(p.v_cache);
   const int64_t kvb = static_cast<int64_t>(dtype_bytes(p.types.kv));
@@ -176,9 +146,12 @@ void attend(const AttentionParams& p, const CpuPlan& pl, const KvLut& lut, const
     for (int c = 0; c < d; ++c) wq[c] = half_to_float(static_cast<const uint16_t*>(p.prologue.q_norm_weight)[c], DT);
   for (int mi = 0; mi < mcols; ++mi) {
     if (mi < M) {
-      const uint16_t* src = q + (q_token0 + mi / g) * p.q_stride_token +
-                            static_cast<int64_t>(kh * g + mi % g) * p.q_stride_head;
-      if (prologue) {
+      const int64_t q_off = (q_token0 + mi / g) * p.q_stride_token + static_cast<int64_t>(kh * g + mi % g) * p.q_stride_head;
+      const uint16_t* src = static_cast<const uint16_t*>(p.q) + q_off;
+      if (lut.q_on) {  // an 8-bit Q (the FP8 SDPA; no prologue)
+        const uint8_t* codes = static_cast<const uint8_t*>(p.q) + q_off;
+        for (int c = 0; c < d; ++c) sc.qt[static_cast<std::size_t>(c) * mp + mi] = lut.q[codes[c]] * p.scale;
+      } else if (prologue) {
         float x[512];  // head_size <= 512 (cpu::resolve)
         q_prologue_row<DT>(p, p.prologue.q_norm_weight ? wq : nullptr, q_token0 + mi / g, src, x);
         for (int c = 0; c < d; ++c) sc.qt[static_cast<std::size_t>(c) * mp + mi] = x[c] * p.scale;
@@ -432,9 +405,9 @@ class CpuUnified final : public AttentionKernel {
     pl->head_size = p.head_size;
     pl->block_size = p.block_size;
     pl->total_q = p.total_q();
-    pl->dtype = p.types.q;
+    pl->dtype = p.types.o;
     pl->types = p.types;
-    pl->lut = KvLut(p.types.kv, p.features.k_scale, p.features.v_scale);
+    pl->lut = KvLut(p.types, p.features);
     pl->causal = p.causal;
     pl->top_left = p.top_left;
     pl->return_lse = p.return_lse;
@@ -470,7 +443,7 @@ class CpuUnified final : public AttentionKernel {
     if (p.num_seqs != pl->num_seqs || p.heads != pl->heads || p.kv_heads != pl->kv_heads ||
         p.head_size != pl->head_size || p.block_size != pl->block_size || p.types != pl->types ||
         p.causal != pl->causal || p.top_left != pl->top_left || p.total_q != pl->total_q || p.features.k_scale != pl->lut.k_scale ||
-        p.features.v_scale != pl->lut.v_scale)
+        p.features.v_scale != pl->lut.v_scale || p.features.q_scale != pl->lut.q_scale)
       throw std::invalid_argument("cpu.unified: params do not describe the planned problem (" + pl->summary + ")");
     if (!p.q || !p.k_cache || !p.v_cache || !p.out || !p.cu_seqlens_q || !p.seqused_k || !p.block_table)
       throw std::invalid_argument("cpu.unified: a params pointer is null");

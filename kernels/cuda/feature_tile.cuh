@@ -20,10 +20,10 @@ namespace attnbench::cuda::dev {
 constexpr float kLog2e = 1.4426950408889634f;
 
 // A features kernel keeps its scores in raw units (q.k of K codes) as the plain kernels do: the mods are applied in
-// those units (divided by sc = softmax scale * k_scale), so the softmax's base-2 scale is sc * log2(e).
+// those units (divided by sc = softmax scale * k_scale * q_scale), so the softmax's base-2 scale is sc * log2(e).
 template <bool F>
 __device__ __forceinline__ float softmax_c(const AttentionParams& p) {
-  return (F ? p.scale * p.features.k_scale : p.scale) * kLog2e;
+  return (F ? p.scale * p.features.k_scale * p.features.q_scale : p.scale) * kLog2e;
 }
 
 // One thread's two rows (r = 0, 1) of an mma.sync score tile: query row row[r] of the sequence (-1: a padding row,
@@ -46,7 +46,7 @@ struct RowFeatures {
   __device__ __forceinline__ RowFeatures(const AttentionParams& p, const device::Visibility& vis, const int (&row)[2],
                                          const int (&head)[2]) {
     const AttentionFeatureParams& f = p.features;
-    const float sc = p.scale * f.k_scale;
+    const float sc = p.scale * f.k_scale * f.q_scale;
     inv_sc = 1.f / sc;
     if (f.softcap > 0.f) cap_out = f.softcap / sc, cap_e = 2.f * kLog2e * sc / f.softcap;
     alibi = f.alibi_slopes != nullptr;

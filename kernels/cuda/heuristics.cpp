@@ -35,6 +35,7 @@ Support unified_supports(const AttentionProblem& p) {
 }
 
 UnifiedPath choose_path(const AttentionProblem& p) {
+  if (!is_16bit(p.types.q)) return UnifiedPath::prefill_2d;  // the FP8 SDPA is in the wide 2D kernel only
   if (p.max_seqlen_q() == 1) return UnifiedPath::decode_3d;
   // Few packed rows over a long KV: the 2D grid would hold a handful of mostly-empty q-tiles per head and
   // read each K/V byte group-size times; the 3D kernel reads it once per row tile and splits the KV.
@@ -113,6 +114,20 @@ std::string q_prologue_conflict(const AttentionProblem& p, const UnifiedKnobs& k
   return "";
 }
 
+std::string q8_conflict(const AttentionProblem& p, const UnifiedKnobs& knobs) {
+  const AttentionTypes& t = p.types;
+  if (is_16bit(t.q)) return "";
+  if (t.q != t.kv)
+    return "types " + t.name() + " (q-kv-o): the FP8 SDPA multiplies Q and K codes of one format (q_dtype = kv_dtype)";
+  const std::string what = std::string("an 8-bit Q (") + dtype_name(t.q) + ") is in the wide 2D kernel";
+  if (knobs.path == PathKnob::narrow) return what + "; ATTNBENCH_SM90_PATH=narrow asks for the narrow one";
+  if (!wide_kv_tma(p.block_size))
+    return what + ", which lands 8-bit codes by TMA in pages of a multiple of 64 tokens (block_size " +
+           std::to_string(p.block_size) + ")";
+  if (const std::string c = wide_knob_conflict(p, knobs); !c.empty()) return what + ", which cannot run it: " + c;
+  return "";
+}
+
 bool runs_features(const AttentionProblem& p) { return p.features.any() || !is_16bit(p.types.kv); }
 
 std::string wide_feature_conflict(const AttentionProblem& p) {
@@ -124,7 +139,7 @@ std::string wide_feature_conflict(const AttentionProblem& p) {
 
 bool choose_wide(const AttentionProblem& p, const UnifiedKnobs& knobs) {
   if (knobs.path == PathKnob::narrow || !wide_supports(p) || !wide_feature_conflict(p).empty()) return false;
-  if (knobs.path == PathKnob::wide) return true;
+  if (knobs.path == PathKnob::wide || !is_16bit(p.types.q)) return true;
   // An 8-bit cache takes the same rule: its wide kernel beat its narrow one 1.4-1.5x at S512-4096 (kernels/NOTES.md,
   // features v5).
   return wide_auto(p) && wide_knob_conflict(p, knobs).empty();
@@ -264,8 +279,9 @@ std::size_t decode_workspace_bytes(const AttentionProblem& p, int splits, int me
 
 InstanceKey instance_key(const AttentionProblem& p, const UnifiedLaunchPlan& lp) {
   InstanceKey k;
-  k.dtype = p.types.q;  // Q and O in one dtype (resolve declines the rest), K/V in it or in 8-bit codes
+  k.dtype = p.types.o;  // O's dtype, Q's too unless Q is in the cache's 8-bit codes (resolve declines the rest)
   k.kv = p.types.kv;
+  k.q8 = !is_16bit(p.types.q);
   k.head_size = p.head_size;
   k.features = runs_features(p);
   if (lp.path == UnifiedPath::decode_3d) {
@@ -285,7 +301,7 @@ std::string instance_name(const InstanceKey& k) {
   const std::string types =
       k.kv == k.dtype ? dtype_name(k.dtype) : std::string(dtype_name(k.dtype)) + "-" + dtype_name(k.kv);
   const std::string head = types + "/d" + std::to_string(k.head_size);
-  const std::string feat = k.features ? "/feat" : "";
+  const std::string feat = std::string(k.features ? "/feat" : "") + (k.q8 ? "/q8" : "");
   switch (k.variant) {
     case InstanceVariant::narrow:
       return "narrow/" + head + "/w" + std::to_string(k.warps) + "r" + std::to_string(k.rows_per_warp) + feat;

@@ -141,6 +141,10 @@ std::string wide_knob_conflict(const AttentionProblem& p, const UnifiedKnobs& kn
 // Why cuda.unified cannot apply this problem's Q prologue (q_norm / q_rope_dim): only the wide kernel has it, and
 // it rotates 16-byte chunks (q_rope_dim % 16 == 0); empty when it can or there is none.
 std::string q_prologue_conflict(const AttentionProblem& p, const UnifiedKnobs& knobs);
+// Why cuda.unified cannot run this problem's 8-bit Q (the FP8 SDPA: Q and K in one 8-bit format, on the wide
+// kernel, whose TMA lands the codes: block_size % 64 == 0; choose_path and choose_wide send every such problem
+// there); empty when it can or Q is 16-bit.
+std::string q8_conflict(const AttentionProblem& p, const UnifiedKnobs& knobs);
 // Whether the problem needs a features instance: an attention feature or an 8-bit K/V cache.
 bool runs_features(const AttentionProblem& p);
 // Why the wide kernel cannot take this problem's K/V cache ("" when it can: 16-bit, or 8-bit codes in pages of a
@@ -256,7 +260,8 @@ inline UnifiedLaunchPlan make_unified_launch_plan(const AttentionProblem& p, con
 
 // A kernel instance (one explicit instantiation, listed in instances.cmake): the template arguments a plan needs.
 // narrow: launch_prefill<dtype, head_size, warps, rows_per_warp, kv, features>; wide: launch_prefill_wide<dtype,
-// head_size, wgs>; decode: launch_decode<dtype, head_size, kv, features>. Fields a variant does not use stay 0.
+// head_size, wgs, kv, features, q8>; decode: launch_decode<dtype, head_size, kv, features>. Fields a variant does
+// not use stay 0.
 // A problem with any attention feature or an 8-bit K/V cache runs a features instance.
 enum class InstanceVariant { narrow, wide, decode };
 struct InstanceKey {
@@ -268,16 +273,18 @@ struct InstanceKey {
   int wgs = 0;            // wide: consumer warpgroups
   DType kv = DType::bf16;  // K/V storage: dtype, or an 8-bit code (with features)
   bool features = false;   // the attention features compiled in (feature_tile.cuh): narrow and decode
+  bool q8 = false;         // Q in the cache's 8-bit codes (the FP8 SDPA; wide only): dtype is then O's
   bool operator==(const InstanceKey& o) const {
     return variant == o.variant && dtype == o.dtype && head_size == o.head_size && warps == o.warps &&
-           rows_per_warp == o.rows_per_warp && wgs == o.wgs && kv == o.kv && features == o.features;
+           rows_per_warp == o.rows_per_warp && wgs == o.wgs && kv == o.kv && features == o.features && q8 == o.q8;
   }
   bool operator!=(const InstanceKey& o) const { return !(*this == o); }
 };
 // The instance a launch plan runs.
 InstanceKey instance_key(const AttentionProblem& p, const UnifiedLaunchPlan& lp);
 // The key as instances.cmake spells it: narrow/bf16/d64/w4r16, wide/fp16/d128/wgs2, decode/bf16/d256, and with
-// features decode/bf16/d128/feat, decode/bf16-e4m3/d128/feat (Q/O dtype - K/V dtype).
+// features decode/bf16/d128/feat, decode/bf16-e4m3/d128/feat (Q/O dtype - K/V dtype), and with Q in the cache's
+// codes wide/bf16-e4m3/d128/wgs2/feat/q8 (O dtype - Q and K/V dtype).
 std::string instance_name(const InstanceKey& k);
 // The decline of a key the build has no instance of (DeclineKind::no_instance, the key named in the reason).
 Support no_instance(const InstanceKey& k);

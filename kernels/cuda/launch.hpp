@@ -18,8 +18,9 @@ void launch_prefill(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaS
 // 2D prefill, wide regime (prefill_wide.cuh): WG consumer warpgroups of 64 query rows plus one producer warpgroup
 // (TMA K/V through `maps`, encoded by the caller, when lp.wide_kv_tma; else a cp.async gather and `maps` unused);
 // head sizes 64 (WG 1-3), 128 and 256 (WG 1-2); K/V stored as KV (DT, or 8-bit codes at d128 by TMA); the
-// attention features applied when F. Applies the output gate when p.gate is non-null.
-template <DType DT, int D, int WG, DType KV, bool F>
+// attention features applied when F; with Q8 Q in KV's codes too (the FP8 SDPA; DT is O's dtype). Applies the
+// output gate when p.gate is non-null.
+template <DType DT, int D, int WG, DType KV, bool F, bool Q8>
 void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, const KvTensorMaps* maps,
                          cudaStream_t stream);
 

@@ -16,7 +16,8 @@
 // the P V wait after the softmax. A features instance (F) applies the attention features: a sliding window's
 // first tile starts each unit's tiles, the scores are made final before the softmax (feature_tile.cuh), a sink
 // scales the finished rows. An 8-bit cache (KV, d128, TMA) lands its codes in the slots and the producer warpgroup
-// widens them there (wide_widen.cuh); the consumers are the 16-bit kernel's.
+// widens them there (wide_widen.cuh); the consumers are the 16-bit kernel's. With Q8 (the FP8 SDPA) Q is in the
+// cache's codes too: S = Q K^T runs on them (8-bit wgmma, K landed swizzled and not widened), P V in DT.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -40,13 +41,14 @@ namespace attnbench::cuda {
 namespace dev {
 
 // Producer warpgroup: threads [0, 128); consumer warpgroup wg: threads [128 (wg + 1), 128 (wg + 2)).
-template <DType DT, int D, int WG, bool TMA, bool F, DType KV>
+template <DType DT, int D, int WG, bool TMA, bool F, DType KV, bool Q8>
 __global__ void __launch_bounds__(128 * (WG + 1), 1)
     prefill_wide_kernel(const __grid_constant__ AttentionParams p, const WideLaunch w,
                         const __grid_constant__ CUtensorMap tmk, const __grid_constant__ CUtensorMap tmv) {
   using Tile = WideTile<D, WG, TMA>;
   constexpr bool kCodes = !is_16bit(KV);
   static_assert(!kCodes || (TMA && F), "an 8-bit cache lands by TMA and has scales: a features instance");
+  static_assert(!Q8 || kCodes, "an 8-bit Q is in the cache's codes");
   const int S = w.stages;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
@@ -69,18 +71,18 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
   const int32_t* block_table = p.block_table;
   if (threadIdx.x < 128) {
     if constexpr (kCodes) {
-      wide_producer_codes<DT, KV, D, WG, F>(p, w, sm, landed, S, block_table, tmk, tmv);
+      wide_producer_codes<DT, KV, D, WG, F, Q8>(p, w, sm, landed, S, block_table, tmk, tmv);
     } else {
       wide_producer<D, WG, TMA, F>(p, w, sm, S, block_table, tmk, tmv);
     }
     return;
   }
-  wide_consumer<DT, D, WG, TMA, F>(p, w, sm, S);
+  wide_consumer<DT, D, WG, TMA, F, Q8 ? KV : DT>(p, w, sm, S);
 }
 
 }  // namespace dev
 
-template <DType DT, int D, int WG, DType KV, bool F>
+template <DType DT, int D, int WG, DType KV, bool F, bool Q8>
 void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, const KvTensorMaps* maps,
                          cudaStream_t stream) {
   if (lp.wide_stages < 2 || lp.wide_stages > kWideMaxStages)
@@ -96,7 +98,7 @@ void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, 
                      p.heads / lp.wide_pack};
   auto go = [&](auto tma) {
     constexpr bool kTma = decltype(tma)::value;
-    auto* kernel = &dev::prefill_wide_kernel<DT, D, WG, kTma, F, KV>;
+    auto* kernel = &dev::prefill_wide_kernel<DT, D, WG, kTma, F, KV, Q8>;
     static const bool configured = [&] {
       ATTNBENCH_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kWideSmemLimit));
       return true;
@@ -119,8 +121,8 @@ void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, 
 }
 
 // One .cu per (dtype, head size): every consumer-warpgroup count that head size allows.
-#define ATTNBENCH_INSTANTIATE_PREFILL_WIDE_WG(DT, D, WG, KV, F) \
-  template void launch_prefill_wide<DT, D, WG, KV, F>(const AttentionParams&, const UnifiedLaunchPlan&, \
+#define ATTNBENCH_INSTANTIATE_PREFILL_WIDE_WG(DT, D, WG, KV, F, Q8) \
+  template void launch_prefill_wide<DT, D, WG, KV, F, Q8>(const AttentionParams&, const UnifiedLaunchPlan&, \
                                                    const KvTensorMaps*, cudaStream_t);
 
 }  // namespace attnbench::cuda

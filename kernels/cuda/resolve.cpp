@@ -22,6 +22,7 @@ Support problem_support(const AttentionProblem& p, const UnifiedKnobs& knobs) {
   if (const Support s = unified_supports(p); !s.ok) return s;
   // A Q prologue the chosen kernel does not have would silently be skipped.
   if (const std::string q = q_prologue_conflict(p, knobs); !q.empty()) return Support::no(q);
+  if (const std::string q = q8_conflict(p, knobs); !q.empty()) return Support::no(q);
   // Forced wide knobs the geometry cannot hold are declined; under auto they keep the narrow kernel instead.
   if (choose_path(p) == UnifiedPath::prefill_2d && knobs.path == PathKnob::wide && wide_supports(p)) {
     if (const std::string f = wide_feature_conflict(p); !f.empty()) return Support::no(f);
@@ -40,7 +41,8 @@ UnifiedInstance make_instance(const AttentionProblem& p, const UnifiedKnobs& kno
   in.fusion = p.fusion;
   in.summary = in.launch.summary + (p.fusion.has_q_prologue() ? " +q-norm-rope" : "") +
                (p.fusion.output_gate ? " +gate" : "") + (in.key.features ? " +features" : "") +
-               (is_16bit(p.types.kv) ? "" : std::string(" kv=") + dtype_name(p.types.kv));
+               (is_16bit(p.types.kv) ? "" : std::string(" kv=") + dtype_name(p.types.kv)) +
+               (is_16bit(p.types.q) ? "" : std::string(" q=") + dtype_name(p.types.q));
   return in;
 }
 

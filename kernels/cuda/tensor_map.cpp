@@ -25,7 +25,8 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 }  // namespace
 
 CUtensorMap encode_paged_kv_map(const void* base, DType dt, int head_size, int kv_heads, int block_size,
-                                int64_t stride_head, int64_t stride_token, int64_t stride_block, int64_t pages) {
+                                int64_t stride_head, int64_t stride_token, int64_t stride_block, bool swizzle_codes,
+                                int64_t pages) {
   CUtensorMap m;
   std::memset(&m, 0, sizeof(m));
   const PFN_cuTensorMapEncodeTiled_v12000 enc = tensor_map_encoder();
@@ -42,7 +43,7 @@ CUtensorMap encode_paged_kv_map(const void* base, DType dt, int head_size, int k
                                    : dt == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                        : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   const CUresult r = enc(&m, type, 4, const_cast<void*>(base), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                         codes ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
+                         codes && !swizzle_codes ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
                          CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     throw std::runtime_error("cuda.unified wide: cuTensorMapEncodeTiled failed (CUresult " + std::to_string(r) + ")");
@@ -50,11 +51,11 @@ CUtensorMap encode_paged_kv_map(const void* base, DType dt, int head_size, int k
 }
 
 KvTensorMaps encode_kv_maps(const AttentionParams& p) {
-  auto one = [&](const void* base) {
+  auto one = [&](const void* base, bool swizzle_codes) {
     return encode_paged_kv_map(base, p.types.kv, p.head_size, p.kv_heads, p.block_size, p.kv_stride_head,
-                               p.kv_stride_token, p.kv_stride_block);
+                               p.kv_stride_token, p.kv_stride_block, swizzle_codes);
   };
-  return {one(p.k_cache), one(p.v_cache)};
+  return {one(p.k_cache, !is_16bit(p.types.q)), one(p.v_cache, false)};
 }
 
 }  // namespace attnbench::cuda

@@ -62,6 +62,9 @@ struct Sw128Desc {
 #define ATTNBENCH_WGMMA_SS_N256(T) "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n" "wgmma.mma_async.sync.aligned.m64n256k16.f32." T "." T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, %128, %129, p, 1, 1, 0, 0;\n" "}\n"
 #define ATTNBENCH_WGMMA_RS_N256(T) "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n" "wgmma.mma_async.sync.aligned.m64n256k16.f32." T "." T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, {%128,%129,%130,%131}, %132, p, 1, 1, 1;\n" "}\n"
 
+// SS with 8-bit codes (e4m3 / e5m2), k32: no transpose operands (8-bit operands are K-major only).
+#define ATTNBENCH_WGMMA_SS8_N128(TA, TB) "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" "wgmma.mma_async.sync.aligned.m64n128k32.f32." TA "." TB " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1;\n" "}\n"
+
 // The accumulator operand lists: d[j][e] for j < N/8.
 #define ATTNBENCH_WGMMA_D4(i) "+f"(d[i][0]), "+f"(d[i][1]), "+f"(d[i][2]), "+f"(d[i][3])
 #define ATTNBENCH_WGMMA_D32(i)                                                                              \
@@ -95,6 +98,18 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 8][4], uint64_t desc_a, 
   ATTNBENCH_WGMMA_DISPATCH(SS, "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
+// SS wgmma of 8-bit codes of KT (e4m3 or e5m2, both operands): d = (accumulate ? d : 0) + A(64x32) * B(32xN),
+// both K-major (32 codes = the 32 bytes a 16-bit k16 step reads); d's layout is wgmma_ss's.
+template <DType KT, int N>
+__device__ __forceinline__ void wgmma_ss8(float (&d)[N / 8][4], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  static_assert(N == 128, "8-bit wgmma: N = 128 (the d128 tile)");
+  static_assert(KT == DType::e4m3 || KT == DType::e5m2, "8-bit wgmma: e4m3 or e5m2 codes");
+  if constexpr (KT == DType::e4m3)
+    asm volatile(ATTNBENCH_WGMMA_SS8_N128("e4m3", "e4m3") : ATTNBENCH_WGMMA_OUT_N128 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  else
+    asm volatile(ATTNBENCH_WGMMA_SS8_N128("e5m2", "e5m2") : ATTNBENCH_WGMMA_OUT_N128 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
 // RS wgmma: d = (accumulate ? d : 0) + A(64x16, registers) * B(16xN, MN-major in shared memory). a[0..3]: the
 // m16n8k16 A fragment of this warp's 16 rows (rows lane/4 and +8, k 2 (lane%4) and +8).
 template <DType DT, int N>
@@ -118,4 +133,5 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 8][4], const uint32_t (&
 #undef ATTNBENCH_WGMMA_RS_N128
 #undef ATTNBENCH_WGMMA_SS_N128
 #undef ATTNBENCH_WGMMA_RS_N64
+#undef ATTNBENCH_WGMMA_SS8_N128
 #undef ATTNBENCH_WGMMA_SS_N64

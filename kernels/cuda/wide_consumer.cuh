@@ -23,14 +23,14 @@ namespace attnbench::cuda::dev {
 // place before any wgmma reads it. The prologue is
 // not compiled beside 3 consumer warpgroups (it would make that kernel's tile loop spill); the plan keeps
 // Q-prologue problems at <= kWideMaxWgsQPrologue.
-template <DType DT, int D, int WG, bool TMA, bool F>
-__device__ __forceinline__ void wide_q_ready(const WideCtx<DT, D, WG, TMA, F>& cx,
+template <DType DT, int D, int WG, bool TMA, bool F, DType QT>
+__device__ __forceinline__ void wide_q_ready(const WideCtx<DT, D, WG, TMA, F, QT>& cx,
                                              const WideGeom<WideTile<D, WG, TMA>::kBN>& g, uint32_t sq) {
   constexpr int RW = kWideRowsPerWg;
   cp_async_wait<0>();
   fence_proxy_async_smem();
   named_bar_sync(1 + cx.wg, 128);
-  if constexpr (WG <= kWideMaxWgsQPrologue) {
+  if constexpr (WG <= kWideMaxWgsQPrologue && is_16bit(QT)) {  // an 8-bit Q has no prologue (validate)
     if (cx.p.prologue.q_norm_weight != nullptr || cx.p.prologue.q_rope_dim > 0) {
       q_prologue<DT, D, RW>(cx.p, cx.w, g, sq, cx.wg * RW, cx.tid, [](int row, int ch) { return wide_swz<RW>(row, ch); });
       fence_proxy_async_smem();
@@ -42,8 +42,8 @@ __device__ __forceinline__ void wide_q_ready(const WideCtx<DT, D, WG, TMA, F>& c
 // The next unit's Q into the other tile while this unit computes (its last reader, the epilogue of the unit before,
 // finished with the named barrier at its end). The next unit is found again by the loop rather than kept: held
 // across the unit, its geometry makes the d64 and d256 consumers spill.
-template <DType DT, int D, int WG, bool TMA, bool F>
-__device__ __forceinline__ void wide_load_next_q(const WideCtx<DT, D, WG, TMA, F>& cx, int k, int qb) {
+template <DType DT, int D, int WG, bool TMA, bool F, DType QT>
+__device__ __forceinline__ void wide_load_next_q(const WideCtx<DT, D, WG, TMA, F, QT>& cx, int k, int qb) {
   int k_next = k + 1;
   WideWork u_next;
   WideGeom<WideTile<D, WG, TMA>::kBN> g_next;
@@ -51,8 +51,8 @@ __device__ __forceinline__ void wide_load_next_q(const WideCtx<DT, D, WG, TMA, F
 }
 
 // Unit k (n_done-th of this CTA): with two Q tiles, unit n uses tile n % 2.
-template <DType DT, int D, int WG, bool TMA, bool F>
-__device__ __forceinline__ void wide_consume_unit(const WideCtx<DT, D, WG, TMA, F>& cx,
+template <DType DT, int D, int WG, bool TMA, bool F, DType QT>
+__device__ __forceinline__ void wide_consume_unit(const WideCtx<DT, D, WG, TMA, F, QT>& cx,
                                                   const WideGeom<WideTile<D, WG, TMA>::kBN>& g, int k, int n_done,
                                                   RingPos& cur) {
   constexpr int BN = WideTile<D, WG, TMA>::kBN, RW = kWideRowsPerWg;
@@ -113,12 +113,13 @@ __device__ __forceinline__ void wide_consume_unit(const WideCtx<DT, D, WG, TMA, 
 }
 
 // A consumer warpgroup: its register budget, its warpgroup index, then every unit of the CTA's walk.
-template <DType DT, int D, int WG, bool TMA, bool F>
+template <DType DT, int D, int WG, bool TMA, bool F, DType QT>
 __device__ __forceinline__ void wide_consumer(const AttentionParams& p, const WideLaunch& w,
                                               const WideSmem<D, WG, TMA>& sm, int S) {
   using Tile = WideTile<D, WG, TMA>;
   using T = typename StorageOf<DT>::type;
-  using Ctx = WideCtx<DT, D, WG, TMA, F>;
+  using Ctx = WideCtx<DT, D, WG, TMA, F, QT>;
+  using QS = typename Ctx::QS;
   if constexpr (WG >= 2) setmaxnreg_inc<Tile::kConsumerRegs>();
   // The warpgroup index through a lane-0 shuffle: ptxas then knows it is warp-uniform, so the shared-memory
   // descriptors of every wgmma are built in uniform registers (no per-wgmma R2UR moves in the issue loop).
@@ -130,7 +131,7 @@ __device__ __forceinline__ void wide_consumer(const AttentionParams& p, const Wi
   const Ctx cx{p,    w,    sm,   S,
                wg,   tid,  warp, lane,
                softmax_c<F>(p), static_cast<T*>(p.out), static_cast<const T*>(p.epilogue.gate),
-               static_cast<const T*>(p.q)};
+               static_cast<const QS*>(p.q)};
   RingPos cur;  // ring position of the next K tile (V of a tile sits at the same position)
   int k = 0, n_done = 0;
   WideWork u;

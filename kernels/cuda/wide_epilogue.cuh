@@ -24,8 +24,8 @@ template <DType DT> __device__ __forceinline__ uint32_t gate_pair(uint32_t o2, u
 
 // params.lse of this thread's two rows (return_lse), apart from the O stores: inside their loop it cost short prefill
 // 2% (kernels/NOTES.md). A NaN sum stays NaN.
-template <DType DT, int D, int WG, bool TMA, bool F>
-__device__ __forceinline__ void wide_store_lse(const WideCtx<DT, D, WG, TMA, F>& cx,
+template <DType DT, int D, int WG, bool TMA, bool F, DType QT>
+__device__ __forceinline__ void wide_store_lse(const WideCtx<DT, D, WG, TMA, F, QT>& cx,
                                                const WideGeom<WideTile<D, WG, TMA>::kBN>& g,
                                                const WideAcc<D, WideTile<D, WG, TMA>::kBN>& a) {
   const AttentionParams& p = cx.p;
@@ -42,8 +42,8 @@ __device__ __forceinline__ void wide_store_lse(const WideCtx<DT, D, WG, TMA, F>&
 // One unit's output rows of this warpgroup. The Q tile at sq is free: its last S wgmma has been waited for. It is
 // swizzled, so the 4-byte writes of a warp hit 32 distinct banks. O is rounded before the gate, as an unfused
 // O-then-gate chain rounds it.
-template <DType DT, int D, int WG, bool TMA, bool F>
-__device__ __forceinline__ void wide_epilogue(const WideCtx<DT, D, WG, TMA, F>& cx,
+template <DType DT, int D, int WG, bool TMA, bool F, DType QT>
+__device__ __forceinline__ void wide_epilogue(const WideCtx<DT, D, WG, TMA, F, QT>& cx,
                                               const WideGeom<WideTile<D, WG, TMA>::kBN>& g, uint32_t sq,
                                               const WideAcc<D, WideTile<D, WG, TMA>::kBN>& a) {
   constexpr int RW = kWideRowsPerWg;

@@ -22,9 +22,10 @@ namespace attnbench::cuda::dev {
 
 // A consumer thread's fixed context: the kernel's inputs, the ring depth, its warpgroup (warp-uniform), its thread,
 // warp and lane in the warpgroup, the softmax scale in base 2 and the Q / O / gate pointers; F: the attention
-// features are applied (feature_tile.cuh). Values read from the
-// parameters once, before the unit loop: read inside it, the asm statements' memory clobbers make nvcc reload them.
-template <DType DT, int D, int WG, bool TMA, bool F>
+// features are applied (feature_tile.cuh); QT: Q's storage, DT or (the FP8 SDPA) the cache's 8-bit code, K's too.
+// Values read from the parameters once, before the unit loop: read inside it, the asm statements' memory clobbers
+// make nvcc reload them.
+template <DType DT, int D, int WG, bool TMA, bool F, DType QT>
 struct WideCtx {
   using Tile = WideTile<D, WG, TMA>;
   static constexpr int BN = Tile::kBN, RW = kWideRowsPerWg;
@@ -36,6 +37,7 @@ struct WideCtx {
   static constexpr int kSchedBar = 1 + WG;  // ids 1..WG: the Q loads; then WG scheduler barriers (<= 7 of 16)
 
   using T = typename StorageOf<DT>::type;
+  using QS = std::conditional_t<is_16bit(QT), T, uint8_t>;  // Q's elements
   const AttentionParams& p;
   const WideLaunch& w;
   const WideSmem<D, WG, TMA>& sm;
@@ -44,7 +46,7 @@ struct WideCtx {
   float c;
   T* out;
   const T* gate;
-  const T* q;
+  const QS* q;
 
   __device__ __forceinline__ void sched_sync() const {
     if constexpr (WG >= 2) named_bar_sync(kSchedBar + wg, 256);
@@ -66,18 +68,20 @@ struct WideAcc {
   uint32_t pa[BN / 16][4];
 };
 
-// This warpgroup's 64 Q rows of a unit into the swizzled tile at dst (zero past q_len), one cp.async group.
-template <DType DT, int D, int WG, bool TMA, bool F>
-__device__ __forceinline__ void wide_load_q(const WideCtx<DT, D, WG, TMA, F>& cx, uint32_t dst,
+// This warpgroup's 64 Q rows of a unit into the swizzled tile at dst (zero past q_len), one cp.async group. 8-bit
+// codes at d128: one 128-byte row per query, the [rows][128 B] swizzle of the 16-bit tile's first d-slab.
+template <DType DT, int D, int WG, bool TMA, bool F, DType QT>
+__device__ __forceinline__ void wide_load_q(const WideCtx<DT, D, WG, TMA, F, QT>& cx, uint32_t dst,
                                             const WideGeom<WideTile<D, WG, TMA>::kBN>& gg) {
-  constexpr int kCpr = D / 8, RW = kWideRowsPerWg;
+  constexpr int kEl = 16 / sizeof(typename WideCtx<DT, D, WG, TMA, F, QT>::QS);  // elements per 16-byte chunk
+  constexpr int kCpr = D / kEl, RW = kWideRowsPerWg;
 #pragma unroll
   for (int i = 0; i < RW * kCpr / 128; ++i) {
     const int cidx = cx.tid + i * 128;
     const int row = cidx / kCpr, ch = cidx % kCpr;
     const WideRow rr = wide_row(cx.w, gg, cx.wg * RW + row);
     const int64_t off =
-        rr.valid ? (gg.q_start + rr.tok) * cx.p.q_stride_token + rr.head * cx.p.q_stride_head + ch * 8 : 0;
+        rr.valid ? (gg.q_start + rr.tok) * cx.p.q_stride_token + rr.head * cx.p.q_stride_head + ch * kEl : 0;
     cp_async_16(dst + wide_swz<RW>(row, ch), cx.q + off, rr.valid);
   }
   cp_async_commit();
@@ -147,8 +151,8 @@ __device__ __forceinline__ WideRowFeatures<F> wide_row_features(const AttentionP
 // With F the scores are made final (mods, window and mask: rf) instead of masked.
 // kFirst (no P V to overlap) is a compile-time branch: a run-time one around the wgmma issue makes ptxas serialise
 // every wgmma (C7520).
-template <bool kFirst, DType DT, int D, int WG, bool TMA, bool F>
-__device__ __forceinline__ void wide_step(const WideCtx<DT, D, WG, TMA, F>& cx,
+template <bool kFirst, DType DT, int D, int WG, bool TMA, bool F, DType QT>
+__device__ __forceinline__ void wide_step(const WideCtx<DT, D, WG, TMA, F, QT>& cx,
                                           WideAcc<D, WideTile<D, WG, TMA>::kBN>& a, RingPos& cur,
                                           const Sw128Desc<>& dq, int t, int mask_from, const int (&limit)[2],
                                           const WideRowFeatures<F>& rf) {
@@ -167,11 +171,18 @@ __device__ __forceinline__ void wide_step(const WideCtx<DT, D, WG, TMA, F>& cx,
   fence_regs(a.pa);
   wgmma_fence();
   // S = Q K^T: both K-major; k-step kk over d: +(kk/4) 64-wide d slabs, +(kk%4) 32 bytes; SBO 1024 (8 rows).
+  // 8-bit codes: k32 steps of 32 bytes along the one 128-byte row of d128.
   const Sw128Desc<> dk(sk, 16);
+  if constexpr (is_16bit(QT)) {
 #pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-    const uint32_t koff = (kk % 4) * 32;
-    wgmma_ss<DT, BN>(s, dq.at((kk / 4) * (RW * 128) + koff), dk.at((kk / 4) * (BN * 128) + koff), kk > 0);
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t koff = (kk % 4) * 32;
+      wgmma_ss<DT, BN>(s, dq.at((kk / 4) * (RW * 128) + koff), dk.at((kk / 4) * (BN * 128) + koff), kk > 0);
+    }
+  } else {
+    static_assert(D == 128, "8-bit Q and K rows are one 128-byte swizzle row at head size 128");
+#pragma unroll
+    for (int kk = 0; kk < D / 32; ++kk) wgmma_ss8<QT, BN>(s, dq.at(kk * 32), dk.at(kk * 32), kk > 0);
   }
   wgmma_commit();
   if constexpr (!kFirst) {
@@ -205,8 +216,8 @@ __device__ __forceinline__ void wide_step(const WideCtx<DT, D, WG, TMA, F>& cx,
 }
 
 // The last tile's P V, after the loop.
-template <DType DT, int D, int WG, bool TMA, bool F>
-__device__ __forceinline__ void wide_last_pv(const WideCtx<DT, D, WG, TMA, F>& cx,
+template <DType DT, int D, int WG, bool TMA, bool F, DType QT>
+__device__ __forceinline__ void wide_last_pv(const WideCtx<DT, D, WG, TMA, F, QT>& cx,
                                              WideAcc<D, WideTile<D, WG, TMA>::kBN>& a, const RingPos& cur) {
   const RingPos rv = cur.before(cx.S);
   fence_regs(a.o);
@@ -221,8 +232,8 @@ __device__ __forceinline__ void wide_last_pv(const WideCtx<DT, D, WG, TMA, F>& c
 
 // Tiles [from, n_tiles) of the CTA are all masked for this warpgroup's rows: wait for each (the producer has
 // claimed the slot, so the arrival lands on the tile's own EMPTY phase), take the round, release, in tile order.
-template <DType DT, int D, int WG, bool TMA, bool F>
-__device__ __forceinline__ void wide_skip_tiles(const WideCtx<DT, D, WG, TMA, F>& cx, RingPos& cur, int from,
+template <DType DT, int D, int WG, bool TMA, bool F, DType QT>
+__device__ __forceinline__ void wide_skip_tiles(const WideCtx<DT, D, WG, TMA, F, QT>& cx, RingPos& cur, int from,
                                                 int n_tiles) {
   const int S = cx.S;
   for (int t = from; t < n_tiles; ++t) {

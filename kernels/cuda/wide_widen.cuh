@@ -3,7 +3,8 @@
 // barrier), and the warpgroup widens them in place into the [D/64][BN][64] swizzled 16-bit tiles the consumers read
 // (e4m3 and e5m2 values are exact in fp16 and bf16; rows past kv_len become zeros), tile t - 1 while tile t's codes
 // are in flight. The consumers are the 16-bit kernel's: k_scale is in the softmax scale, v_scale in the finished
-// rows (a features instance).
+// rows (a features instance). With an 8-bit Q (Q8, the FP8 SDPA) the consumers multiply Q and K codes: K lands by a
+// swizzled TMA box straight into the [BN][128 B] tile they read (on the slot's FULL barrier), V is widened.
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -59,25 +60,25 @@ __device__ __forceinline__ void widen_slot(uint32_t tile, int valid, int tid) {
   for (int j = 0; j < kRows; ++j) store_widened<DT, KV, BN>(tile, tid / 4 + 32 * j, c + 4, upper[j]);
 }
 
-// Tile t's codes of kv head kvh, K and V, by TMA into the upper halves of the slots at dk / dv, completing on bar:
-// one {D bytes, 1, 64 tokens, 1} box per 64-token page that holds a token of the sequence.
+// The 64-token pages of tile t that hold a token of the sequence: one TMA box each per tensor.
+template <int BN>
+__device__ __forceinline__ int code_boxes(int t, int kv_len) { return min(BN / 64, (kv_len - t * BN + 63) / 64); }
+
+// Tile t's codes of kv head kvh in one tensor (tm) by TMA to dst, completing on bar (whose expect_tx the caller
+// set): one {D bytes, 1, 64 tokens, 1} box per page of code_boxes (plain rows, or swizzled by the map).
 template <int D, int BN, typename Smem>
-__device__ __forceinline__ void tma_code_tiles(const AttentionParams& p, const Smem& sm, const int32_t* table_row,
-                                               const CUtensorMap* tmk, const CUtensorMap* tmv, uint64_t* bar,
-                                               uint32_t dk, uint32_t dv, int kvh, int t, int kv_len) {
-  const int boxes = min(BN / 64, (kv_len - t * BN + 63) / 64);
-  mbar_arrive_expect_tx(bar, static_cast<uint32_t>(boxes * 2 * 64 * D));
+__device__ __forceinline__ void tma_codes(const AttentionParams& p, const Smem& sm, const int32_t* table_row,
+                                          const CUtensorMap* tm, uint64_t* bar, uint32_t dst, int kvh, int t,
+                                          int boxes) {
   for (int h = 0; h < boxes; ++h) {
     const device::PagedPos pg = device::PageDivisor(p.block_size).pos(t * BN + h * 64);
-    const int blk = __ldg(table_row + pg.page);
-    tma_load_4d(sm.smem + (dk - sm.base) + h * 64 * D, tmk, 0, kvh, pg.offset, blk, bar);
-    tma_load_4d(sm.smem + (dv - sm.base) + h * 64 * D, tmv, 0, kvh, pg.offset, blk, bar);
+    tma_load_4d(sm.smem + (dst - sm.base) + h * 64 * D, tm, 0, kvh, pg.offset, __ldg(table_row + pg.page), bar);
   }
 }
 
 // One unit's tiles: step t claims slot t and lands its codes, then widens tile t - 1 (landed) and publishes its K,
-// then its V.
-template <DType DT, DType KV, int D, int WG, bool F>
+// then its V. Q8: K lands ready on its FULL barrier; only V is widened.
+template <DType DT, DType KV, int D, int WG, bool F, bool Q8>
 __device__ __forceinline__ void produce_unit_codes(const AttentionParams& p, const WideSmem<D, WG, true>& sm,
                                                    uint64_t* landed, int S, const CUtensorMap& tmk,
                                                    const CUtensorMap& tmv,
@@ -93,17 +94,26 @@ __device__ __forceinline__ void produce_unit_codes(const AttentionParams& p, con
       kp.advance(S);
       mbar_wait(&sm.empty_k[r.slot()], r.phase() ^ 1);
       mbar_wait(&sm.empty_v[r.slot()], r.phase() ^ 1);
-      if (tid == 0)
-        tma_code_tiles<D, BN>(p, sm, table_row, &tmk, &tmv, &landed[r.slot()], sm.k_slot(r.slot()) + kCodes,
-                              sm.v_slot(r.slot()) + kCodes, g.kvh, t, g.kv_len);
+      if (tid == 0) {  // landed[] counts V's codes, and K's unless K lands on its FULL barrier (Q8)
+        const int boxes = code_boxes<BN>(t, g.kv_len);
+        const uint32_t tile_bytes = static_cast<uint32_t>(boxes * 64 * D);
+        uint64_t* k_bar = Q8 ? &sm.full_k[r.slot()] : &landed[r.slot()];
+        const uint32_t dk = Q8 ? sm.k_slot(r.slot()) : sm.k_slot(r.slot()) + kCodes;
+        if constexpr (Q8) mbar_arrive_expect_tx(k_bar, tile_bytes);
+        mbar_arrive_expect_tx(&landed[r.slot()], Q8 ? tile_bytes : 2 * tile_bytes);
+        tma_codes<D, BN>(p, sm, table_row, &tmk, k_bar, dk, g.kvh, t, boxes);
+        tma_codes<D, BN>(p, sm, table_row, &tmv, &landed[r.slot()], sm.v_slot(r.slot()) + kCodes, g.kvh, t, boxes);
+      }
     }
     if (t > t0) {
       const int valid = g.kv_len - (t - 1) * BN;
       mbar_wait(&landed[prev.slot()], prev.phase());
-      widen_slot<DT, KV, D, BN>(sm.k_slot(prev.slot()), valid, tid);
-      fence_proxy_async_smem();  // the generic writes, before the consumers' wgmma (async proxy) reads them
-      named_bar_sync(kWideProducerBar, 128);
-      if (tid == 0) mbar_arrive(&sm.full_k[prev.slot()]);
+      if constexpr (!Q8) {
+        widen_slot<DT, KV, D, BN>(sm.k_slot(prev.slot()), valid, tid);
+        fence_proxy_async_smem();  // the generic writes, before the consumers' wgmma (async proxy) reads them
+        named_bar_sync(kWideProducerBar, 128);
+        if (tid == 0) mbar_arrive(&sm.full_k[prev.slot()]);
+      }
       widen_slot<DT, KV, D, BN>(sm.v_slot(prev.slot()), valid, tid);
       fence_proxy_async_smem();
       named_bar_sync(kWideProducerBar, 128);
@@ -114,7 +124,7 @@ __device__ __forceinline__ void produce_unit_codes(const AttentionParams& p, con
 }
 
 // The producer warpgroup of an 8-bit cache: its register budget, then every unit of the CTA's walk.
-template <DType DT, DType KV, int D, int WG, bool F>
+template <DType DT, DType KV, int D, int WG, bool F, bool Q8>
 __device__ __forceinline__ void wide_producer_codes(const AttentionParams& p, const WideLaunch& w,
                                                     const WideSmem<D, WG, true>& sm, uint64_t* landed, int S,
                                                     const int32_t* block_table, const CUtensorMap& tmk,
@@ -127,7 +137,7 @@ __device__ __forceinline__ void wide_producer_codes(const AttentionParams& p, co
   int k = 0;
   for (bool have = wide_next_unit(p, w, k, u, g); have; have = wide_next_unit(p, w, ++k, u, g)) {
     const int32_t* table_row = block_table + static_cast<int64_t>(u.seq) * p.block_table_stride;
-    produce_unit_codes<DT, KV, D, WG, F>(p, sm, landed, S, tmk, tmv, g, table_row, kp, threadIdx.x);
+    produce_unit_codes<DT, KV, D, WG, F, Q8>(p, sm, landed, S, tmk, tmv, g, table_row, kp, threadIdx.x);
   }
 }
 

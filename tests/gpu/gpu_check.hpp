@@ -58,7 +58,7 @@ struct Outcome {
 inline Outcome check_output(const DeviceCase& c, uint64_t seed, const std::vector<uint16_t>* ref_q = nullptr,
                             const AttentionProblem* ref_problem = nullptr) {
   const AttentionProblem& p = c.host.problem;
-  const DType dt = p.types.q;
+  const DType dt = p.types.o;
   std::vector<uint16_t> out(c.out_elems());
   c.out.download(out.data(), out.size() * 2);
   Outcome o;

@@ -458,7 +458,7 @@ std::vector<uint16_t> run_tma_load_box(DType dt, const std::vector<uint16_t>& ca
   // The wide kernel's map (cuda/tensor_map.hpp) over a dense [blocks][64][kv_heads][head_size] cache.
   const CUtensorMap map = cuda::encode_paged_kv_map(dcache.data(), dt, head_size, kv_heads, kBlockSize, head_size,
                                               static_cast<int64_t>(kv_heads) * head_size,
-                                              static_cast<int64_t>(kBlockSize) * kv_heads * head_size, blocks);
+                                              static_cast<int64_t>(kBlockSize) * kv_heads * head_size, false, blocks);
   const int smem = 64 * 64 * 2 + 1024;
   tma_box_kernel<<<1, 128, smem>>>(map, d0, head, block, static_cast<uint16_t*>(out.data()));
   finish();

@@ -172,6 +172,46 @@ TEST(CudaFeatures, EightBitCachesWithTheirScales) {
   std::printf("  %d 8-bit cache runs\n", runs);
 }
 
+// The FP8 SDPA: Q and K/V in one 8-bit format with their descales, on the wide kernel (every path case whose pages
+// it lands: decode and speculative rows included, which it alone serves), plain and with a window + sinks; each run
+// also fails against the reference without q_scale (the descale was applied). The declines are host-tested
+// (Resolve.DeclinesTheProblemWithTheReason).
+TEST(CudaFeatures, Fp8SdpaWithItsDescales) {
+  int runs = 0;
+  for (DType qk : {DType::e4m3, DType::e5m2})
+    for (const PathCase& pc : path_cases(128))
+      for (DType dt : {DType::bf16, DType::f16})
+        for (bool with_window : {false, true}) {
+          if (pc.shape.block_size % 64 != 0 || (pc.knobs.count("ATTNBENCH_SM90_PATH") &&
+                                                pc.knobs.at("ATTNBENCH_SM90_PATH") == "narrow"))
+            continue;
+          AttentionProblem p = problem_of(pc.shape, dt);
+          p.types.q = p.types.kv = qk;
+          p.features.q_scale = 0.25f, p.features.k_scale = 0.0625f, p.features.v_scale = 0.03125f;
+          if (with_window) p.features.sinks = spread(pc.shape.heads, 1.f, 4.f), p.features.window_left = 128;
+          DeviceCase c(p, pc.knobs, 7500 + runs);
+          cuda::Stream stream;
+          c.poison();
+          c.run(stream.get());
+          stream.synchronize();
+          AttentionProblem unit = p;
+          unit.features.q_scale = 1.f;
+          const Outcome unscaled = check_output(c, 7500 + runs, nullptr, &unit);
+          const Outcome o = check_output(c, 7500 + runs);
+          ++runs;
+          const std::string what = pc.shape.name + " " + p.types.name() + (with_window ? " sinks + window" : "") +
+                                   (pc.knobs.empty() ? "" : " " + pc.knobs.begin()->second) + " [" +
+                                   c.plan->summary + "]";
+          EXPECT_EQ(o.nonfinite, 0) << what;
+          EXPECT_EQ(o.padding_written, 0) << what;
+          EXPECT_TRUE(o.within) << what << ": " << o.worst;
+          EXPECT_FALSE(unscaled.within) << what << ": the output also passes without q_scale";
+          std::printf("  %-70s max_abs=%.3g row_rel=%.3g\n", what.c_str(), o.max_abs, o.max_row_rel);
+        }
+  EXPECT_GT(runs, 0);
+  std::printf("  %d FP8 SDPA runs\n", runs);
+}
+
 // The d128 path cases an 8-bit cache runs on (the 8-bit prefill reads whole 64-token pages).
 bool eight_bit_path(const PathCase& pc, int d) {
   return d == 128 && !(pc.knobs.count("ATTNBENCH_SM90_PATH") && pc.shape.block_size % 64 != 0);

@@ -142,8 +142,9 @@ void check_gpu_layout(const std::string& kernel, const AttentionParams& a);
 // Why a kernel that stores Q, K/V and O in one 16-bit dtype (fp16 or bf16) cannot take this problem ("" when it
 // can): the decline today's kernels give 8-bit storage and mixed types.
 std::string sixteen_bit_storage_conflict(const AttentionProblem& p);
-// Why `kernel`, which stores Q and O in one 16-bit dtype and K/V in it or in 8-bit codes (e4m3, e5m2), cannot take
-// this problem's types ("" when it can): the unified kernels' one type rule.
+// Why `kernel`, which stores O in one 16-bit dtype and Q in it (K/V in it or in 8-bit codes, e4m3 / e5m2) or Q and
+// K/V in 8-bit codes (the FP8 SDPA), cannot take this problem's types ("" when it can): the unified kernels' one
+// type rule.
 std::string unified_storage_conflict(const AttentionProblem& p, const std::string& kernel);
 
 // Fills dims, scale and the dense-packed strides of the paged layout from a problem (pointers left null).

@@ -15,6 +15,7 @@ struct AttentionFeatures {
   std::vector<float> qq_bias;                // [qq_bias_len, qq_bias_len] or empty: bias among the new tokens
   int qq_bias_len = 0;
   float k_scale = 1.f, v_scale = 1.f;        // K/V dequantisation scales (an 8-bit KV cache): value = code * scale
+  float q_scale = 1.f;                       // Q's dequantisation scale (an 8-bit Q, the FP8 SDPA)
 
   // The first feature that differs from plain attention ("" when none), by its shape-file field name.
   std::string first_set() const;
@@ -33,6 +34,7 @@ struct AttentionFeatureParams {
   const float* qq_bias = nullptr;       // [qq_bias_len, qq_bias_len]
   int qq_bias_len = 0;
   float k_scale = 1.f, v_scale = 1.f;
+  float q_scale = 1.f;
 };
 
 // "feature 'F': not implemented by KERNEL" for the first feature set, "" for plain attention: the one decline

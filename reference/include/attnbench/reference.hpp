@@ -13,8 +13,9 @@ struct RowId {
   int head = 0;
 };
 
-// Paged attention in fp32 for the requested rows. `p` holds HOST pointers (Q and O in one 16-bit dtype, K/V in it
-// or in an 8-bit one read as code * k_scale / v_scale; index arrays as int32). Gathers K/V through the block table,
+// Paged attention in fp32 for the requested rows. `p` holds HOST pointers (O in a 16-bit dtype, Q in it or in an
+// 8-bit one read as code * q_scale, K/V in Q's 16-bit dtype or in an 8-bit one read as code * k_scale / v_scale;
+// index arrays as int32). Gathers K/V through the block table,
 // maps query head h to kv head h / (heads / kv_heads), applies the attention features (README, "Attention
 // features"), the bottom-right causal mask and the sliding window, softmax in fp32 (with the sinks), weights V.
 // out: rows.size() * head_size floats, row-major in the order of `rows`. lse (optional): rows.size() floats, each
