@@ -51,7 +51,8 @@ class AttentionBound final : public BoundKernel {
 
   void call() override { kern_.run(*plan_, prm_, dev_.stream()); }
 
-  GateResult gate(const Tolerance& tol) override {
+  GateResult gate(const Tolerance& given) override {
+    const Tolerance tol = attention_tolerance(in_.problem.types, given);
     dev_.synchronize();
     HostTensor host(in_.problem.types.o, in_.q.size());
     dev_.download(host.data(), out_.data(), out_.bytes());

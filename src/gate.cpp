@@ -11,6 +11,12 @@ double default_atol(DType d) { return d == DType::f16 ? 2e-2 : 4e-2; }
 // reads 0.45x of it and its smallest planted bug 2.3x; fp16 keeps 3 more mantissa bits: 0.15x and 6.2x.
 double default_rtol(DType d) { return d == DType::f16 ? 3e-3 : 8e-3; }
 
+Tolerance attention_tolerance(const AttentionTypes& t, const Tolerance& base) {
+  if (is_16bit(t.q)) return base;
+  constexpr double kP8 = 1.0 / 16;  // e4m3: 3 mantissa bits, RNE
+  return {base.atol + kP8 * 4, base.rtol + kP8};
+}
+
 namespace {
 
 struct RowError {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "attnbench/dtype.hpp"
+#include "attnbench/types.hpp"
 
 namespace attnbench {
 
@@ -20,6 +21,10 @@ struct Tolerance {
 double default_atol(DType d);
 double default_rtol(DType d);
 inline Tolerance default_tolerance(DType d) { return {default_atol(d), default_rtol(d)}; }
+// The bounds of an attention row of these types: `base`, widened for the FP8 SDPA (an 8-bit Q), whose kernels may
+// round P to e4m3 (README, "The gate"): rtol + 2^-4 (e4m3's relative rounding, an upper bound of a row's relative
+// error from its weights) and atol + 2^-4 * 4 (that rounding times a weighted mean of |v| over N(0, 1) values).
+Tolerance attention_tolerance(const AttentionTypes& t, const Tolerance& base);
 
 struct GateResult {
   bool passed = false;

@@ -30,7 +30,7 @@ inline Checked reference_rows(const HostInputs& in) {
 
 inline GateResult gate(const HostInputs& in, const Checked& c, const std::vector<uint16_t>& out) {
   return gate_rows(out.data(), static_cast<int64_t>(out.size()), in.problem.types.o, in.problem.head_size, c.rows,
-                   c.ref.data(), default_tolerance(in.problem.types.o));
+                   c.ref.data(), attention_tolerance(in.problem.types, default_tolerance(in.problem.types.o)));
 }
 
 // cpu.unified's output for the case (poisoned first), with its default plan.

@@ -106,7 +106,8 @@ TEST_P(GateFeatures, EachFeatureBugFailsAndTheCorrectKernelPasses) {
     const testing::PlantedKernel kernel(in);
     const GateResult good = testing::gate(in, c, kernel.run(Bug::none));
     EXPECT_TRUE(good.passed) << sh.name << " " << dtype_name(dt) << ": " << gate_failure_reason(good);
-    EXPECT_LT(good.max_row_rel, 0.5 * default_rtol(dt)) << sh.name << " " << dtype_name(dt);
+    const double rtol = attention_tolerance(problem_of(sh, dt).types, default_tolerance(dt)).rtol;
+    EXPECT_LT(good.max_row_rel, 0.6 * rtol) << sh.name << " " << dtype_name(dt);  // an e4m3 P: 0.54
     const GateResult cpu = testing::gate(in, c, testing::run_cpu_unified(in));
     EXPECT_TRUE(cpu.passed) << sh.name << " " << dtype_name(dt) << " cpu.unified: " << gate_failure_reason(cpu);
     EXPECT_LT(cpu.max_row_rel, 0.5 * default_rtol(dt)) << sh.name << " " << dtype_name(dt) << " cpu.unified";
@@ -117,7 +118,7 @@ TEST_P(GateFeatures, EachFeatureBugFailsAndTheCorrectKernelPasses) {
       const GateResult g = testing::gate(in, c, kernel.run(b));
       EXPECT_FALSE(g.passed) << sh.name << " " << dtype_name(dt) << ": planted bug " << testing::bug_name(b)
                              << " passed (row_rel " << g.max_row_rel << ")";
-      EXPECT_GT(g.max_row_rel, 2 * default_rtol(dt)) << sh.name << " " << testing::bug_name(b) << ": too close";
+      EXPECT_GT(g.max_row_rel, 2 * rtol) << sh.name << " " << testing::bug_name(b) << ": too close";
       std::printf("%-22s %-4s %-19s row_rel %.2e max_abs %.2e (correct: %.2e)\n", sh.name, dtype_name(dt),
                   testing::bug_name(b), g.max_row_rel, g.max_abs, good.max_row_rel);
     }

@@ -55,7 +55,7 @@ KvTensorMaps encode_kv_maps(const AttentionParams& p) {
     return encode_paged_kv_map(base, p.types.kv, p.head_size, p.kv_heads, p.block_size, p.kv_stride_head,
                                p.kv_stride_token, p.kv_stride_block, swizzle_codes);
   };
-  return {one(p.k_cache, !is_16bit(p.types.q)), one(p.v_cache, false)};
+  return {one(p.k_cache, !is_16bit(p.types.q)), one(p.v_cache, !is_16bit(p.types.q))};
 }
 
 }  // namespace attnbench::cuda

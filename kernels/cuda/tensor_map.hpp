@@ -13,7 +13,7 @@ namespace attnbench::cuda {
 // tokens of one kv head, the [d/64][token][64] shared-memory layout of the wide kernel. `pages` is the page
 // extent; the wide kernel passes INT32_MAX (coordinates come from the block table, no page is out of bounds). An
 // 8-bit cache's map is of bytes, box {head_size, 1, 64, 1}, unswizzled: one box = 64 tokens' plain code rows; with
-// swizzle_codes (K of the FP8 SDPA, head size 128) 128-byte swizzled: the [token][128 B] tile an 8-bit wgmma reads.
+// swizzle_codes (the FP8 SDPA, head size 128) 128-byte swizzled: the [token][128 B] tile an 8-bit wgmma reads.
 // cuTensorMapEncodeTiled is reached through the runtime's driver entry point (no libcuda link). Throws when it is
 // unavailable or refuses the layout. Allocates nothing.
 CUtensorMap encode_paged_kv_map(const void* base, DType dt, int head_size, int kv_heads, int block_size,
@@ -24,7 +24,7 @@ CUtensorMap encode_paged_kv_map(const void* base, DType dt, int head_size, int k
 struct KvTensorMaps {
   CUtensorMap k, v;
 };
-// K's codes swizzled when Q is 8-bit too (the FP8 SDPA), V's plain (the producer widens them).
+// The codes swizzled when Q is 8-bit too (the FP8 SDPA: K read as is, V transposed), else an 8-bit cache's plain.
 KvTensorMaps encode_kv_maps(const AttentionParams& p);
 
 }  // namespace attnbench::cuda

@@ -46,8 +46,9 @@ __device__ __forceinline__ void qk_tile(float (&s)[NT8][4], const uint32_t (&qf)
 // rescale(r, alpha). c = softmax scale * log2(e). Both rows at once, the quads' shuffles of the two rows side by
 // side; PARTS > 1 splits each row's max and sum into PARTS interleaved partials (dependency chains of 2 NT8 / PARTS
 // instead of 2 NT8: the wide kernel, whose softmax runs alone on its warp; the narrow kernels keep 1, whose
-// occupancy depends on every register).
-template <int NT8, int PARTS = 1, typename Rescale>
+// occupancy depends on every register). P_LOG2 > 0 leaves the probabilities in s scaled by 2^P_LOG2 (an 8-bit P's
+// range: the exponent's bias, free) while l stays unscaled.
+template <int NT8, int PARTS = 1, int P_LOG2 = 0, typename Rescale>
 __device__ __forceinline__ void softmax_tile(float (&s)[NT8][4], float (&m)[2], float (&l)[2], float c,
                                              Rescale&& rescale) {
   constexpr int kParts = PARTS;
@@ -80,7 +81,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[NT8][4], float (&m)[2], 
     const float m_use = mx[r] == -INFINITY ? 0.f : mx[r];  // a row with nothing visible yet stays at p = 0
     alpha[r] = exp2_approx((m[r] - m_use) * c);
     m[r] = mx[r];
-    ms[r] = m_use * c;
+    ms[r] = m_use * c - static_cast<float>(P_LOG2);
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r)
@@ -99,6 +100,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[NT8][4], float (&m)[2], 
     float sum = part[r][0];
 #pragma unroll
     for (int k = 1; k < kParts; ++k) sum += part[r][k];
+    if constexpr (P_LOG2 != 0) sum *= 1.f / static_cast<float>(1 << P_LOG2);
     l[r] = l[r] * alpha[r] + sum;
     rescale(r, alpha[r]);
   }

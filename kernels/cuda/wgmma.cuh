@@ -64,6 +64,7 @@ struct Sw128Desc {
 
 // SS with 8-bit codes (e4m3 / e5m2), k32: no transpose operands (8-bit operands are K-major only).
 #define ATTNBENCH_WGMMA_SS8_N128(TA, TB) "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" "wgmma.mma_async.sync.aligned.m64n128k32.f32." TA "." TB " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1;\n" "}\n"
+#define ATTNBENCH_WGMMA_RS8_N128(TA, TB) "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n" "wgmma.mma_async.sync.aligned.m64n128k32.f32." TA "." TB " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1;\n" "}\n"
 
 // The accumulator operand lists: d[j][e] for j < N/8.
 #define ATTNBENCH_WGMMA_D4(i) "+f"(d[i][0]), "+f"(d[i][1]), "+f"(d[i][2]), "+f"(d[i][3])
@@ -110,6 +111,31 @@ __device__ __forceinline__ void wgmma_ss8(float (&d)[N / 8][4], uint64_t desc_a,
     asm volatile(ATTNBENCH_WGMMA_SS8_N128("e5m2", "e5m2") : ATTNBENCH_WGMMA_OUT_N128 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
+// Four floats -> four e4m3 codes (RNE, saturating), x0 in the lowest byte: one register of an 8-bit A fragment.
+__device__ __forceinline__ uint32_t pack4_e4m3(float x0, float x1, float x2, float x3) {
+  uint32_t r;
+  asm("{\n.reg .b16 lo, hi;\ncvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\ncvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n"
+      "mov.b32 %0, {lo, hi};\n}\n"
+      : "=r"(r)
+      : "f"(x0), "f"(x1), "f"(x2), "f"(x3));
+  return r;
+}
+
+// RS wgmma of an e4m3 A (registers: rows lane/4 and +8, k 4 (lane%4) .. +3 and +16, the lowest k in the lowest
+// byte) and a K-major B of KT codes: d = (accumulate ? d : 0) + A(64x32) * B(32xN).
+template <DType KT, int N>
+__device__ __forceinline__ void wgmma_rs8(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t desc_b,
+                                          int accumulate) {
+  static_assert(N == 128, "8-bit wgmma: N = 128 (the d128 tile)");
+  static_assert(KT == DType::e4m3 || KT == DType::e5m2, "8-bit wgmma: e4m3 or e5m2 codes");
+  if constexpr (KT == DType::e4m3)
+    asm volatile(ATTNBENCH_WGMMA_RS8_N128("e4m3", "e4m3") : ATTNBENCH_WGMMA_OUT_N128
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+  else
+    asm volatile(ATTNBENCH_WGMMA_RS8_N128("e4m3", "e5m2") : ATTNBENCH_WGMMA_OUT_N128
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+}
+
 // RS wgmma: d = (accumulate ? d : 0) + A(64x16, registers) * B(16xN, MN-major in shared memory). a[0..3]: the
 // m16n8k16 A fragment of this warp's 16 rows (rows lane/4 and +8, k 2 (lane%4) and +8).
 template <DType DT, int N>
@@ -134,4 +160,5 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 8][4], const uint32_t (&
 #undef ATTNBENCH_WGMMA_SS_N128
 #undef ATTNBENCH_WGMMA_RS_N64
 #undef ATTNBENCH_WGMMA_SS8_N128
+#undef ATTNBENCH_WGMMA_RS8_N128
 #undef ATTNBENCH_WGMMA_SS_N64

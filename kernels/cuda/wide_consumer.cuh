@@ -83,7 +83,7 @@ __device__ __forceinline__ void wide_consume_unit(const WideCtx<DT, D, WG, TMA, 
     }
   }
 
-  WideAcc<D, BN> a;
+  typename WideCtx<DT, D, WG, TMA, F, QT>::Acc a;
 #pragma unroll
   for (int d = 0; d < D / 8; ++d) a.o[d][0] = a.o[d][1] = a.o[d][2] = a.o[d][3] = 0.f;
   a.m[0] = a.m[1] = -INFINITY;
@@ -99,8 +99,7 @@ __device__ __forceinline__ void wide_consume_unit(const WideCtx<DT, D, WG, TMA, 
     head[r] = rr.head;
   }
   const WideRowFeatures<F> rf = wide_row_features<F>(cx.p, vis, tok, head);
-#pragma unroll
-  for (int j = 0; j < BN / 16; ++j) a.pa[j][0] = a.pa[j][1] = a.pa[j][2] = a.pa[j][3] = 0u;
+  for (auto& pj : a.pa) pj[0] = pj[1] = pj[2] = pj[3] = 0u;
   const Sw128Desc<> dq(sq, 16);  // Q, K-major: SBO 1024 (8 rows)
 
   wide_skip_tiles(cx, cur, t_first, wg_first);

@@ -27,7 +27,7 @@ template <DType DT> __device__ __forceinline__ uint32_t gate_pair(uint32_t o2, u
 template <DType DT, int D, int WG, bool TMA, bool F, DType QT>
 __device__ __forceinline__ void wide_store_lse(const WideCtx<DT, D, WG, TMA, F, QT>& cx,
                                                const WideGeom<WideTile<D, WG, TMA>::kBN>& g,
-                                               const WideAcc<D, WideTile<D, WG, TMA>::kBN>& a) {
+                                               const typename WideCtx<DT, D, WG, TMA, F, QT>::Acc& a) {
   const AttentionParams& p = cx.p;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -45,7 +45,7 @@ __device__ __forceinline__ void wide_store_lse(const WideCtx<DT, D, WG, TMA, F, 
 template <DType DT, int D, int WG, bool TMA, bool F, DType QT>
 __device__ __forceinline__ void wide_epilogue(const WideCtx<DT, D, WG, TMA, F, QT>& cx,
                                               const WideGeom<WideTile<D, WG, TMA>::kBN>& g, uint32_t sq,
-                                              const WideAcc<D, WideTile<D, WG, TMA>::kBN>& a) {
+                                              const typename WideCtx<DT, D, WG, TMA, F, QT>::Acc& a) {
   constexpr int RW = kWideRowsPerWg;
   const AttentionParams& p = cx.p;
   const int tid = cx.tid, warp = cx.warp, lane = cx.lane;
@@ -58,6 +58,7 @@ __device__ __forceinline__ void wide_epilogue(const WideCtx<DT, D, WG, TMA, F, Q
     if constexpr (F)
       inv *= row_out_factor(p, wide_row(cx.w, g, cx.wg * RW + lrow).head,
                             sum > 0.f ? a.m[r] * cx.c + __log2f(sum) : -INFINITY);
+    inv *= 1.f / static_cast<float>(1 << WideCtx<DT, D, WG, TMA, F, QT>::kPLog2);  // O holds 2^kPLog2 P V
 #pragma unroll
     for (int d = 0; d < D / 8; ++d)
       st_shared_u32(sq + wide_swz<RW>(lrow, d) + (lane % 4) * 4,

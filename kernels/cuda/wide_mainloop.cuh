@@ -20,6 +20,17 @@
 
 namespace attnbench::cuda::dev {
 
+// A consumer thread's running state of one unit: O, the row maxima and sums of its two rows, and P(t-1) in the RS
+// A layout: 16-bit, k-block j = S values 8j..8j+7 (n8 tiles 2j, 2j+1); P8 (e4m3), k32-block j = n8 tiles 4j..4j+3,
+// register r = rows lane/4 (+8 for odd r) and keys 2t, 2t+1, 2t+8, 2t+9 (+16 for r >= 2), t = lane % 4, in the
+// byte order the A operand reads as k = 4t..4t+3: V's rows are laid out in that key order (wide_vt.cuh).
+template <int D, int BN, bool P8 = false>
+struct WideAcc {
+  float o[D / 8][4];
+  float m[2], l[2];
+  uint32_t pa[P8 ? BN / 32 : BN / 16][4];
+};
+
 // A consumer thread's fixed context: the kernel's inputs, the ring depth, its warpgroup (warp-uniform), its thread,
 // warp and lane in the warpgroup, the softmax scale in base 2 and the Q / O / gate pointers; F: the attention
 // features are applied (feature_tile.cuh); QT: Q's storage, DT or (the FP8 SDPA) the cache's 8-bit code, K's too.
@@ -38,6 +49,9 @@ struct WideCtx {
 
   using T = typename StorageOf<DT>::type;
   using QS = std::conditional_t<is_16bit(QT), T, uint8_t>;  // Q's elements
+  static constexpr bool P8 = !is_16bit(QT);                  // the FP8 SDPA: P in e4m3 against V^T codes
+  static constexpr int kPLog2 = P8 ? 8 : 0;                  // P scaled by 2^8 into e4m3's range (<= 256 < 448)
+  using Acc = WideAcc<D, BN, P8>;
   const AttentionParams& p;
   const WideLaunch& w;
   const WideSmem<D, WG, TMA>& sm;
@@ -57,15 +71,6 @@ struct WideCtx {
   __device__ __forceinline__ void release(uint64_t* bars, int slot) const {
     if (tid == 0) mbar_arrive(&bars[slot]);
   }
-};
-
-// A consumer thread's running state of one unit: O, the row maxima and sums of its two rows, and P(t-1) in the RS
-// A layout (k-block j = S values 8j..8j+7: n8 tiles 2j, 2j+1).
-template <int D, int BN>
-struct WideAcc {
-  float o[D / 8][4];
-  float m[2], l[2];
-  uint32_t pa[BN / 16][4];
 };
 
 // This warpgroup's 64 Q rows of a unit into the swizzled tile at dst (zero past q_len), one cp.async group. 8-bit
@@ -88,12 +93,19 @@ __device__ __forceinline__ void wide_load_q(const WideCtx<DT, D, WG, TMA, F, QT>
 }
 
 // O += P V: V MN-major (trans-b); LBO = next 64-wide d slab (BN rows x 128 B), SBO = 8 tokens (1024 B), each k16
-// step over tokens +2048 B.
-template <DType DT, int D, int BN>
-__device__ __forceinline__ void wide_issue_pv(WideAcc<D, BN>& a, uint32_t sv) {
-  const Sw128Desc<> dv(sv, BN * 128);
+// step over tokens +2048 B. 8-bit (QT a code, P8): V^T K-major, [D][BN keys] bytes, SBO 1024 (8 d rows), each k32
+// step +32 B.
+template <DType DT, DType QT, int D, int BN>
+__device__ __forceinline__ void wide_issue_pv(WideAcc<D, BN, !is_16bit(QT)>& a, uint32_t sv) {
+  if constexpr (is_16bit(QT)) {
+    const Sw128Desc<> dv(sv, BN * 128);
 #pragma unroll
-  for (int j = 0; j < BN / 16; ++j) wgmma_rs<DT, D>(a.o, a.pa[j], dv.at(j * 2048), 1);
+    for (int j = 0; j < BN / 16; ++j) wgmma_rs<DT, D>(a.o, a.pa[j], dv.at(j * 2048), 1);
+  } else {
+    const Sw128Desc<> dv(sv, 16);
+#pragma unroll
+    for (int j = 0; j < BN / 32; ++j) wgmma_rs8<QT, D>(a.o, a.pa[j], dv.at(j * 32), 1);
+  }
   wgmma_commit();
 }
 
@@ -114,8 +126,8 @@ __device__ __forceinline__ void wide_mask(float (&s)[BN / 8][4], int n0, int mas
 }
 
 // O rescaled by the tile's alpha, then P(t) = S(t) converted to the RS A layout.
-template <DType DT, int D, int BN>
-__device__ __forceinline__ void wide_rescale_pack(WideAcc<D, BN>& a, const float (&s)[BN / 8][4],
+template <DType DT, DType QT, int D, int BN>
+__device__ __forceinline__ void wide_rescale_pack(WideAcc<D, BN, !is_16bit(QT)>& a, const float (&s)[BN / 8][4],
                                                   const float (&alpha)[2]) {
   // Skipped by a warp whose rows' maxima all stayed (alpha exactly 1: most tiles past the first few).
   if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
@@ -127,12 +139,22 @@ __device__ __forceinline__ void wide_rescale_pack(WideAcc<D, BN>& a, const float
       a.o[d][3] *= alpha[1];
     }
   }
+  if constexpr (is_16bit(QT)) {
 #pragma unroll
-  for (int j = 0; j < BN / 16; ++j) {
-    a.pa[j][0] = pack2<DT>(s[2 * j][0], s[2 * j][1]);
-    a.pa[j][1] = pack2<DT>(s[2 * j][2], s[2 * j][3]);
-    a.pa[j][2] = pack2<DT>(s[2 * j + 1][0], s[2 * j + 1][1]);
-    a.pa[j][3] = pack2<DT>(s[2 * j + 1][2], s[2 * j + 1][3]);
+    for (int j = 0; j < BN / 16; ++j) {
+      a.pa[j][0] = pack2<DT>(s[2 * j][0], s[2 * j][1]);
+      a.pa[j][1] = pack2<DT>(s[2 * j][2], s[2 * j][3]);
+      a.pa[j][2] = pack2<DT>(s[2 * j + 1][0], s[2 * j + 1][1]);
+      a.pa[j][3] = pack2<DT>(s[2 * j + 1][2], s[2 * j + 1][3]);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < BN / 32; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {  // n8 tiles 4j + 2 (r / 2) and + 1, row r % 2
+        const int n = 4 * j + 2 * (r / 2), e = 2 * (r % 2);
+        a.pa[j][r] = pack4_e4m3(s[n][e], s[n][e + 1], s[n + 1][e], s[n + 1][e + 1]);
+      }
   }
 }
 
@@ -153,7 +175,7 @@ __device__ __forceinline__ WideRowFeatures<F> wide_row_features(const AttentionP
 // every wgmma (C7520).
 template <bool kFirst, DType DT, int D, int WG, bool TMA, bool F, DType QT>
 __device__ __forceinline__ void wide_step(const WideCtx<DT, D, WG, TMA, F, QT>& cx,
-                                          WideAcc<D, WideTile<D, WG, TMA>::kBN>& a, RingPos& cur,
+                                          typename WideCtx<DT, D, WG, TMA, F, QT>::Acc& a, RingPos& cur,
                                           const Sw128Desc<>& dq, int t, int mask_from, const int (&limit)[2],
                                           const WideRowFeatures<F>& rf) {
   constexpr int BN = WideTile<D, WG, TMA>::kBN, RW = kWideRowsPerWg;
@@ -186,7 +208,7 @@ __device__ __forceinline__ void wide_step(const WideCtx<DT, D, WG, TMA, F, QT>& 
   }
   wgmma_commit();
   if constexpr (!kFirst) {
-    wide_issue_pv<DT, D, BN>(a, cx.sm.v_slot(rv.slot()));
+    wide_issue_pv<DT, QT, D, BN>(a, cx.sm.v_slot(rv.slot()));
     cx.sched_arrive();
     wgmma_wait<1>();  // S(t) done; P(t-1) V(t-1) may still run
   } else {
@@ -201,7 +223,8 @@ __device__ __forceinline__ void wide_step(const WideCtx<DT, D, WG, TMA, F, QT>& 
     wide_mask<BN>(s, n0, mask_from, limit, cx.lane);
   }
   float alpha[2];
-  softmax_tile<BN / 8, 4>(s, a.m, a.l, cx.c, [&](int r, float al) { alpha[r] = al; });
+  softmax_tile<BN / 8, 4, WideCtx<DT, D, WG, TMA, F, QT>::kPLog2>(s, a.m, a.l, cx.c,
+                                                                 [&](int r, float al) { alpha[r] = al; });
   if constexpr (!kFirst) {
     // ptxas hoists a wgmma wait above independent ALU work (here: the whole softmax, which then no longer
     // overlaps P V) but keeps it after a shared-memory store: lane 0 of each warp stores its row sums, which
@@ -212,19 +235,19 @@ __device__ __forceinline__ void wide_step(const WideCtx<DT, D, WG, TMA, F, QT>& 
     fence_regs(a.pa);
     cx.release(cx.sm.empty_v, rv.slot());
   }
-  wide_rescale_pack<DT, D, BN>(a, s, alpha);
+  wide_rescale_pack<DT, QT, D, BN>(a, s, alpha);
 }
 
 // The last tile's P V, after the loop.
 template <DType DT, int D, int WG, bool TMA, bool F, DType QT>
 __device__ __forceinline__ void wide_last_pv(const WideCtx<DT, D, WG, TMA, F, QT>& cx,
-                                             WideAcc<D, WideTile<D, WG, TMA>::kBN>& a, const RingPos& cur) {
+                                             typename WideCtx<DT, D, WG, TMA, F, QT>::Acc& a, const RingPos& cur) {
   const RingPos rv = cur.before(cx.S);
   fence_regs(a.o);
   fence_regs(a.pa);
   mbar_wait(&cx.sm.full_v[rv.slot()], rv.phase());
   wgmma_fence();
-  wide_issue_pv<DT, D, WideTile<D, WG, TMA>::kBN>(a, cx.sm.v_slot(rv.slot()));
+  wide_issue_pv<DT, QT, D, WideTile<D, WG, TMA>::kBN>(a, cx.sm.v_slot(rv.slot()));
   wgmma_wait<0>();
   fence_regs(a.o);
   cx.release(cx.sm.empty_v, rv.slot());

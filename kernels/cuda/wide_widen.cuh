@@ -3,8 +3,9 @@
 // barrier), and the warpgroup widens them in place into the [D/64][BN][64] swizzled 16-bit tiles the consumers read
 // (e4m3 and e5m2 values are exact in fp16 and bf16; rows past kv_len become zeros), tile t - 1 while tile t's codes
 // are in flight. The consumers are the 16-bit kernel's: k_scale is in the softmax scale, v_scale in the finished
-// rows (a features instance). With an 8-bit Q (Q8, the FP8 SDPA) the consumers multiply Q and K codes: K lands by a
-// swizzled TMA box straight into the [BN][128 B] tile they read (on the slot's FULL barrier), V is widened.
+// rows (a features instance). With an 8-bit Q (Q8, the FP8 SDPA) the consumers multiply codes: K lands by a
+// swizzled TMA box straight into the [BN][128 B] tile they read (on the slot's FULL barrier); V's codes land
+// swizzled too and are transposed into the V^T tile an 8-bit P V reads (keys in wide_rescale_pack's order).
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -58,6 +59,54 @@ __device__ __forceinline__ void widen_slot(uint32_t tile, int valid, int tid) {
   named_bar_sync(kWideProducerBar, 128);
 #pragma unroll
   for (int j = 0; j < kRows; ++j) store_widened<DT, KV, BN>(tile, tid / 4 + 32 * j, c + 4, upper[j]);
+}
+
+// The key at position pos of a V^T row: within each 16, position 4 t + i holds key 2 t + (i & 1) + 8 (i >> 1), the
+// order in which a thread's e4m3 P fragment holds its scores (WideAcc).
+__device__ __forceinline__ int vt_key(int pos) {
+  return (pos & ~15) + 2 * ((pos & 15) >> 2) + (pos & 1) + 8 * ((pos >> 1) & 1);
+}
+
+// Rows r of four words (byte r of each, in order): a 4 x 4 byte transpose in 8 byte permutes.
+__device__ __forceinline__ void transpose4x4(uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3, uint32_t (&out)[4]) {
+  const uint32_t t0 = __byte_perm(w0, w1, 0x5140), t1 = __byte_perm(w0, w1, 0x7362);
+  const uint32_t t2 = __byte_perm(w2, w3, 0x5140), t3 = __byte_perm(w2, w3, 0x7362);
+  out[0] = __byte_perm(t0, t2, 0x5410);
+  out[1] = __byte_perm(t0, t2, 0x7632);
+  out[2] = __byte_perm(t1, t3, 0x5410);
+  out[3] = __byte_perm(t1, t3, 0x7632);
+}
+
+// The swizzled V codes in the upper half of the slot at `tile` ([BN][128 B], landed by TMA) -> the swizzled V^T
+// tile [D][BN positions] at its start, keys from `valid` on zero. Thread tid: positions 4 q .. 4 q + 3 (q = lane)
+// of d chunks 2 warp and + 1 (16 d each): its reads are 2-way bank conflicts, its 4-byte writes none.
+template <int D, int BN>
+__device__ __forceinline__ void transpose_slot_vt(uint32_t tile, int valid, int tid) {
+  static_assert(D == 128 && BN == 128, "V^T of a d128 tile: 128 rows of 128 key bytes");
+  const uint32_t codes = tile + wide_codes_offset<BN>();
+  const int p0 = 4 * (tid % 32);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int c = 2 * (tid / 32) + h;
+    uint4 w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int key = vt_key(p0 + i);
+      w[i] = key < valid ? ld_shared_v4(codes + key * 128 + ((c ^ (key & 7)) << 4)) : make_uint4(0u, 0u, 0u, 0u);
+    }
+    const uint32_t words[4][4] = {{w[0].x, w[1].x, w[2].x, w[3].x}, {w[0].y, w[1].y, w[2].y, w[3].y},
+                                  {w[0].z, w[1].z, w[2].z, w[3].z}, {w[0].w, w[1].w, w[2].w, w[3].w}};
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      uint32_t rows[4];
+      transpose4x4(words[m][0], words[m][1], words[m][2], words[m][3], rows);
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int d = 16 * c + 4 * m + r;
+        st_shared_u32(tile + d * 128 + (((p0 >> 4) ^ (d & 7)) << 4) + (p0 & 15), rows[r]);
+      }
+    }
+  }
 }
 
 // The 64-token pages of tile t that hold a token of the sequence: one TMA box each per tensor.
@@ -114,7 +163,8 @@ __device__ __forceinline__ void produce_unit_codes(const AttentionParams& p, con
         named_bar_sync(kWideProducerBar, 128);
         if (tid == 0) mbar_arrive(&sm.full_k[prev.slot()]);
       }
-      widen_slot<DT, KV, D, BN>(sm.v_slot(prev.slot()), valid, tid);
+      if constexpr (Q8) transpose_slot_vt<D, BN>(sm.v_slot(prev.slot()), valid, tid);
+      else widen_slot<DT, KV, D, BN>(sm.v_slot(prev.slot()), valid, tid);
       fence_proxy_async_smem();
       named_bar_sync(kWideProducerBar, 128);
       if (tid == 0) mbar_arrive(&sm.full_v[prev.slot()]);

@@ -101,7 +101,7 @@ inline Outcome check_output(const DeviceCase& c, uint64_t seed, const std::vecto
     }
   }
   const GateResult g = gate_rows(got_rows.data(), static_cast<int64_t>(got_rows.size()), dt, p.head_size, ids,
-                                 ref.data(), default_tolerance(dt));
+                                 ref.data(), attention_tolerance(p.types, default_tolerance(dt)));
   o.max_row_rel = g.max_row_rel;
   o.within = g.passed && o.nonfinite == 0;
   if (!g.passed) o.worst += " | " + gate_failure_reason(g);
