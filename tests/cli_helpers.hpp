@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -34,8 +35,13 @@ inline Result run_cli(const std::string& args, const std::string& env = "") {
 }
 
 // A path in the temp folder unique to this process (each test runs in its own process under CTest).
+// A path in the temp folder unique to this test process: the pid and the process's start time, so a later process
+// that reuses the pid never finds an earlier one's files (a stale results folder or journal changes what a run does).
 inline std::string tmp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("attnbench_res_" + std::to_string(::getpid()) + "_" + name)).string();
+  static const std::string tag =
+      std::to_string(::getpid()) + "_" +
+      std::to_string(std::chrono::steady_clock::now().time_since_epoch().count() % 1000000000);
+  return (std::filesystem::temp_directory_path() / ("attnbench_res_" + tag + "_" + name)).string();
 }
 
 inline std::string write_text(const std::string& name, const std::string& text) {
