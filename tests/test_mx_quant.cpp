@@ -113,7 +113,9 @@ TEST(MxQuant, SharedE4m3RuleMatchesTheHostConversion) {
                   0x1.8p-10f, 0x1p-6f, 0x1.ep-7f, 1.0625f, 1.1875f, 3e-39f})
     EXPECT_TRUE(same(x)) << std::hexfloat << x;
   for (int c = 0; c < 256; ++c)
-    if ((c & 0x7f) != 0x7f) EXPECT_EQ(device::e4m3_value(static_cast<uint8_t>(c)), fp8_to_float(c, DType::e4m3)) << c;
+    if ((c & 0x7f) != 0x7f) {
+      EXPECT_EQ(device::e4m3_value(static_cast<uint8_t>(c)), fp8_to_float(c, DType::e4m3)) << c;
+    }
 }
 
 // Rows with every kind of block: seeded normals at several magnitudes, exact grid ties times a power of two, a
