@@ -34,10 +34,17 @@ TEST(Resolve, DeclinesTheProblemWithTheReason) {
                                ") at head_size 64: cuda.unified has 8-bit K/V kernels at head_size 128 only");
     kv8.head_size = 128;
     EXPECT_TRUE(resolve_all_built(kv8, knobs()).ok());
-    // The FP8 SDPA (Q in the cache's codes): the wide kernel at every length, decode included; declined by name
-    // where the narrow kernel is forced, in pages TMA cannot land, and with Q and K in two formats.
-    AttentionProblem q8 = kv8;
-    q8.types.q = d;
+    // The FP8 SDPA (Q in the cache's codes): decode on the decode kernel at any block size, prefill on the wide
+    // kernel at every length; declined by name where the narrow kernel is forced, in pages TMA cannot land, and
+    // with Q and K in two formats.
+    AttentionProblem dec8 = kv8;
+    dec8.types.q = d;
+    dec8.block_size = 16;
+    const cuda::Resolution rd = resolve_all_built(dec8, knobs());
+    ASSERT_TRUE(rd.ok()) << rd.support.reason;
+    EXPECT_EQ(cuda::instance_name(rd.instance.key), std::string("decode/bf16-") + dtype_name(d) + "/d128/feat/q8");
+    AttentionProblem q8 = seqs({{64, 64}}, 2, 1, 128);
+    q8.types.q = q8.types.kv = d;
     const cuda::Resolution r = resolve_all_built(q8, knobs());
     ASSERT_TRUE(r.ok()) << r.support.reason;
     EXPECT_GT(r.instance.launch.wide_wgs, 0) << r.instance.launch.summary;
@@ -45,12 +52,12 @@ TEST(Resolve, DeclinesTheProblemWithTheReason) {
     UnifiedKnobs narrow = knobs();
     narrow.path = PathKnob::narrow;
     EXPECT_EQ(reason_with(q8, narrow), std::string("an 8-bit Q (") + dtype_name(d) +
-                                           ") is in the wide 2D kernel; ATTNBENCH_SM90_PATH=narrow asks for the "
+                                           ") prefill runs on the wide 2D kernel only; ATTNBENCH_SM90_PATH=narrow asks for the "
                                            "narrow one");
     AttentionProblem bs32 = q8;
     bs32.block_size = 32;
     EXPECT_EQ(reason(bs32), std::string("an 8-bit Q (") + dtype_name(d) +
-                                ") is in the wide 2D kernel, which lands 8-bit codes by TMA in pages of a multiple "
+                                ") prefill runs on the wide 2D kernel only, which lands 8-bit codes by TMA in pages of a multiple "
                                 "of 64 tokens (block_size 32)");
     AttentionProblem mixed = q8;
     mixed.types.q = d == DType::e4m3 ? DType::e5m2 : DType::e4m3;

@@ -10,7 +10,8 @@
 // A features instance (F) applies the attention features (feature_tile.cuh): a sliding window's first tile starts
 // the split range, the mods and the mask act on every score, and a sink and v_scale scale the finished row; an
 // 8-bit cache (KV) streams its codes in tiles of twice the keys and widens them in registers into fp16 mma
-// (warp_tile8.cuh).
+// (warp_tile8.cuh). With Q8 (the FP8 SDPA) Q's codes land in the Q tile's upper half and are widened to fp16 in
+// place before the fragments are taken (every e4m3 / e5m2 value is exact in fp16).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -56,7 +57,7 @@ struct DecodeTile {
 namespace dev {
 
 // At least the CTAs per SM that shared memory allows: the host's split model fills that many slots per SM.
-template <DType DT, int D, DType KV, bool F>
+template <DType DT, int D, DType KV, bool F, bool Q8>
 __global__ void __launch_bounds__(DecodeTile<D, static_cast<int>(dtype_bytes(KV))>::kThreads,
                                   decode_ctas_per_sm(D, static_cast<int>(dtype_bytes(KV))))
     decode_kernel(const __grid_constant__ AttentionParams p, int splits, int merge_group) {
@@ -64,6 +65,7 @@ __global__ void __launch_bounds__(DecodeTile<D, static_cast<int>(dtype_bytes(KV)
   using TK = typename StorageOf<KV>::type;
   constexpr bool kWiden = sizeof(TK) == 1;
   static_assert(F || !kWiden, "an 8-bit cache has scales: a features instance");
+  static_assert(!Q8 || kWiden, "an 8-bit Q is in the cache's codes");
   using Tile = DecodeTile<D, sizeof(TK)>;
   static_assert(!kWiden || Tile::kQInRegs, "load_q_frags8 fills a register array of D / 16 fragments");
   constexpr int BM = Tile::kBM, BN = Tile::kBN, NT = Tile::kThreads, S = Tile::kStages, KPW = Tile::kKeysPerWarp;
@@ -104,11 +106,13 @@ __global__ void __launch_bounds__(DecodeTile<D, static_cast<int>(dtype_bytes(KV)
 
   const uint32_t sq = smem_u32(smem);
   auto stage_k = [&](int st) { return sq + Tile::kQBytes + st * 2 * Tile::kTileBytes; };
-  load_q_tile<T, D, BM, NT>(sq, p, [&](int r) -> int64_t {
+  auto q_row = [&](int r) -> int64_t {
     const int pr = r0 + r;
     if (pr >= rows_valid) return -1;
     return (q_start + pr / group) * p.q_stride_token + (kvh * group + pr % group) * p.q_stride_head;
-  });
+  };
+  if constexpr (Q8) load_q_codes<D, BM, NT>(sq + Tile::kQBytes / 2, p, q_row);
+  else load_q_tile<T, D, BM, NT>(sq, p, q_row);
   cp_async_commit();
   const device::PageDivisor pd(p.block_size);
   KvTileRows<TK, D, BN, NT> rows;  // the table entries of the next tile to load
@@ -148,7 +152,8 @@ __global__ void __launch_bounds__(DecodeTile<D, static_cast<int>(dtype_bytes(KV)
     __syncthreads();  // tile t (and Q) visible
     if constexpr (kWiden) {
       if (j == 0) {  // the Q tile becomes the image of its fp16 fragments (every warp's are the same)
-        load_q_frags8<DT, D>(qf, sq, 0, lane);
+        if constexpr (Q8) widen_q_codes<KV, D, BM, NT>(sq);
+        load_q_frags8<Q8 ? DType::f16 : DT, D>(qf, sq, 0, lane);
         __syncthreads();
         if (warp == 0) store_q_frags8<D>(sq, qf, lane);
         __syncthreads();
@@ -297,10 +302,10 @@ __global__ void __launch_bounds__(DecodeTile<D, static_cast<int>(dtype_bytes(KV)
 
 }  // namespace dev
 
-template <DType DT, int D, DType KV, bool F>
+template <DType DT, int D, DType KV, bool F, bool Q8>
 void launch_decode(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaStream_t stream) {
   using Tile = DecodeTile<D, static_cast<int>(dtype_bytes(KV))>;
-  auto* kernel = &dev::decode_kernel<DT, D, KV, F>;
+  auto* kernel = &dev::decode_kernel<DT, D, KV, F, Q8>;
   static const bool configured = [&] {
     ATTNBENCH_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::kSmemBytes));
@@ -312,7 +317,7 @@ void launch_decode(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaSt
   ATTNBENCH_CUDA_CHECK(cudaGetLastError());
 }
 
-#define ATTNBENCH_INSTANTIATE_DECODE(DT, D, KV, F) \
-  template void launch_decode<DT, D, KV, F>(const AttentionParams&, const UnifiedLaunchPlan&, cudaStream_t);
+#define ATTNBENCH_INSTANTIATE_DECODE(DT, D, KV, F, Q8) \
+  template void launch_decode<DT, D, KV, F, Q8>(const AttentionParams&, const UnifiedLaunchPlan&, cudaStream_t);
 
 }  // namespace attnbench::cuda

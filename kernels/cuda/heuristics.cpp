@@ -35,7 +35,6 @@ Support unified_supports(const AttentionProblem& p) {
 }
 
 UnifiedPath choose_path(const AttentionProblem& p) {
-  if (!is_16bit(p.types.q)) return UnifiedPath::prefill_2d;  // the FP8 SDPA is in the wide 2D kernel only
   if (p.max_seqlen_q() == 1) return UnifiedPath::decode_3d;
   // Few packed rows over a long KV: the 2D grid would hold a handful of mostly-empty q-tiles per head and
   // read each K/V byte group-size times; the 3D kernel reads it once per row tile and splits the KV.
@@ -119,7 +118,8 @@ std::string q8_conflict(const AttentionProblem& p, const UnifiedKnobs& knobs) {
   if (is_16bit(t.q)) return "";
   if (t.q != t.kv)
     return "types " + t.name() + " (q-kv-o): the FP8 SDPA multiplies Q and K codes of one format (q_dtype = kv_dtype)";
-  const std::string what = std::string("an 8-bit Q (") + dtype_name(t.q) + ") is in the wide 2D kernel";
+  if (choose_path(p) == UnifiedPath::decode_3d) return "";  // the decode kernel: any block size
+  const std::string what = std::string("an 8-bit Q (") + dtype_name(t.q) + ") prefill runs on the wide 2D kernel only";
   if (knobs.path == PathKnob::narrow) return what + "; ATTNBENCH_SM90_PATH=narrow asks for the narrow one";
   if (!wide_kv_tma(p.block_size))
     return what + ", which lands 8-bit codes by TMA in pages of a multiple of 64 tokens (block_size " +

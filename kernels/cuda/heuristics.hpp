@@ -141,9 +141,9 @@ std::string wide_knob_conflict(const AttentionProblem& p, const UnifiedKnobs& kn
 // Why cuda.unified cannot apply this problem's Q prologue (q_norm / q_rope_dim): only the wide kernel has it, and
 // it rotates 16-byte chunks (q_rope_dim % 16 == 0); empty when it can or there is none.
 std::string q_prologue_conflict(const AttentionProblem& p, const UnifiedKnobs& knobs);
-// Why cuda.unified cannot run this problem's 8-bit Q (the FP8 SDPA: Q and K in one 8-bit format, on the wide
-// kernel, whose TMA lands the codes: block_size % 64 == 0; choose_path and choose_wide send every such problem
-// there); empty when it can or Q is 16-bit.
+// Why cuda.unified cannot run this problem's 8-bit Q (the FP8 SDPA: Q and K in one 8-bit format, on the decode
+// kernel where choose_path says decode, else on the wide kernel, whose TMA lands the codes: block_size % 64 == 0;
+// choose_wide sends every such prefill there); empty when it can or Q is 16-bit.
 std::string q8_conflict(const AttentionProblem& p, const UnifiedKnobs& knobs);
 // Whether the problem needs a features instance: an attention feature or an 8-bit K/V cache.
 bool runs_features(const AttentionProblem& p);

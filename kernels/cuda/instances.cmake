@@ -6,7 +6,7 @@
 #   decode/<dtype>/d<D>            3D split-KV decode (decode_kernel.cuh)
 #   .../feat                       with the attention features (feature_tile.cuh); a d128 key may then name an
 #                                  8-bit K/V cache in <dtype>, <q-dtype>-<kv-dtype> (bf16-e4m3)
-#   .../feat/q8                    wide only: Q in the cache's 8-bit codes too (the FP8 SDPA); <dtype> is O's
+#   .../feat/q8                    wide and decode: Q in the cache's 8-bit codes too (the FP8 SDPA); <dtype> is O's
 # Which keys a plan can ask for is decided by heuristics.cpp (instance_key); the host tests check the two agree.
 set(ATTNBENCH_CUDA_INSTANCE_TABLE
   narrow/bf16/d64/w4r16   narrow/bf16/d64/w8r16   narrow/bf16/d64/w4r32
@@ -36,7 +36,9 @@ set(ATTNBENCH_CUDA_INSTANCE_TABLE
   wide/bf16-e4m3/d128/wgs2/feat wide/bf16-e5m2/d128/wgs2/feat
   wide/fp16-e4m3/d128/wgs2/feat wide/fp16-e5m2/d128/wgs2/feat
   wide/bf16-e4m3/d128/wgs2/feat/q8 wide/bf16-e5m2/d128/wgs2/feat/q8
-  wide/fp16-e4m3/d128/wgs2/feat/q8 wide/fp16-e5m2/d128/wgs2/feat/q8)
+  wide/fp16-e4m3/d128/wgs2/feat/q8 wide/fp16-e5m2/d128/wgs2/feat/q8
+  decode/bf16-e4m3/d128/feat/q8 decode/bf16-e5m2/d128/feat/q8
+  decode/fp16-e4m3/d128/feat/q8 decode/fp16-e5m2/d128/feat/q8)
 
 # "ci": a build without a GPU only needs the code to compile and the host tests to plan: every plain bf16 instance
 # (the CPU suite plans bf16 problems) and, so each variant's other paths still compile, one fp16 instance of each,
@@ -45,7 +47,7 @@ set(ATTNBENCH_CUDA_INSTANCES_CI
   narrow/bf16/d[0-9]+/w[0-9]+r[0-9]+ wide/bf16/d[0-9]+/wgs[0-9] decode/bf16/d[0-9]+
   narrow/fp16/d128/w4r32 wide/fp16/d64/wgs3 decode/fp16/d128
   wide/bf16/d128/wgs2/feat narrow/bf16/d128/w4r32/feat decode/bf16/d256/feat narrow/fp16-e5m2/d128/w4r32/feat
-  decode/bf16-e4m3/d128/feat wide/fp16-e4m3/d128/wgs2/feat wide/bf16-e5m2/d128/wgs2/feat/q8)
+  decode/bf16-e4m3/d128/feat wide/fp16-e4m3/d128/wgs2/feat wide/bf16-e5m2/d128/wgs2/feat/q8 decode/fp16-e4m3/d128/feat/q8)
 
 set(ATTNBENCH_CUDA_INSTANCES "all" CACHE STRING
     "cuda.unified instances to build: all, ci, or a list (; or ,) of regular expressions matched against whole keys")
@@ -118,8 +120,8 @@ function(attnbench_instance_parts key header_out inst_out entry_out)
   if(NOT kv8 STREQUAL "" AND (NOT feat OR NOT d STREQUAL "128"))
     message(FATAL_ERROR "instances.cmake: key '${key}': an 8-bit K/V cache needs /feat and head size 128")
   endif()
-  if(q8 AND (kv8 STREQUAL "" OR NOT variant STREQUAL "wide"))
-    message(FATAL_ERROR "instances.cmake: key '${key}': an 8-bit Q (/q8) needs an 8-bit cache and the wide kernel")
+  if(q8 AND (kv8 STREQUAL "" OR variant STREQUAL "narrow"))
+    message(FATAL_ERROR "instances.cmake: key '${key}': an 8-bit Q (/q8) needs an 8-bit cache and the wide or decode kernel")
   endif()
   set(key_init "InstanceVariant::${variant}, ${dt}, ${d}")
   if(variant STREQUAL "narrow" AND NOT w STREQUAL "")
@@ -134,9 +136,9 @@ function(attnbench_instance_parts key header_out inst_out entry_out)
     set(entry "{\"${key}\", {${key_init}, 0, 0, ${wg}, ${kv}, ${feat}, ${q8}}, nullptr, &launch_prefill_wide<${args}>}")
   elseif(variant STREQUAL "decode" AND w STREQUAL "" AND wg STREQUAL "")
     set(header decode_kernel.cuh)
-    set(args "${dt}, ${d}, ${kv}, ${feat}")
+    set(args "${dt}, ${d}, ${kv}, ${feat}, ${q8}")
     set(inst "ATTNBENCH_INSTANTIATE_DECODE(${args})")
-    set(entry "{\"${key}\", {${key_init}, 0, 0, 0, ${kv}, ${feat}}, &launch_decode<${args}>, nullptr}")
+    set(entry "{\"${key}\", {${key_init}, 0, 0, 0, ${kv}, ${feat}, ${q8}}, &launch_decode<${args}>, nullptr}")
   else()
     message(FATAL_ERROR "instances.cmake: key '${key}' does not fit its variant")
   endif()

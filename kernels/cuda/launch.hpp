@@ -25,9 +25,9 @@ void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, 
                          cudaStream_t stream);
 
 // 3D split-KV decode (p.workspace: lp.workspace_bytes); with lp.splits > 1 the last split CTA of each
-// (sequence, kv head, row tile) merges the splits; K/V and features as launch_prefill's. Applies the output gate
-// when p.gate is non-null.
-template <DType DT, int D, DType KV, bool F>
+// (sequence, kv head, row tile) merges the splits; K/V and features as launch_prefill's; with Q8 Q in KV's codes too
+// (the FP8 SDPA; DT is O's dtype). Applies the output gate when p.gate is non-null.
+template <DType DT, int D, DType KV, bool F, bool Q8>
 void launch_decode(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaStream_t stream);
 
 using PlainLauncher = void (*)(const AttentionParams&, const UnifiedLaunchPlan&, cudaStream_t);

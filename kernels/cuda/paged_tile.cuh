@@ -82,4 +82,17 @@ __device__ __forceinline__ void load_q_tile(uint32_t sq, const AttentionParams& 
   }
 }
 
+// An 8-bit Q's ROWS x D codes (the FP8 SDPA) as plain rows at dst, one cp.async per 16 codes (zeros past the rows
+// row_src gives -1).
+template <int D, int ROWS, int NT, typename RowSrc>
+__device__ __forceinline__ void load_q_codes(uint32_t dst, const AttentionParams& p, RowSrc row_src) {
+  constexpr int kCpr = D / 16;
+  const uint8_t* q = static_cast<const uint8_t*>(p.q);
+  for (int c = threadIdx.x; c < ROWS * kCpr; c += NT) {
+    const int row = c / kCpr, ch = c % kCpr;
+    const int64_t off = row_src(row);
+    cp_async_16(dst + row * D + ch * 16, q + (off < 0 ? 0 : off + ch * 16), off >= 0);
+  }
+}
+
 }  // namespace attnbench::cuda::dev

@@ -44,6 +44,25 @@ __device__ __forceinline__ void load_q_frags8(uint32_t (&qf)[D / 16][4], uint32_
   }
 }
 
+// An 8-bit Q's codes, plain [BM][D] rows in the upper half of the 16-bit Q tile at sq (load_q_codes) -> fp16 values
+// in the tile's swizzled layout (exact), by NT threads; every thread reads its codes before any writes.
+template <DType KV, int D, int BM, int NT>
+__device__ __forceinline__ void widen_q_codes(uint32_t sq) {
+  constexpr int kChunks = BM * D / 16;
+  static_assert(kChunks <= NT, "one 16-code chunk per thread");
+  const int i = threadIdx.x, row = i / (D / 16), ch = i % (D / 16);
+  uint4 v = make_uint4(0u, 0u, 0u, 0u);
+  if (i < kChunks) v = ld_shared_v4(sq + BM * D + row * D + ch * 16);
+  __syncthreads();
+  if (i < kChunks) {
+    uint4 lo, hi;
+    widen16<DType::f16, KV>(v, lo, hi);
+    st_shared_v4(sq + swz<D>(row, 2 * ch), lo);
+    st_shared_v4(sq + swz<D>(row, 2 * ch + 1), hi);
+  }
+  __syncthreads();
+}
+
 // The Q fragments as an image in shared memory at sqf, [k-step][lane] x 16 bytes (32 D bytes, the size of a 16 x D
 // 16-bit tile): a lane's four registers of a k-step come back in one conflict-free 16-byte load, so they need not
 // stay in registers across the KV loop.

@@ -172,23 +172,26 @@ TEST(CudaFeatures, EightBitCachesWithTheirScales) {
   std::printf("  %d 8-bit cache runs\n", runs);
 }
 
-// The FP8 SDPA: Q and K/V in one 8-bit format with their descales, on the wide kernel (every path case whose pages
-// it lands: decode and speculative rows included, which it alone serves), plain and with a window + sinks; each run
-// also fails against the reference without q_scale (the descale was applied). The declines are host-tested
-// (Resolve.DeclinesTheProblemWithTheReason).
+// The FP8 SDPA: Q and K/V in one 8-bit format with their descales, on the decode kernel (1, 16 and auto splits,
+// block size 16) and the wide one (every prefill case whose pages it lands), plain and with a window + sinks; each
+// run also fails against the reference without q_scale (the descale was applied). The prefill cases it declines
+// (narrow forced, block size 32) are declined with the wide kernel's reason, host-tested in
+// Resolve.DeclinesTheProblemWithTheReason.
 TEST(CudaFeatures, Fp8SdpaWithItsDescales) {
   int runs = 0;
   for (DType qk : {DType::e4m3, DType::e5m2})
     for (const PathCase& pc : path_cases(128))
       for (DType dt : {DType::bf16, DType::f16})
         for (bool with_window : {false, true}) {
-          if (pc.shape.block_size % 64 != 0 || (pc.knobs.count("ATTNBENCH_SM90_PATH") &&
-                                                pc.knobs.at("ATTNBENCH_SM90_PATH") == "narrow"))
-            continue;
           AttentionProblem p = problem_of(pc.shape, dt);
           p.types.q = p.types.kv = qk;
           p.features.q_scale = 0.25f, p.features.k_scale = 0.0625f, p.features.v_scale = 0.03125f;
           if (with_window) p.features.sinks = spread(pc.shape.heads, 1.f, 4.f), p.features.window_left = 128;
+          const Support s = make_cuda_unified()->supports(p, KnobValues::resolve(pc.knobs, false));
+          if (!s.ok) {
+            EXPECT_NE(s.reason.find("prefill runs on the wide 2D kernel only"), std::string::npos) << s.reason;
+            continue;
+          }
           DeviceCase c(p, pc.knobs, 7500 + runs);
           cuda::Stream stream;
           c.poison();
