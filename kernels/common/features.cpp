@@ -49,7 +49,8 @@ void AttentionFeatures::validate(int heads, int max_seqlen_q) const {
     for (float x : qq_bias)
       if (!std::isfinite(x)) bad("qq_bias", "values must be finite");
   }
-  for (const auto& [name, s] : {std::pair<const char*, float>{"k_scale", k_scale}, {"v_scale", v_scale}, {"q_scale", q_scale}})
+  for (const auto& [name, s] :
+       {std::pair<const char*, float>{"k_scale", k_scale}, {"v_scale", v_scale}, {"q_scale", q_scale}})
     if (!std::isfinite(s) || s <= 0.f) bad(name, "must be a finite number > 0");
 }
 

@@ -28,7 +28,7 @@ namespace {
 
 using cpu::convert_kv_row;
 using cpu::fast_exp;
-using cpu::KvLut;
+using cpu::CodeLut;
 using cpu::gemm;
 using cpu::keep_if;
 
@@ -44,9 +44,9 @@ struct WorkTile {
 struct CpuPlan : AttentionPlan {
   int num_seqs = 0, heads = 0, kv_heads = 0, head_size = 0, block_size = 0;
   int64_t total_q = 0;
-  DType dtype = DType::bf16;  // O (Q and K/V in it, or 8-bit codes read through a KvLut)
+  DType dtype = DType::bf16;  // O (Q and K/V in it, or 8-bit codes read through a CodeLut)
   AttentionTypes types;
-  KvLut lut;  // an 8-bit cache's decoding, under the problem's scales
+  CodeLut lut;  // the 8-bit codes' decoding (cache, Q), under the problem's scales
   bool causal = true, top_left = false, return_lse = false;
   AttentionFusion fusion;
   int q_tile = 1, kv_tile = 64, splits = 1, threads = 1;
@@ -128,7 +128,7 @@ void apply_score_mods(const AttentionParams& p, const Scratch& sc, int mp, int M
 // Attends rows [row0, row0 + rows) of sequence `seq` (all heads of kv head `kh`) to keys [k0, k1): leaves the
 // unnormalised output in sc.acc and the running max / sum in sc.m / sc.l. VC: the QK gemm's column block.
 template <DType DT, int VC>
-void attend(const AttentionParams& p, const CpuPlan& pl, const KvLut& lut, const Scratch& sc, int seq, int kh,
+void attend(const AttentionParams& p, const CpuPlan& pl, const CodeLut& lut, const Scratch& sc, int seq, int kh,
             int row0, int rows, int q_len, int kv_len, int k0, int k1) {
   const int g = p.heads / p.kv_heads, d = p.head_size, M = rows * g, T = pl.kv_tile, mp = pl.m_pad;
   const int mcols = (M + VC - 1) / VC * VC;  // query columns the loops touch; [M, mcols) are padding
@@ -355,7 +355,7 @@ void run_typed(const CpuPlan& pl, const AttentionParams& p) {
   const int64_t per_tile = static_cast<int64_t>(p.kv_heads) * pl.splits;
   const int64_t items = static_cast<int64_t>(pl.tiles.size()) * per_tile;
   const int64_t rows_out = p.total_q * p.heads;
-  const KvLut& lut = pl.lut;
+  const CodeLut& lut = pl.lut;
 #pragma omp parallel num_threads(pl.threads)
   {
     const Scratch sc = carve(pl, omp_get_thread_num());
@@ -407,7 +407,7 @@ class CpuUnified final : public AttentionKernel {
     pl->total_q = p.total_q();
     pl->dtype = p.types.o;
     pl->types = p.types;
-    pl->lut = KvLut(p.types, p.features);
+    pl->lut = CodeLut(p.types, p.features);
     pl->causal = p.causal;
     pl->top_left = p.top_left;
     pl->return_lse = p.return_lse;

@@ -23,7 +23,7 @@ namespace attnbench::cuda::dev {
 // A consumer thread's running state of one unit: O, the row maxima and sums of its two rows, and P(t-1) in the RS
 // A layout: 16-bit, k-block j = S values 8j..8j+7 (n8 tiles 2j, 2j+1); P8 (e4m3), k32-block j = n8 tiles 4j..4j+3,
 // register r = rows lane/4 (+8 for odd r) and keys 2t, 2t+1, 2t+8, 2t+9 (+16 for r >= 2), t = lane % 4, in the
-// byte order the A operand reads as k = 4t..4t+3: V's rows are laid out in that key order (wide_vt.cuh).
+// byte order the A operand reads as k = 4t..4t+3: V's rows are laid out in that key order (wide_widen.cuh, transpose_slot_vt).
 template <int D, int BN, bool P8 = false>
 struct WideAcc {
   float o[D / 8][4];

@@ -132,6 +132,16 @@ TEST(CudaFeatures, EachFeatureOnEveryPathPassesTheGateAndMatters) {
   std::printf("  %d feature runs\n", runs);
 }
 
+// One call of p on the path case's kernel, output (and LSE) poisoned first.
+std::unique_ptr<DeviceCase> run_path(const PathCase& pc, const AttentionProblem& p, uint64_t seed) {
+  auto c = std::make_unique<DeviceCase>(p, pc.knobs, seed);
+  cuda::Stream stream;
+  c->poison();
+  c->run(stream.get());
+  stream.synchronize();
+  return c;
+}
+
 // 8-bit caches: codes whose values (code x scale) are N(0, 1); the scales must be applied (a run against the
 // reference with unit scales fails), alone and beside the other features; decode, narrow and wide (TMA) prefill.
 TEST(CudaFeatures, EightBitCachesWithTheirScales) {
@@ -151,15 +161,11 @@ TEST(CudaFeatures, EightBitCachesWithTheirScales) {
           AttentionProblem p = problem_of(pc.shape, dt);
           p.types.kv = kv;
           p.features = f;
-          DeviceCase c(p, pc.knobs, 7000 + runs);
-          cuda::Stream stream;
-          c.poison();
-          c.run(stream.get());
-          stream.synchronize();
+          const auto c = run_path(pc, p, 7000 + runs);
           AttentionProblem unit = p;
           unit.features.k_scale = unit.features.v_scale = 1.f;
-          unscaled = check_output(c, 7000 + runs, nullptr, &unit);
-          const Outcome o = check_output(c, 7000 + runs);
+          unscaled = check_output(*c, 7000 + runs, nullptr, &unit);
+          const Outcome o = check_output(*c, 7000 + runs);
           ++runs;
           const std::string what = pc.shape.name + " " + dtype_name(dt) + "-" + dtype_name(kv) +
                                    (with_window ? " sinks + window" : "") +
@@ -192,19 +198,15 @@ TEST(CudaFeatures, Fp8SdpaWithItsDescales) {
             EXPECT_NE(s.reason.find("prefill runs on the wide 2D kernel only"), std::string::npos) << s.reason;
             continue;
           }
-          DeviceCase c(p, pc.knobs, 7500 + runs);
-          cuda::Stream stream;
-          c.poison();
-          c.run(stream.get());
-          stream.synchronize();
+          const auto c = run_path(pc, p, 7500 + runs);
           AttentionProblem unit = p;
           unit.features.q_scale = 1.f;
-          const Outcome unscaled = check_output(c, 7500 + runs, nullptr, &unit);
-          const Outcome o = check_output(c, 7500 + runs);
+          const Outcome unscaled = check_output(*c, 7500 + runs, nullptr, &unit);
+          const Outcome o = check_output(*c, 7500 + runs);
           ++runs;
           const std::string what = pc.shape.name + " " + p.types.name() + (with_window ? " sinks + window" : "") +
                                    (pc.knobs.empty() ? "" : " " + pc.knobs.begin()->second) + " [" +
-                                   c.plan->summary + "]";
+                                   c->plan->summary + "]";
           EXPECT_EQ(o.nonfinite, 0) << what;
           EXPECT_EQ(o.padding_written, 0) << what;
           EXPECT_TRUE(o.within) << what << ": " << o.worst;
@@ -218,16 +220,6 @@ TEST(CudaFeatures, Fp8SdpaWithItsDescales) {
 // The d128 path cases an 8-bit cache runs on (the 8-bit prefill reads whole 64-token pages).
 bool eight_bit_path(const PathCase& pc, int d) {
   return d == 128 && !(pc.knobs.count("ATTNBENCH_SM90_PATH") && pc.shape.block_size % 64 != 0);
-}
-
-// One call of p on the path case's kernel, output (and LSE) poisoned first.
-std::unique_ptr<DeviceCase> run_path(const PathCase& pc, const AttentionProblem& p, uint64_t seed) {
-  auto c = std::make_unique<DeviceCase>(p, pc.knobs, seed);
-  cuda::Stream stream;
-  c->poison();
-  c->run(stream.get());
-  stream.synchronize();
-  return c;
 }
 
 std::string path_run_name(const PathCase& pc, int d, int variant) {
