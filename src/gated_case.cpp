@@ -36,6 +36,7 @@ void set_shape_options(const GatedShape& s, GatedOptions& o) {
   o.window_right = s.window_right;
   o.qk_norm = s.qk_norm;
   o.mx = s.mx;
+  o.fp8 = s.fp8;
 }
 }  // namespace
 
@@ -115,9 +116,36 @@ void apply_mx_weights(const GatedGeometry& g, const MxQuantSpec& s, GatedHostInp
   requantise(in.w_o, g.attn_width(), s.w_o);
 }
 
+namespace {
+// The e4m3 codes of x / descale (the FP8 mode's inputs).
+std::vector<uint8_t> fp8_codes(const std::vector<uint16_t>& x, DType dt, float descale) {
+  std::vector<uint8_t> c(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) c[i] = float_to_fp8(half_to_float(x[i], dt) / descale, DType::e4m3);
+  return c;
+}
+}  // namespace
+
+void apply_fp8_inputs(const GatedGeometry& g, const Fp8QuantSpec& s, GatedHostInputs& in) {
+  const DType dt = g.dtype();
+  auto requantise = [dt](std::vector<uint16_t>& x, float descale) {
+    const std::vector<uint8_t> c = fp8_codes(x, dt, descale);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = float_to_half(fp8_to_float(c[i], DType::e4m3) * descale, dt);
+  };
+  requantise(in.h, s.descale_h);
+  for (std::vector<uint16_t>* w : {&in.wq, &in.wgate, &in.wk, &in.wv}) requantise(*w, s.descale_w_qkvg);
+  requantise(in.w_o, s.descale_w_o);
+}
+
 GatedKernelWeights gated_kernel_weights(const GatedGeometry& g, const GatedOptions& o, const GatedHostInputs& in) {
   GatedKernelWeights w;
   w.w_qkvg = build_w_qkvg(g, o.q_gate_layout, in.wq.data(), in.wgate.data(), in.wk.data(), in.wv.data());
+  if (o.fp8) {  // the inputs hold the codes' values: their codes again
+    w.h_codes = fp8_codes(in.h, g.dtype(), o.fp8->descale_h);
+    w.qkvg_codes = fp8_codes(w.w_qkvg, g.dtype(), o.fp8->descale_w_qkvg);
+    w.o_codes = fp8_codes(in.w_o, g.dtype(), o.fp8->descale_w_o);
+    w.w_qkvg.clear();
+    return w;
+  }
   if (!o.mx) return w;
   auto quantise = [&](const std::vector<uint16_t>& x, int64_t cols, MxCodes c, std::vector<uint8_t>& codes,
                       std::vector<uint8_t>& scales) {
@@ -186,13 +214,16 @@ std::vector<int64_t> gated_lse_index(const GatedGeometry& g, const std::vector<i
   return idx;
 }
 
-Tolerance gated_tolerance(const Tolerance& base, const float* ref, std::size_t n, const std::optional<MxQuantSpec>& mx) {
+Tolerance gated_tolerance(const Tolerance& base, const float* ref, std::size_t n, const std::optional<MxQuantSpec>& mx,
+                          bool fp8) {
   double ss = 0;
   for (std::size_t i = 0; i < n; ++i) ss += static_cast<double>(ref[i]) * ref[i];
   const double rms = n > 0 ? std::sqrt(ss / static_cast<double>(n)) : 0.0;
   const double r = base.rtol * kGatedRtolFactor;
-  const double grow = mx ? 1.0 + std::sqrt((mx::mx_is_fp4(mx_o_format(*mx)) ? 0.5 : 0.125) / r) : 1.0;
-  return {base.atol * std::max(1.0, rms) * grow, r * grow};
+  double grow = mx ? 1.0 + std::sqrt((mx::mx_is_fp4(mx_o_format(*mx)) ? 0.5 : 0.125) / r) : 1.0;
+  if (fp8) grow = 1.0 + std::sqrt(kGatedFp8Quantisations * 0.125 * base.rtol) / r;
+  const double p8 = fp8 ? kFp8PRtol : 0.0;  // the FP8 SDPA's e4m3 P, which the reference does not round
+  return {(base.atol * grow + 4 * p8) * std::max(1.0, rms), r * grow + p8};
 }
 
 namespace {
@@ -210,22 +241,24 @@ class GatedBound final : public BoundKernel {
  public:
   GatedBound(std::unique_ptr<GatedBlock> block, Device& dev, const GatedData& data, const GatedKernelWeights& w)
       : block_(std::move(block)), dev_(dev), data_(data), g_(block_->geometry()),
-        h_(dev, data.in.h.size() * 2), w_(dev, block_->options().mx ? w.qkvg_codes.size() : w.w_qkvg.size() * 2),
+        h_(dev, block_->options().fp8 ? w.h_codes.size() : data.in.h.size() * 2),
+        w_(dev, codes(block_->options()) ? w.qkvg_codes.size() : w.w_qkvg.size() * 2),
         qn_(dev, data.in.q_norm_weight.size() * 2), kn_(dev, data.in.k_norm_weight.size() * 2),
         cos_(dev, data.in.cos.size() * 2), sin_(dev, data.in.sin.size() * 2),
-        wo_(dev, block_->options().mx ? w.o_codes.size() : data.in.w_o.size() * 2),
+        wo_(dev, codes(block_->options()) ? w.o_codes.size() : data.in.w_o.size() * 2),
         qkvg_scales_(dev, w.qkvg_scales.size()), o_scales_(dev, w.o_scales.size()),
         out_(dev, static_cast<std::size_t>(g_.tokens()) * g_.d_model() * 2), ws_(dev, block_->workspace_size()),
         lens_(dev, data.in.seq_lens.size() * sizeof(int32_t)),
         lse_(dev, block_->options().return_lse ? static_cast<std::size_t>(g_.tokens()) * g_.h_q() * sizeof(float) : 0) {
-    dev.upload(h_.data(), data.in.h.data(), h_.bytes());
-    const bool mx = block_->options().mx.has_value();
-    dev.upload(w_.data(), mx ? static_cast<const void*>(w.qkvg_codes.data()) : w.w_qkvg.data(), w_.bytes());
+    const bool mx = block_->options().mx.has_value(), coded = codes(block_->options());
+    dev.upload(h_.data(), block_->options().fp8 ? static_cast<const void*>(w.h_codes.data()) : data.in.h.data(),
+               h_.bytes());
+    dev.upload(w_.data(), coded ? static_cast<const void*>(w.qkvg_codes.data()) : w.w_qkvg.data(), w_.bytes());
     dev.upload(qn_.data(), data.in.q_norm_weight.data(), qn_.bytes());
     dev.upload(kn_.data(), data.in.k_norm_weight.data(), kn_.bytes());
     if (cos_.bytes()) dev.upload(cos_.data(), data.in.cos.data(), cos_.bytes());
     if (sin_.bytes()) dev.upload(sin_.data(), data.in.sin.data(), sin_.bytes());
-    dev.upload(wo_.data(), mx ? static_cast<const void*>(w.o_codes.data()) : data.in.w_o.data(), wo_.bytes());
+    dev.upload(wo_.data(), coded ? static_cast<const void*>(w.o_codes.data()) : data.in.w_o.data(), wo_.bytes());
     if (mx) {
       dev.upload(qkvg_scales_.data(), w.qkvg_scales.data(), qkvg_scales_.bytes());
       dev.upload(o_scales_.data(), w.o_scales.data(), o_scales_.bytes());
@@ -263,7 +296,8 @@ class GatedBound final : public BoundKernel {
     const std::size_t n = static_cast<std::size_t>(g_.tokens()) * g_.d_model();
     std::vector<uint16_t> host(n);
     dev_.download(host.data(), out_.data(), n * 2);
-    const Tolerance eff = gated_tolerance(tol, data_.ref.data(), data_.ref.size(), block_->options().mx);
+    const Tolerance eff = gated_tolerance(tol, data_.ref.data(), data_.ref.size(), block_->options().mx,
+                                          block_->options().fp8.has_value());
     GateResult gr = gate_rows(host.data(), static_cast<int64_t>(n), g_.dtype(), g_.d_model(), data_.rows,
                               data_.ref.data(), eff);
     if (lse_.bytes()) {
@@ -284,6 +318,9 @@ class GatedBound final : public BoundKernel {
   }
 
  private:
+  // The weights arrive as codes (MX or FP8) rather than halves.
+  static bool codes(const GatedOptions& o) { return o.mx || o.fp8; }
+
   std::unique_ptr<GatedBlock> block_;
   Device& dev_;
   const GatedData& data_;
@@ -319,6 +356,10 @@ class GatedCase final : public OpCase {
     if (const auto& m = shape_.mx)
       d["mx"] = {{"w_qkvg", mx_codes_name(m->w_qkvg)}, {"w_o", mx_codes_name(m->w_o)},
                  {"o", mx::mx_format_name(mx_o_format(*m))}, {"scale_o", m->scale_o}, {"descale_w_o", m->descale_w_o}};
+    if (const auto& f = shape_.fp8)
+      d["fp8"] = {{"descale_h", f->descale_h}, {"descale_w_qkvg", f->descale_w_qkvg}, {"descale_w_o", f->descale_w_o},
+                  {"scale_q", f->scale_q},     {"scale_k", f->scale_k},               {"scale_v", f->scale_v},
+                  {"scale_o", f->scale_o}};
     if (geom_) {
       d["n_qkvg"] = geom_->n_qkvg();
       d["scale"] = shape_options().softmax_scale(shape_.d_head);
@@ -379,6 +420,7 @@ class GatedCase final : public OpCase {
       data_->in = build_gated_inputs(*geom_, settings_.seed);
       data_->in.seq_lens.assign(shape_.seq_lens.begin(), shape_.seq_lens.end());
       if (shape_.mx) apply_mx_weights(*geom_, *shape_.mx, data_->in);
+      if (shape_.fp8) apply_fp8_inputs(*geom_, *shape_.fp8, data_->in);
       if (settings_.gate) {
         data_->rows = gated_check_rows(*geom_, shape_options(), data_->in.ref().seq_lens, settings_.reference_gflop * 1e9,
                                        settings_.seed);

@@ -30,12 +30,17 @@ GatedHostInputs build_gated_inputs(const GatedGeometry& g, uint64_t seed);
 // The MX modes' weights: Wq, Wgate, Wk, Wv (codes of s.w_qkvg) and W_o (s.w_o) replaced by the values of their
 // quantisation along d_model / h_q d (exact in bf16), so that the reference reads what the codes stand for.
 void apply_mx_weights(const GatedGeometry& g, const MxQuantSpec& s, GatedHostInputs& in);
+// The FP8 mode's inputs: h, Wq, Wgate, Wk, Wv and W_o replaced by the values of their e4m3 codes (code =
+// e4m3(x / descale), value = code * descale in the dtype: exact when the descale is a power of two, as the defaults
+// are, else within the dtype's rounding), so that the reference reads what the codes stand for.
+void apply_fp8_inputs(const GatedGeometry& g, const Fp8QuantSpec& s, GatedHostInputs& in);
 
 // The weights in a block's storage for options `o`: W_qkvg's halves in o.q_gate_layout's order, or under o.mx
-// the MX codes and scales of W_qkvg (that order) and W_o (W_o's halves are the inputs' own).
+// the MX codes and scales of W_qkvg (that order) and W_o (W_o's halves are the inputs' own), or under o.fp8 the
+// e4m3 codes of h, W_qkvg and W_o (no scales: the spec's descales).
 struct GatedKernelWeights {
   std::vector<uint16_t> w_qkvg;
-  std::vector<uint8_t> qkvg_codes, qkvg_scales, o_codes, o_scales;
+  std::vector<uint8_t> qkvg_codes, qkvg_scales, o_codes, o_scales, h_codes;
 };
 GatedKernelWeights gated_kernel_weights(const GatedGeometry& g, const GatedOptions& o, const GatedHostInputs& in);
 
@@ -59,7 +64,14 @@ std::vector<int64_t> gated_lse_index(const GatedGeometry& g, const std::vector<i
 // chain's error r = base.rtol * kGatedRtolFactor: an element near a rounding boundary lands on the other neighbour.
 // With the O format's largest relative gap between neighbouring codes d (e4m3 1/8, e2m1 1/2), a fraction ~r/d of the
 // elements moves by ~d |x|: a row error of ~sqrt(r d). Both bounds grow by the factor 1 + sqrt(d / r).
+// Under the FP8 mode (fp8) the block and the reference both make kGatedFp8Quantisations e4m3 quantisations (Q, K,
+// V, the gated O; d = 1/8) of values that differ by the 16-bit rounding of the stage before (base.rtol: Q and K
+// are quantised before the scores amplify their error); their row errors add in quadrature to sqrt(4 d base.rtol),
+// a factor 1 + sqrt(4 d base.rtol) / r on both bounds. The FP8 SDPA's e4m3 P, which the reference does not round, adds kFp8PRtol to rtol and
+// 4 kFp8PRtol * max(1, rms) to atol (the attention op's 8-bit rule, README "The gate").
+inline constexpr double kGatedFp8Quantisations = 4;
+inline constexpr double kFp8PRtol = 0.0625;
 Tolerance gated_tolerance(const Tolerance& base, const float* ref, std::size_t n,
-                          const std::optional<MxQuantSpec>& mx = std::nullopt);
+                          const std::optional<MxQuantSpec>& mx = std::nullopt, bool fp8 = false);
 
 }  // namespace attnbench

@@ -40,6 +40,7 @@ std::string ShapeCase::describe() const {
     if (g.mx)
       os << " mx w " << mx_codes_name(g.mx->w_qkvg) << "/" << mx_codes_name(g.mx->w_o) << " o "
          << mx::mx_format_name(mx_o_format(*g.mx));
+    if (g.fp8) os << " fp8";
   }
   return os.str();
 }
@@ -56,7 +57,7 @@ const std::set<std::string> kAttentionKeys = [] {
 }();
 const std::set<std::string> kGatedKeys = {"name", "batch",  "seqlen",  "d_model", "h_q",    "h_kv",
                                           "d_head", "rope_dim", "qk_norm", "causal", "dtypes", "window_left",
-                                          "window_right", "causal_bottom_right", "seq_lens", "return_lse", "mx"};
+                                          "window_right", "causal_bottom_right", "seq_lens", "return_lse", "mx", "fp8"};
 
 // Names the place of an error: "FILE: shape #i 'name': field 'f'".
 struct Where {
@@ -227,6 +228,29 @@ MxQuantSpec parse_mx(const json& v, const Where& w) {
   return m;
 }
 
+// The FP8 mode's scales: each given one replaces the default the geometry gives (gated_fp8_defaults).
+Fp8QuantSpec parse_fp8(const json& v, const Where& w, int d_model, int64_t attn_width) {
+  if (!v.is_object()) w.fail("fp8", "expected an object, got " + compact_value(v.dump()));
+  Fp8QuantSpec f = gated_fp8_defaults(d_model, attn_width);
+  const std::pair<const char*, float*> fields[] = {
+      {"descale_h", &f.descale_h}, {"descale_w_qkvg", &f.descale_w_qkvg}, {"descale_w_o", &f.descale_w_o},
+      {"scale_q", &f.scale_q},     {"scale_k", &f.scale_k},               {"scale_v", &f.scale_v},
+      {"scale_o", &f.scale_o}};
+  for (const auto& [key, val] : v.items()) {
+    float* dst = nullptr;
+    for (const auto& [name, ptr] : fields)
+      if (key == name) dst = ptr;
+    if (!dst)
+      w.fail("fp8." + key, "unknown key (known: descale_h, descale_w_qkvg, descale_w_o, scale_q, scale_k, scale_v, "
+                           "scale_o)");
+    // Bounded so that the reciprocal is a normal float too.
+    if (!val.is_number() || !(val.get<double>() >= 1e-30) || val.get<double>() > 1e30)
+      w.fail("fp8." + key, "expected a number in [1e-30, 1e30], got " + compact_value(val.dump()));
+    *dst = static_cast<float>(val.get<double>());
+  }
+  return f;
+}
+
 GatedShape parse_gated(const json& s, const Where& w) {
   GatedShape g;
   for (const char* k : {"seqlen", "d_model", "h_q", "h_kv", "d_head", "rope_dim"}) require(s, k, w);
@@ -244,6 +268,10 @@ GatedShape parse_gated(const json& s, const Where& w) {
   if (s.contains("causal_bottom_right")) g.causal_bottom_right = get_bool(s, "causal_bottom_right", w);
   if (s.contains("return_lse")) g.return_lse = get_bool(s, "return_lse", w);
   if (s.contains("mx")) g.mx = parse_mx(s.at("mx"), w);
+  if (s.contains("fp8")) {
+    if (g.mx) w.fail("fp8", "excludes mx (the FP8 mode and the MX modes are two pipelines; give one)");
+    g.fp8 = parse_fp8(s.at("fp8"), w, g.d_model, static_cast<int64_t>(g.h_q) * g.d_head);
+  }
   if (s.contains("seq_lens")) {
     const json& v = s.at("seq_lens");
     if (!v.is_array() || static_cast<long long>(v.size()) != g.batch)

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "attnbench/attention.hpp"
+#include "attnbench/gated_fp8.hpp"
 #include "attnbench/gated_mx.hpp"
 
 namespace attnbench {
@@ -22,6 +23,7 @@ struct GatedShape {
   std::vector<int> seq_lens;                // GatedBlockParams::seq_lens, [batch] or empty
   bool return_lse = false;                  // GatedOptions::return_lse
   std::optional<MxQuantSpec> mx;            // GatedOptions::mx
+  std::optional<Fp8QuantSpec> fp8;          // GatedOptions::fp8 (defaults from the geometry for fields not given)
 };
 
 struct ShapeCase {

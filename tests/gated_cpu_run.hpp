@@ -34,17 +34,19 @@ inline CpuRun run_cpu(const GatedGeometry& g, GatedBlock& block, QGateLayout wei
   GatedOptions wo = block.options();  // the weights' layout may differ from the block's, to test that it matters
   wo.q_gate_layout = weight_layout;
   if (wo.mx) apply_mx_weights(g, *wo.mx, r.in);
+  if (wo.fp8) apply_fp8_inputs(g, *wo.fp8, r.in);
   r.w = gated_kernel_weights(g, wo, r.in);
+  const bool coded = wo.mx || wo.fp8;
   r.out.assign(static_cast<std::size_t>(g.tokens()) * g.d_model(), 0xFFFF);  // NaN: every element must be written
   r.ws.assign(block.workspace_size(), 0xFF);
   r.prm = make_gated_params(g);
-  r.prm.h = r.in.h.data();
-  r.prm.w_qkvg = wo.mx ? static_cast<const void*>(r.w.qkvg_codes.data()) : r.w.w_qkvg.data();
+  r.prm.h = wo.fp8 ? static_cast<const void*>(r.w.h_codes.data()) : r.in.h.data();
+  r.prm.w_qkvg = coded ? static_cast<const void*>(r.w.qkvg_codes.data()) : r.w.w_qkvg.data();
   r.prm.q_norm_weight = r.in.q_norm_weight.data();
   r.prm.k_norm_weight = r.in.k_norm_weight.data();
   r.prm.cos = r.in.cos.data();
   r.prm.sin = r.in.sin.data();
-  r.prm.w_o = wo.mx ? static_cast<const void*>(r.w.o_codes.data()) : r.in.w_o.data();
+  r.prm.w_o = coded ? static_cast<const void*>(r.w.o_codes.data()) : r.in.w_o.data();
   if (wo.mx) {
     r.prm.w_qkvg_scales = r.w.qkvg_scales.data();
     r.prm.w_o_scales = r.w.o_scales.data();
@@ -69,7 +71,7 @@ inline GateResult compare_with_reference(const GatedGeometry& g, const GatedOpti
   for (int64_t t = 0; t < g.tokens(); ++t) rows[t] = t;
   std::vector<float> ref(rows.size() * g.d_model());
   reference::gated_block(g, o, r.in.ref(), rows, ref.data());
-  const Tolerance tol = gated_tolerance(default_tolerance(g.dtype()), ref.data(), ref.size(), o.mx);
+  const Tolerance tol = gated_tolerance(default_tolerance(g.dtype()), ref.data(), ref.size(), o.mx, o.fp8.has_value());
   return gate_rows(r.out.data(), static_cast<int64_t>(r.out.size()), g.dtype(), g.d_model(), rows, ref.data(), tol);
 }
 

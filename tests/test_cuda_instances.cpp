@@ -50,7 +50,8 @@ AttentionProblem with_kv(AttentionProblem p, DType kv) {
 // Every instance a plan can ask for, each reached through the knobs: per dtype and head size the narrow kernel's
 // warp shapes, the wide kernel's warpgroup counts, and decode; the features instances of the narrow kernel's
 // default shape, of the wide kernel's (two warpgroups) and of decode, per head size and, at d128, of the narrow
-// kernel and decode per 8-bit K/V dtype, and the FP8 SDPA's (Q in the cache's codes) of the wide kernel and decode.
+// kernel and decode per 8-bit K/V dtype, and the FP8 SDPA's (Q in the cache's codes) of the wide kernel (d128 and
+// d256) and decode.
 std::vector<InstanceCase> instance_family() {
   std::vector<InstanceCase> cases;
   for (DType dt : {DType::bf16, DType::f16}) {
@@ -85,6 +86,9 @@ std::vector<InstanceCase> instance_family() {
         q8.types.q = kv;
         cases.push_back({q8, knobs(), (q > 1 ? "wide/" + head + "/wgs2" : "decode/" + head) + "/feat/q8"});
       }
+      AttentionProblem q8 = with_kv(problem(dt, 256, 2048, 4096), kv);  // the wide FP8 SDPA at d256
+      q8.types.q = kv;
+      cases.push_back({q8, knobs(), "wide/" + std::string(dtype_name(dt)) + "-" + dtype_name(kv) + "/d256/wgs2/feat/q8"});
     }
   }
   return cases;
@@ -103,7 +107,7 @@ TEST(CudaInstances, KeyOfEachPlan) {
     EXPECT_EQ(key_of(c.p, c.k), c.key);
     keys.insert(c.key);
   }
-  EXPECT_EQ(keys.size(), 74u);  // per dtype: narrow 3 + 3 + 2, wide 3 + 2 + 2, decode 3, features 3 x 3 + 2 x 5
+  EXPECT_EQ(keys.size(), 78u);  // per dtype: narrow 3 + 3 + 2, wide 3 + 2 + 2, decode 3, features 3 x 3 + 2 x 6
   // The default knobs: short d64 prompts on the narrow 4 x 32 kernel, long ones wide with 3 warpgroups (2 with a
   // Q prologue), d128 wide with 2, the short-q / long-KV shape on the decode kernel.
   EXPECT_EQ(key_of(problem(DType::bf16, 64, 100, 100), knobs()), "narrow/bf16/d64/w4r32");

@@ -387,6 +387,11 @@ TEST(GatedHarness, ToleranceRuleScalesWithTheOutputRms) {
   const Tolerance fp4 = gated_tolerance(base, big.data(), big.size(), mx);
   EXPECT_NEAR(fp4.rtol, r * (1 + std::sqrt(0.5 / r)), 1e-12);
   EXPECT_NEAR(fp4.atol, 12e-2 * (1 + std::sqrt(0.5 / r)), 1e-12);
+  // The FP8 mode: four e4m3 quantisations of values 16-bit rounding apart, then e4m3 P's 1/16.
+  const double g8 = 1 + std::sqrt(4 * 0.125 * 1e-2) / r;
+  const Tolerance fp8 = gated_tolerance(base, big.data(), big.size(), std::nullopt, true);
+  EXPECT_NEAR(fp8.rtol, r * g8 + 0.0625, 1e-12);
+  EXPECT_NEAR(fp8.atol, (4e-2 * g8 + 0.25) * 3, 1e-12);
 }
 
 TEST(GatedHarness, CheckedRowsAllWhenCheapElseBoundariesAndRandom) {

@@ -31,7 +31,8 @@ TEST(Resolve, DeclinesTheProblemWithTheReason) {
     AttentionProblem kv8 = seqs({{1, 64}}, 2, 1, 64);  // 8-bit K/V: d128 only
     kv8.types.kv = d;
     EXPECT_EQ(reason(kv8), std::string("an 8-bit K/V cache (") + dtype_name(d) +
-                               ") at head_size 64: cuda.unified has 8-bit K/V kernels at head_size 128 only");
+                               ") at head_size 64: cuda.unified has 8-bit K/V kernels at head_size 128 only "
+                               "(and the FP8 SDPA, an 8-bit Q too, at 256)");
     kv8.head_size = 128;
     EXPECT_TRUE(resolve_all_built(kv8, knobs()).ok());
     // The FP8 SDPA (Q in the cache's codes): decode on the decode kernel at any block size, prefill on the wide

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -254,6 +255,26 @@ TEST(Shapes, GatedMxSpec) {
   const auto plain = load_shape_file(write_tmp(gated + R"({}}]})"));
   ASSERT_TRUE(plain[0].gated.mx.has_value());
   EXPECT_FALSE(plain[0].gated.mx->o_fp4) << "an empty spec is MXFP8 throughout";
+}
+
+TEST(Shapes, GatedFp8Spec) {
+  const std::string gated = R"({"op": "gated_block", "shapes": [{"name": "s", "seqlen": 8, "d_model": 1024,
+                                "h_q": 4, "h_kv": 2, "d_head": 64, "rope_dim": 8, "fp8": )";
+  expect_error(gated + R"(1}]})", {"'s'", "field 'fp8'", "expected an object"});
+  expect_error(gated + R"({"scale_x": 2}}]})", {"field 'fp8.scale_x'", "unknown key"});
+  expect_error(gated + R"({"scale_q": 0}}]})", {"field 'fp8.scale_q'", "[1e-30, 1e30]"});
+  expect_error(gated + R"({"descale_h": "1"}}]})", {"field 'fp8.descale_h'"});
+  expect_error(gated + R"({}, "mx": {}}]})", {"field 'fp8'", "excludes mx"});
+  const auto c = load_shape_file(write_tmp(gated + R"({"scale_v": 0.75, "descale_w_o": 0.001}}]})"));
+  ASSERT_TRUE(c[0].gated.fp8.has_value());
+  const Fp8QuantSpec& f = *c[0].gated.fp8;
+  const Fp8QuantSpec d = gated_fp8_defaults(1024, 4 * 64);
+  EXPECT_EQ(f.scale_v, 0.75f);
+  EXPECT_EQ(f.descale_w_o, 0.001f);
+  EXPECT_EQ(f.descale_h, d.descale_h) << "a field left out keeps the geometry's default";
+  EXPECT_EQ(f.descale_w_qkvg, std::exp2(-11.f)) << "6 / sqrt(1024) / 448 = 4.2e-4 -> 2^-11";
+  EXPECT_EQ(d.descale_w_o, std::exp2(-10.f)) << "6 / sqrt(256) / 448 = 8.4e-4 -> 2^-10";
+  EXPECT_NE(c[0].describe().find(" fp8"), std::string::npos) << c[0].describe();
 }
 
 TEST(Shapes, ADirectoryIsAUsageErrorNamingIt) {

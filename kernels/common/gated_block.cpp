@@ -61,6 +61,17 @@ std::string gated_seq_lens_conflict(const GatedGeometry& g, const int32_t* seq_l
   return "";
 }
 
+int64_t gated_codes_stride(const GatedGeometry& g) {
+  return static_cast<int64_t>(g.h_q() + 2 * g.h_kv()) * g.d_head();
+}
+
+GatedCodesColumns gated_codes_columns(const GatedGeometry& g) {
+  GatedCodesColumns c;
+  c.k0 = g.attn_width();
+  c.v0 = c.k0 + static_cast<int64_t>(g.h_kv()) * g.d_head();
+  return c;
+}
+
 GatedColumns gated_columns(const GatedGeometry& g, QGateLayout layout) {
   const int64_t d = g.d_head(), qw = g.attn_width();
   GatedColumns c;
@@ -118,6 +129,12 @@ AttentionProblem gated_sdpa_problem(const GatedGeometry& g, const GatedOptions& 
   p.return_lse = o.return_lse;
   p.scale = o.softmax_scale(g.d_head());
   p.types = AttentionTypes::all(g.dtype());
+  if (o.fp8) {  // the FP8 SDPA over the codes of Q, K and V, O in the dtype
+    p.types = {DType::e4m3, DType::e4m3, g.dtype()};
+    p.features.q_scale = 1.f / o.fp8->scale_q;
+    p.features.k_scale = 1.f / o.fp8->scale_k;
+    p.features.v_scale = 1.f / o.fp8->scale_v;
+  }
   p.features.window_left = o.window_left;
   p.features.window_right = o.window_right;
   p.fusion.output_gate = o.fuse_gate;
@@ -129,24 +146,32 @@ AttentionProblem gated_sdpa_problem(const GatedGeometry& g, const GatedOptions& 
 std::vector<GatedStage> gated_stages(const GatedGeometry& g, const GatedOptions& o) {
   std::vector<GatedStage> st = {GatedStage::proj};
   if (o.qk_norm || g.rope_dim() > 0) st.push_back(GatedStage::norm_rope);
+  if (o.fp8 && !gated_fuses_quantize(g, o)) st.push_back(GatedStage::quantize_qkv);
   st.push_back(GatedStage::sdpa);
   if (!o.fuse_gate) st.push_back(GatedStage::gate);
+  if (o.fp8) st.push_back(GatedStage::quantize_o);
   st.push_back(GatedStage::out_proj);
   return st;
 }
 
 bool gated_fuses_norm_rope(const GatedGeometry& g, const GatedOptions& o) {
-  return o.fuse_norm_rope && (o.qk_norm || g.rope_dim() > 0);
+  return !o.fp8 && o.fuse_norm_rope && (o.qk_norm || g.rope_dim() > 0);
+}
+
+bool gated_fuses_quantize(const GatedGeometry& g, const GatedOptions& o) {
+  return o.fp8 && o.fuse_norm_rope && (o.qk_norm || g.rope_dim() > 0);
 }
 
 std::string gated_stage_name(GatedStage s, const GatedGeometry& g, const GatedOptions& o) {
   const bool fused = gated_fuses_norm_rope(g, o);
   switch (s) {
-    case GatedStage::proj: return o.mx ? "mx_qkvg_proj" : "qkvg_proj";
-    case GatedStage::norm_rope: return fused ? "k_norm_rope" : "norm_rope";
+    case GatedStage::proj: return o.mx ? "mx_qkvg_proj" : o.fp8 ? "fp8_qkvg_proj" : "qkvg_proj";
+    case GatedStage::norm_rope: return fused ? "k_norm_rope" : gated_fuses_quantize(g, o) ? "norm_rope+quantize" : "norm_rope";
+    case GatedStage::quantize_qkv: return "quantize_qkv";
+    case GatedStage::quantize_o: return "quantize_o";
     case GatedStage::sdpa: return std::string(fused ? "q_norm_rope+" : "") + "sdpa" + (o.fuse_gate ? "+gate" : "");
     case GatedStage::gate: return "gate";
-    case GatedStage::out_proj: return o.mx ? "mx_out_proj" : "out_proj";
+    case GatedStage::out_proj: return o.mx ? "mx_out_proj" : o.fp8 ? "fp8_out_proj" : "out_proj";
   }
   return "?";
 }
@@ -178,6 +203,13 @@ AttentionParams gated_sdpa_strides(const GatedGeometry& g, const GatedOptions& o
   a.kv_stride_block = N * prob.block_size;
   a.kv_stride_token = N;
   a.kv_stride_head = g.d_head();
+  if (o.fp8) {  // the codes of Q | K | V, one byte per element
+    const int64_t W = gated_codes_stride(g);
+    a.q_stride_token = W;
+    a.q_stride_head = g.d_head();
+    a.kv_stride_block = W * prob.block_size;
+    a.kv_stride_token = W;
+  }
   return a;
 }
 
@@ -188,9 +220,17 @@ AttentionParams gated_sdpa_params(const GatedGeometry& g, const GatedOptions& o,
   auto* ws = static_cast<unsigned char*>(p.workspace);
   const auto* proj = reinterpret_cast<const uint16_t*>(ws + l.proj);
   AttentionParams a = gated_sdpa_strides(g, o, prob);
-  a.q = proj + cols.q0;
-  a.k_cache = proj + cols.k0;
-  a.v_cache = proj + cols.v0;
+  if (o.fp8) {
+    const GatedCodesColumns cc = gated_codes_columns(g);
+    const unsigned char* codes = ws + l.qkv_codes;
+    a.q = codes;
+    a.k_cache = codes + cc.k0;
+    a.v_cache = codes + cc.v0;
+  } else {
+    a.q = proj + cols.q0;
+    a.k_cache = proj + cols.k0;
+    a.v_cache = proj + cols.v0;
+  }
   a.out = ws + l.attn;
   a.cu_seqlens_q = reinterpret_cast<const int32_t*>(ws + l.cu_seqlens_q);
   a.seqused_k = p.seq_lens ? p.seq_lens : reinterpret_cast<const int32_t*>(ws + l.seqused_k);
@@ -222,7 +262,9 @@ WorkModel gated_block_work(const GatedGeometry& g, const GatedOptions& o, const 
                   + 2.0 * t * g.rope_dim()  // cos, sin
                   + (o.qk_norm ? 2.0 * g.d_head() : 0.0)
                   + t * dm);        // out
-  if (o.mx) {  // the weights' codes and scales
+  if (o.fp8) {  // h and both weights as one-byte codes
+    w.bytes += (1.0 - eb) * t * dm + n * dm + dm * aw;
+  } else if (o.mx) {  // the weights' codes and scales
     for (const auto& [codes, rows, cols] : {std::tuple{o.mx->w_qkvg, g.n_qkvg(), static_cast<int64_t>(g.d_model())},
                                             std::tuple{o.mx->w_o, static_cast<int64_t>(g.d_model()), g.attn_width()}}) {
       const mx::MxFormat f = codes == MxCodes::e2m1 ? mx::MxFormat::mxfp4 : mx::MxFormat::mxfp8;  // e5m2 is declined
@@ -239,7 +281,7 @@ std::size_t align_up(std::size_t v) { return (v + kGatedWorkspaceAlign - 1) / kG
 }  // namespace
 
 GatedWorkspaceLayout gated_workspace_layout(const GatedGeometry& g, int block_size, std::size_t sdpa_bytes,
-                                            std::size_t gemm_bytes) {
+                                            std::size_t gemm_bytes, bool fp8) {
   if (block_size <= 0) throw std::invalid_argument("gated_workspace_layout: block_size must be > 0");
   GatedWorkspaceLayout l;
   const std::size_t eb = dtype_bytes(g.dtype());
@@ -262,6 +304,9 @@ GatedWorkspaceLayout gated_workspace_layout(const GatedGeometry& g, int block_si
   l.seqused_k = take(sizeof(int32_t) * g.batch());
   l.block_table = take(sizeof(int32_t) * static_cast<std::size_t>(g.batch()) * l.blocks_per_seq);
   l.gemm = take(gemm_bytes);
+  l.codes_stride = fp8 ? gated_codes_stride(g) : 0;
+  l.qkv_codes = take(fp8 ? static_cast<std::size_t>(l.proj_rows * l.codes_stride) : 0);
+  l.o_codes = take(fp8 ? t * static_cast<std::size_t>(g.attn_width()) : 0);
   l.total = at;
   return l;
 }

@@ -15,8 +15,11 @@ void check_support(const GatedProvider& pv, const AttentionKernel& sdpa, const G
                    const GatedOptions& o, const KnobValues& knobs) {
   validate_gated_options(o);
   validate_gated_mx(g, o);
+  validate_gated_fp8(g, o);
   if (o.mx)
     if (const std::string why = pv.mx_conflict(); !why.empty()) throw GatedDecline("mx", why);
+  if (o.fp8)
+    if (const std::string why = pv.fp8_conflict(); !why.empty()) throw GatedDecline("fp8", why);
   const int bs = gated_block_size(g);
   if (bs == 0)
     throw GatedDecline("seqlen", "batch > 1 needs seqlen a multiple of 16 (each sequence starts a cache block of "
@@ -62,11 +65,18 @@ class OrchestratedBlock final : public GatedBlock {
       make_mx_gemms(*o.mx);
       gemm_bytes = std::max(mx_proj_->workspace_bytes(), mx_outp_->workspace_bytes());
     } else {
-      proj_ = pv_->make_gemm(g.dtype(), g.tokens(), g.n_qkvg(), g.d_model());
-      outp_ = pv_->make_gemm(g.dtype(), g.tokens(), g.d_model(), g.attn_width());
+      if (o.fp8) {  // the descales in the epilogues' alpha
+        const Fp8QuantSpec& f = *o.fp8;
+        proj_ = pv_->make_fp8_gemm(g.dtype(), g.tokens(), g.n_qkvg(), g.d_model(), f.descale_h * f.descale_w_qkvg);
+        outp_ = pv_->make_fp8_gemm(g.dtype(), g.tokens(), g.d_model(), g.attn_width(), f.descale_w_o / f.scale_o);
+        if (!proj_ || !outp_) throw std::logic_error(name_ + ": the provider has no FP8 GEMM for an FP8 block");
+      } else {
+        proj_ = pv_->make_gemm(g.dtype(), g.tokens(), g.n_qkvg(), g.d_model());
+        outp_ = pv_->make_gemm(g.dtype(), g.tokens(), g.d_model(), g.attn_width());
+      }
       gemm_bytes = std::max(proj_->workspace_bytes(), outp_->workspace_bytes());
     }
-    layout_ = gated_workspace_layout(g, bs, plan_->workspace_bytes, gemm_bytes);
+    layout_ = gated_workspace_layout(g, bs, plan_->workspace_bytes, gemm_bytes, o.fp8.has_value());
     stages_ = gated_stages(g, o);
   }
 
@@ -107,7 +117,9 @@ class OrchestratedBlock final : public GatedBlock {
   }
 
   std::string summary() const override {
-    const std::string norm_rope = gated_fuses_norm_rope(g_, o_) ? "K pass, Q in the SDPA" : "separate";
+    const std::string norm_rope = gated_fuses_norm_rope(g_, o_) ? "K pass, Q in the SDPA"
+                                  : gated_fuses_quantize(g_, o_) ? "one pass with Q, K, V's quantisation"
+                                  : o_.fp8 ? "separate, then Q, K, V quantised" : "separate";
     return std::string(pv_->fuses() ? "" : "unfused chain, fusion options ignored; ") + "qkvg " +
            q_gate_layout_name(o_.q_gate_layout) + " " + gemm_summary(proj_, mx_proj_) + "; sdpa " + sdpa_->name() + " " +
            plan_->summary + " block_size=" + std::to_string(layout_.block_size) + "; norm+rope " + norm_rope +
@@ -180,7 +192,45 @@ class OrchestratedBlock final : public GatedBlock {
     n.cos = p.cos;
     n.sin = p.sin;
     n.rope_dim = g_.rope_dim();
+    if (gated_fuses_quantize(g_, o_)) {
+      const GatedCodesColumns cc = gated_codes_columns(g_);
+      n.codes = static_cast<uint8_t*>(at(p.workspace, layout_.qkv_codes));
+      n.codes_stride = layout_.codes_stride;
+      n.codes_k0 = cc.k0;
+      n.codes_v0 = cc.v0;
+      n.v0 = cols_.v0;
+      n.scale_q = o_.fp8->scale_q;
+      n.scale_k = o_.fp8->scale_k;
+      n.scale_v = o_.fp8->scale_v;
+    }
     return n;
+  }
+
+  // Q, K, V from the projection to their codes (unfused), or the gated O to its codes (o = true).
+  GatedQuantizeParams quantize_params(const GatedBlockParams& p, bool o) const {
+    GatedQuantizeParams q;
+    q.rows = g_.tokens();
+    q.d_head = g_.d_head();
+    const int d = g_.d_head();
+    if (o) {
+      q.src = at(p.workspace, layout_.attn);
+      q.src_stride = g_.attn_width();
+      q.dst = static_cast<uint8_t*>(at(p.workspace, layout_.o_codes));
+      q.dst_stride = g_.attn_width();
+      q.parts[0] = {0, d, 0, g_.h_q(), o_.fp8->scale_o};
+      q.n_parts = 1;
+      return q;
+    }
+    const GatedCodesColumns cc = gated_codes_columns(g_);
+    q.src = at(p.workspace, layout_.proj);
+    q.src_stride = g_.n_qkvg();
+    q.dst = static_cast<uint8_t*>(at(p.workspace, layout_.qkv_codes));
+    q.dst_stride = layout_.codes_stride;
+    q.parts[0] = {cols_.q0, cols_.q_head_stride, 0, g_.h_q(), o_.fp8->scale_q};
+    q.parts[1] = {cols_.k0, d, cc.k0, g_.h_kv(), o_.fp8->scale_k};
+    q.parts[2] = {cols_.v0, d, cc.v0, g_.h_kv(), o_.fp8->scale_v};
+    q.n_parts = 3;
+    return q;
   }
 
   GatedSigmoidParams sigmoid_params(const GatedBlockParams& p) const {
@@ -201,8 +251,14 @@ class OrchestratedBlock final : public GatedBlock {
     if (mx_proj_) mx_proj_->run(p.h, static_cast<const uint8_t*>(p.w_qkvg), p.w_qkvg_scales,
                                 at(p.workspace, layout_.proj), gemm_ws, stream);
     else proj_->run(p.h, p.w_qkvg, at(p.workspace, layout_.proj), gemm_ws, stream);
-    if (const std::size_t pad = layout_.pad_bytes(g_))
+    if (const std::size_t pad = layout_.pad_bytes(g_)) {
       pv_->zero(at(p.workspace, layout_.pad_offset(g_)), pad, stream);
+      if (o_.fp8) {  // the quantisation passes write the tokens' rows only
+        const std::size_t first = static_cast<std::size_t>(g_.tokens() * layout_.codes_stride);
+        pv_->zero(at(p.workspace, layout_.qkv_codes + first),
+                  static_cast<std::size_t>((layout_.proj_rows - g_.tokens()) * layout_.codes_stride), stream);
+      }
+    }
   }
 
   void run_stage(GatedStage s, const GatedBlockParams& p, void* stream) const {
@@ -210,13 +266,15 @@ class OrchestratedBlock final : public GatedBlock {
     switch (s) {
       case GatedStage::proj: return run_proj(p, gemm_ws, stream);
       case GatedStage::norm_rope: return pv_->norm_rope(g_.dtype(), g_.d_head(), norm_rope_params(p), stream);
+      case GatedStage::quantize_qkv: return pv_->quantize(g_.dtype(), quantize_params(p, false), stream);
+      case GatedStage::quantize_o: return pv_->quantize(g_.dtype(), quantize_params(p, true), stream);
       case GatedStage::sdpa: return sdpa_->run(*plan_, gated_sdpa_params(g_, o_, prob_, layout_, p), stream);
       case GatedStage::gate: return pv_->sigmoid_gate(g_.dtype(), sigmoid_params(p), stream);
       case GatedStage::out_proj:
         if (mx_outp_)
           return mx_outp_->run(at(p.workspace, layout_.attn), static_cast<const uint8_t*>(p.w_o), p.w_o_scales, p.out,
                                gemm_ws, stream);
-        return outp_->run(at(p.workspace, layout_.attn), p.w_o, p.out, gemm_ws, stream);
+        return outp_->run(at(p.workspace, o_.fp8 ? layout_.o_codes : layout_.attn), p.w_o, p.out, gemm_ws, stream);
     }
   }
 
@@ -228,7 +286,7 @@ class OrchestratedBlock final : public GatedBlock {
   std::unique_ptr<AttentionKernel> sdpa_;
   AttentionProblem prob_;
   std::unique_ptr<AttentionPlan> plan_;
-  std::unique_ptr<GatedGemm> proj_, outp_;         // none under mx
+  std::unique_ptr<GatedGemm> proj_, outp_;         // none under mx; FP8 GEMMs under fp8
   std::unique_ptr<GatedMxGemm> mx_proj_, mx_outp_;  // under mx only
   GatedWorkspaceLayout layout_;
   std::vector<GatedStage> stages_;

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "attnbench/dtype.hpp"
@@ -15,6 +16,7 @@
 #include "attnbench/kernel.hpp"
 #include "attnbench/knobs.hpp"
 #include "attnbench/mx_quant.hpp"
+#include "device/host_device.hpp"
 
 namespace attnbench {
 
@@ -34,6 +36,49 @@ struct GatedNormRopeParams {
   const void* cos = nullptr;  // [tokens, rope_dim]
   const void* sin = nullptr;
   int rope_dim = 0;
+  // The FP8 mode's fused pass (codes set): the Q and K rows are not stored back; each is written as the e4m3 codes
+  // of x * scale_q (scale_k) to codes + t * codes_stride + h * d_head (codes_k0 + h * d_head), and each V head row
+  // (proj + t * row_stride + v0 + h * d_head, neither normed nor rotated) to codes_v0 + h * d_head with scale_v.
+  uint8_t* codes = nullptr;
+  int64_t codes_stride = 0, codes_k0 = 0, codes_v0 = 0, v0 = 0;
+  float scale_q = 1.f, scale_k = 1.f, scale_v = 1.f;
+};
+
+// Head row hh (of h_q + h_kv, plus h_kv V rows when codes is set) of a token in the norm + RoPE pass: which tensor,
+// its column in the projection row, its codes' column and scale.
+struct NormRopeRow {
+  enum Kind { q, k, v } kind;
+  int64_t src, dst;
+  float scale;
+};
+ATTNBENCH_HD_INLINE NormRopeRow norm_rope_row_of(const GatedNormRopeParams& p, int d_head, int hh) {
+  if (hh < p.h_q) return {NormRopeRow::q, p.q0 + hh * p.q_head_stride, static_cast<int64_t>(hh) * d_head, p.scale_q};
+  hh -= p.h_q;
+  if (hh < p.h_kv)
+    return {NormRopeRow::k, p.k0 + static_cast<int64_t>(hh) * d_head, p.codes_k0 + static_cast<int64_t>(hh) * d_head,
+            p.scale_k};
+  hh -= p.h_kv;
+  return {NormRopeRow::v, p.v0 + static_cast<int64_t>(hh) * d_head, p.codes_v0 + static_cast<int64_t>(hh) * d_head,
+          p.scale_v};
+}
+
+// The FP8 mode's quantisation pass: for each part and head h < heads, codes dst[t * dst_stride + dst0 + h * d_head
+// + i] = e4m3(src[t * src_stride + src0 + h * src_head_stride + i] * scale) (common/device/mx_rules.hpp's e4m3
+// rule, nearest even, saturating at 448), t < rows. src in the dtype.
+struct GatedQuantizePart {
+  int64_t src0 = 0, src_head_stride = 0, dst0 = 0;
+  int heads = 0;
+  float scale = 1.f;
+};
+struct GatedQuantizeParams {
+  const void* src = nullptr;
+  int64_t src_stride = 0;
+  uint8_t* dst = nullptr;
+  int64_t dst_stride = 0;
+  int64_t rows = 0;
+  int d_head = 0;
+  GatedQuantizePart parts[3];
+  int n_parts = 0;
 };
 
 // o[t, h, :] = round(o[t, h, :] * sigmoid(gate[t * gate_stride_token + h * gate_stride_head + :])), in place.
@@ -97,6 +142,13 @@ class GatedProvider {
   // declined under the field "mx" with that reason.
   virtual std::string mx_conflict() const { return name() + " has no block-scaled GEMM"; }
   virtual std::unique_ptr<GatedMxGemm> make_mx_gemm(const GatedMxGemmDesc&) const { return nullptr; }
+  // The FP8 mode's projection, C[M, N] (dtype) = alpha * A[M, K] B[N, K]^T over e4m3 codes, and why the backend
+  // has none ("" when it has one): a block under GatedOptions::fp8 is declined under "fp8" with that reason.
+  virtual std::string fp8_conflict() const { return name() + " has no FP8 GEMM"; }
+  virtual std::unique_ptr<GatedGemm> make_fp8_gemm(DType, int64_t, int64_t, int64_t, float) const { return nullptr; }
+  virtual void quantize(DType, const GatedQuantizeParams&, void*) const {
+    throw std::logic_error(name() + ": no FP8 quantisation pass");
+  }
   virtual void fill_tables(const GatedTablesParams& p, void* stream) const = 0;
   // Zeroes `bytes` bytes at dst: the projection's pad rows, on every call (the workspace is the caller's memory).
   virtual void zero(void* dst, std::size_t bytes, void* stream) const = 0;

@@ -14,6 +14,7 @@
 #include "attnbench/backends.hpp"
 #include "attnbench/gated_block.hpp"
 #include "attnbench/mx_quant.hpp"
+#include "common/device/mx_rules.hpp"
 #include "common/gated_orchestrator.hpp"
 #include "cpu/work_limit.hpp"
 
@@ -70,11 +71,11 @@ float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
 std::size_t gemm_scratch_floats(int K) { return static_cast<std::size_t>(kMT + kNT) * K; }
 
 namespace {
-// C[M, N] = sum_k A[m, k] B[n, k] over tiles: load_a / load_b (r0, tile, dst) fill a tile's fp32 rows (zeros past
-// the matrix), each output rounded to dtype once.
+// C[M, N] = alpha * sum_k A[m, k] B[n, k] over tiles: load_a / load_b (r0, tile, dst) fill a tile's fp32 rows
+// (zeros past the matrix), each output rounded to dtype once.
 template <class LoadA, class LoadB>
 void gemm_tiles(DType dt, int64_t M, int64_t N, int K, LoadA load_a, LoadB load_b, uint16_t* C, int64_t ldc,
-                float* scratch, int threads) {
+                float* scratch, int threads, float alpha = 1.f) {
   const int64_t mt = (M + kMT - 1) / kMT, nt = (N + kNT - 1) / kNT;
 #pragma omp parallel num_threads(threads)
   {
@@ -98,7 +99,7 @@ void gemm_tiles(DType dt, int64_t M, int64_t N, int K, LoadA load_a, LoadB load_
           float o[4][2];
           micro_4x2(a + static_cast<int64_t>(r) * K, b + static_cast<int64_t>(c) * K, K, o);
           for (int rr = 0; rr < 4 && row + rr < M; ++rr)
-            for (int cc = 0; cc < 2 && col + cc < N; ++cc) C[(row + rr) * ldc + col + cc] = float_to_half(o[rr][cc], dt);
+            for (int cc = 0; cc < 2 && col + cc < N; ++cc) C[(row + rr) * ldc + col + cc] = float_to_half(alpha * o[rr][cc], dt);
         }
       }
     }
@@ -122,6 +123,19 @@ void gemm_abt(DType dt, int64_t M, int64_t N, int K, const uint16_t* A, int64_t 
   gemm_tiles(
       dt, M, N, K, [&](int64_t r0, int tile, float* d) { load_tile(dt, A, lda, r0, tile, M, K, d); },
       [&](int64_t r0, int tile, float* d) { load_tile(dt, B, ldb, r0, tile, N, K, d); }, C, ldc, scratch, threads);
+}
+
+void gemm_fp8_abt(DType dt, int64_t M, int64_t N, int K, float alpha, const uint8_t* A, const uint8_t* B,
+                  uint16_t* C, float* scratch, int threads) {
+  float value[256];
+  for (int c = 0; c < 256; ++c) value[c] = device::e4m3_value(static_cast<unsigned char>(c));
+  auto load = [&](const uint8_t* x, int64_t rows) {
+    return [&, x, rows](int64_t r0, int tile, float* d) {
+      for (int r = 0; r < tile; ++r)
+        for (int k = 0; k < K; ++k) d[static_cast<int64_t>(r) * K + k] = r0 + r < rows ? value[x[(r0 + r) * K + k]] : 0.f;
+    };
+  };
+  gemm_tiles(dt, M, N, K, load(A, M), load(B, N), C, N, scratch, threads, alpha);
 }
 
 void gemm_mx_abt(const GatedMxGemmDesc& g, const uint16_t* A, const uint8_t* b_codes, const uint8_t* b_scales,
@@ -162,6 +176,30 @@ class CpuGemm final : public GatedGemm {
   int k_;
   int threads_;
   mutable std::vector<float> scratch_;  // one call at a time per block
+};
+
+// The FP8 mode's projection: e4m3 codes of A and B, alpha (the descales) on the fp32 sums.
+class CpuFp8Gemm final : public GatedGemm {
+ public:
+  CpuFp8Gemm(DType dt, int64_t m, int64_t n, int64_t k, float alpha)
+      : dt_(dt), m_(m), n_(n), k_(static_cast<int>(k)), alpha_(alpha), threads_(std::max(1, omp_get_max_threads())),
+        scratch_(cpu::gemm_scratch_floats(k_) * threads_, 0.f) {}
+
+  std::size_t workspace_bytes() const override { return 0; }
+  std::string summary() const override { return "e4m3 fp32-acc threads=" + std::to_string(threads_); }
+
+  void run(const void* a, const void* b, void* c, void* /*workspace*/, void* /*stream*/) const override {
+    cpu::gemm_fp8_abt(dt_, m_, n_, k_, alpha_, static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b),
+                      static_cast<uint16_t*>(c), scratch_.data(), threads_);
+  }
+
+ private:
+  DType dt_;
+  int64_t m_, n_;
+  int k_;
+  float alpha_;
+  int threads_;
+  mutable std::vector<float> scratch_;
 };
 
 // The MX modes' projection (GatedMxGemmDesc): A's blocks quantised and dequantised as tiles load, B's codes
@@ -207,6 +245,25 @@ class CpuGatedProvider final : public GatedProvider {
     return std::make_unique<CpuMxGemm>(d);
   }
 
+  std::string fp8_conflict() const override { return ""; }
+  std::unique_ptr<GatedGemm> make_fp8_gemm(DType dt, int64_t m, int64_t n, int64_t k, float alpha) const override {
+    return std::make_unique<CpuFp8Gemm>(dt, m, n, k, alpha);
+  }
+
+  void quantize(DType dt, const GatedQuantizeParams& q, void* /*stream*/) const override {
+    const auto* src = static_cast<const uint16_t*>(q.src);
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < q.rows; ++t)
+      for (int part = 0; part < q.n_parts; ++part) {
+        const GatedQuantizePart& pt = q.parts[part];
+        for (int h = 0; h < pt.heads; ++h) {
+          const uint16_t* x = src + t * q.src_stride + pt.src0 + h * pt.src_head_stride;
+          uint8_t* c = q.dst + t * q.dst_stride + pt.dst0 + static_cast<int64_t>(h) * q.d_head;
+          for (int i = 0; i < q.d_head; ++i) c[i] = device::e4m3_code(device::mul_rn(half_to_float(x[i], dt), pt.scale));
+        }
+      }
+  }
+
   void fill_tables(const GatedTablesParams& t, void* /*stream*/) const override {
     const int S = t.seqlen, bs = t.block_size, nb = t.blocks_per_seq;
     for (int b = 0; b <= t.batch; ++b) t.cu_seqlens_q[b] = b * S;
@@ -219,7 +276,7 @@ class CpuGatedProvider final : public GatedProvider {
   void zero(void* dst, std::size_t bytes, void* /*stream*/) const override { std::memset(dst, 0, bytes); }
 
   void norm_rope(DType dt, int d, const GatedNormRopeParams& p, void* /*stream*/) const override {
-    const int hq = p.h_q, rd = p.rope_dim, heads = hq + p.h_kv;
+    const int hq = p.h_q, rd = p.rope_dim, heads = hq + p.h_kv + (p.codes ? p.h_kv : 0);  // V rows: codes only
     const int64_t rows = p.tokens * heads;
     float wq[256] = {}, wk[256] = {};  // d_head <= 256 (the geometry's rule); nothing allocated per call
     if (p.norm) {
@@ -231,16 +288,23 @@ class CpuGatedProvider final : public GatedProvider {
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t t = r / heads;
       const int hh = static_cast<int>(r % heads);
-      const bool is_q = hh < hq;
-      uint16_t* x = proj + t * p.row_stride + (is_q ? p.q0 + hh * p.q_head_stride : p.k0 + (hh - hq) * d);
+      const NormRopeRow row = norm_rope_row_of(p, d, hh);
+      uint16_t* x = proj + t * p.row_stride + row.src;
       float v[256], c[256], s[256];
       cpu::to_float(dt, x, v, d);
-      if (rd > 0) {
-        cpu::to_float(dt, static_cast<const uint16_t*>(p.cos) + t * rd, c, rd);
-        cpu::to_float(dt, static_cast<const uint16_t*>(p.sin) + t * rd, s, rd);
+      if (row.kind != NormRopeRow::v) {
+        if (rd > 0) {
+          cpu::to_float(dt, static_cast<const uint16_t*>(p.cos) + t * rd, c, rd);
+          cpu::to_float(dt, static_cast<const uint16_t*>(p.sin) + t * rd, s, rd);
+        }
+        cpu::norm_rope_row(v, d, p.norm, row.kind == NormRopeRow::q ? wq : wk, p.weight_offset, p.eps, rd, c, s);
       }
-      cpu::norm_rope_row(v, d, p.norm, is_q ? wq : wk, p.weight_offset, p.eps, rd, c, s);
-      for (int i = 0; i < d; ++i) x[i] = float_to_half(v[i], dt);
+      if (!p.codes) {
+        for (int i = 0; i < d; ++i) x[i] = float_to_half(v[i], dt);
+        continue;
+      }
+      uint8_t* code = p.codes + t * p.codes_stride + row.dst;  // rounded to the dtype first, as the unfused passes do
+      for (int i = 0; i < d; ++i) code[i] = device::e4m3_code(device::mul_rn(half_to_float(float_to_half(v[i], dt), dt), row.scale));
     }
   }
 

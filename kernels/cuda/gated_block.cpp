@@ -30,13 +30,14 @@ namespace {
 constexpr std::size_t kGemmWorkspaceBytes = std::size_t{32} << 20;
 constexpr uintptr_t kGemmAlign = 256;  // cuBLASLt's default alignment assumption for A, B, C, D
 
-// C[rows, cols] = X[rows, k] * W[cols, k]^T, all row-major: column-major D (cols x rows) = op_T(W) * X.
+// C[rows, cols] = alpha * X[rows, k] * W[cols, k]^T, all row-major: column-major D (cols x rows) = op_T(W) * X
+// (the "TN" form cuBLASLt's FP8 GEMMs require). X and W in `in` (the dtype, or e4m3 codes), C in the dtype.
 class LtGemm final : public GatedGemm {
  public:
-  LtGemm(DType dt, int64_t rows, int64_t cols, int64_t k) {
+  LtGemm(DType dt, DType in, int64_t rows, int64_t cols, int64_t k, float alpha) : alpha_(alpha) {
     GATED_LT_CHECK(cublasLtCreate(&lt_));
     try {
-      init(dt, rows, cols, k);
+      init(dt, in, rows, cols, k);
     } catch (...) {
       destroy();
       throw;
@@ -50,20 +51,21 @@ class LtGemm final : public GatedGemm {
   std::string summary() const override { return summary_; }
 
   void run(const void* x, const void* w, void* c, void* ws, void* stream) const override {
-    const float alpha = 1.f, beta = 0.f;
-    GATED_LT_CHECK(cublasLtMatmul(lt_, op_, &alpha, w, a_, x, b_, &beta, c, c_, c, c_, &algo_, ws, ws_bytes_,
+    const float beta = 0.f;
+    GATED_LT_CHECK(cublasLtMatmul(lt_, op_, &alpha_, w, a_, x, b_, &beta, c, c_, c, c_, &algo_, ws, ws_bytes_,
                                   static_cast<cudaStream_t>(stream)));
   }
 
  private:
-  void init(DType dt, int64_t rows, int64_t cols, int64_t k) {
+  void init(DType dt, DType in, int64_t rows, int64_t cols, int64_t k) {
     const cudaDataType_t t = dt == DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
+    const cudaDataType_t ti = in == DType::e4m3 ? CUDA_R_8F_E4M3 : t;
     GATED_LT_CHECK(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     GATED_LT_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     GATED_LT_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    GATED_LT_CHECK(cublasLtMatrixLayoutCreate(&a_, t, k, cols, k));
-    GATED_LT_CHECK(cublasLtMatrixLayoutCreate(&b_, t, k, rows, k));
+    GATED_LT_CHECK(cublasLtMatrixLayoutCreate(&a_, ti, k, cols, k));
+    GATED_LT_CHECK(cublasLtMatrixLayoutCreate(&b_, ti, k, rows, k));
     GATED_LT_CHECK(cublasLtMatrixLayoutCreate(&c_, t, cols, rows, cols));
     cublasLtMatmulPreference_t pref;
     GATED_LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -85,7 +87,8 @@ class LtGemm final : public GatedGemm {
     ws_bytes_ = heur.workspaceSize;
     int id = -1;
     cublasLtMatmulAlgoConfigGetAttribute(&algo_, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, nullptr);
-    summary_ = "cuBLASLt algo " + std::to_string(id) + " ws " + std::to_string(ws_bytes_ >> 10) + "K";
+    summary_ = std::string(in == DType::e4m3 ? "cuBLASLt e4m3 algo " : "cuBLASLt algo ") + std::to_string(id) + " ws " +
+               std::to_string(ws_bytes_ >> 10) + "K";
   }
 
   void destroy() {
@@ -99,6 +102,7 @@ class LtGemm final : public GatedGemm {
     lt_ = nullptr;
   }
 
+  float alpha_;
   cublasLtHandle_t lt_ = nullptr;
   std::string summary_;
   cublasLtMatmulDesc_t op_ = nullptr;
@@ -116,7 +120,16 @@ std::unique_ptr<AttentionKernel> CudaGatedProvider::make_sdpa(const AttentionPar
 }
 
 std::unique_ptr<GatedGemm> CudaGatedProvider::make_gemm(DType dt, int64_t m, int64_t n, int64_t k) const {
-  return std::make_unique<LtGemm>(dt, m, n, k);
+  return std::make_unique<LtGemm>(dt, dt, m, n, k, 1.f);
+}
+
+std::unique_ptr<GatedGemm> CudaGatedProvider::make_fp8_gemm(DType dt, int64_t m, int64_t n, int64_t k,
+                                                            float alpha) const {
+  return std::make_unique<LtGemm>(dt, DType::e4m3, m, n, k, alpha);
+}
+
+void CudaGatedProvider::quantize(DType dt, const GatedQuantizeParams& p, void* stream) const {
+  cuda::launch_gated_quantize(dt, p, static_cast<cudaStream_t>(stream));
 }
 
 void CudaGatedProvider::fill_tables(const GatedTablesParams& p, void* stream) const {

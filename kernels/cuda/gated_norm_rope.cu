@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/device/mx_rules.hpp"
 #include "cuda/gated_kernels.hpp"
 #include "cuda/row_norm.cuh"
 #include "cuda/runtime.hpp"
@@ -38,24 +39,23 @@ __global__ void __launch_bounds__(kThreads) norm_rope_kernel(const __grid_consta
   __shared__ float xs[kRows][D];
 
   const int local_row = threadIdx.x / kTpr, lane = threadIdx.x % kTpr;
-  const int heads = p.h_q + p.h_kv;
+  const int heads = p.h_q + p.h_kv + (p.codes ? p.h_kv : 0);  // V rows: quantised only
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRows + local_row;
   const bool valid = row < p.tokens * heads;
   const int64_t t = valid ? row / heads : 0;
-  const int hh = valid ? static_cast<int>(row % heads) : 0;
-  const bool is_q = hh < p.h_q;
-  T* x_ptr = static_cast<T*>(p.proj) + t * p.row_stride +
-             (is_q ? p.q0 + hh * p.q_head_stride : p.k0 + static_cast<int64_t>(hh - p.h_q) * D) + lane * 8;
+  const NormRopeRow nr = norm_rope_row_of(p, D, valid ? static_cast<int>(row % heads) : 0);
+  const bool is_q = nr.kind == NormRopeRow::q, is_v = nr.kind == NormRopeRow::v;
+  T* x_ptr = static_cast<T*>(p.proj) + t * p.row_stride + nr.src + lane * 8;
 
   float x[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
   if (valid) load8<DT>(x_ptr, x);
 
-  if (p.norm) {
+  if (p.norm) {  // every lane shuffles (rows share warps); V rows keep x
     const float inv = row_inv_rms<D>(x, p.eps);
     float w[8];
     load8<DT>(static_cast<const T*>(is_q ? p.q_weight : p.k_weight) + lane * 8, w);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) x[j] = x[j] * inv * (p.weight_offset + w[j]);
+    for (int j = 0; j < 8; ++j) x[j] = is_v ? x[j] : x[j] * inv * (p.weight_offset + w[j]);
   }
 
   if (p.rope_dim > 0) {
@@ -68,26 +68,33 @@ __global__ void __launch_bounds__(kThreads) norm_rope_kernel(const __grid_consta
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int i = lane * 8 + j;
-      if (valid && i < p.rope_dim) {
+      if (valid && !is_v && i < p.rope_dim) {
         const float c = H::to_float(cs[i]), s = H::to_float(sn[i]);
         x[j] = i < half ? x[j] * c - xs[local_row][i + half] * s : x[j] * c + xs[local_row][i - half] * s;
       }
     }
   }
 
-  if (valid) {
-    uint4 raw;
-    auto* h = reinterpret_cast<T*>(&raw);
+  if (!valid) return;
+  uint4 raw;
+  auto* h = reinterpret_cast<T*>(&raw);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) h[j] = H::from_float(x[j]);
+  for (int j = 0; j < 8; ++j) h[j] = H::from_float(x[j]);
+  if (!p.codes) {
     *reinterpret_cast<uint4*>(x_ptr) = raw;
+    return;
   }
+  uint2 codes;  // the stored value's codes: the unfused passes' bytes
+  auto* c = reinterpret_cast<unsigned char*>(&codes);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) c[j] = device::e4m3_code(device::mul_rn(H::to_float(h[j]), nr.scale));
+  *reinterpret_cast<uint2*>(p.codes + t * p.codes_stride + nr.dst + lane * 8) = codes;
 }
 
 template <DType DT, int D>
 void launch(const GatedNormRopeParams& p, cudaStream_t stream) {
   constexpr int kRows = kThreads / (D / 8);
-  const int64_t rows = p.tokens * (p.h_q + p.h_kv);
+  const int64_t rows = p.tokens * (p.h_q + p.h_kv + (p.codes ? p.h_kv : 0));
   const int64_t blocks = (rows + kRows - 1) / kRows;
   if (blocks == 0) return;
   norm_rope_kernel<DT, D><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p);

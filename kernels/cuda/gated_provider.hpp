@@ -20,6 +20,10 @@ class CudaGatedProvider : public GatedProvider {
   std::string mx_conflict() const override {
     return "block-scaled MMA needs SM100 or newer (this backend is built for sm_90a)";
   }
+  // FP8: cuBLASLt's e4m3 GEMMs (the descales as alpha) and the quantisation kernel.
+  std::string fp8_conflict() const override { return ""; }
+  std::unique_ptr<GatedGemm> make_fp8_gemm(DType dt, int64_t m, int64_t n, int64_t k, float alpha) const override;
+  void quantize(DType dt, const GatedQuantizeParams& p, void* stream) const override;
   void fill_tables(const GatedTablesParams& p, void* stream) const override;
   void zero(void* dst, std::size_t bytes, void* stream) const override;
   void norm_rope(DType dt, int d_head, const GatedNormRopeParams& p, void* stream) const override;

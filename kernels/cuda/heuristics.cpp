@@ -24,9 +24,10 @@ Support unified_supports(const AttentionProblem& p) {
   if (const std::string types = unified_storage_conflict(p, "cuda.unified"); !types.empty()) return Support::no(types);
   if (p.head_size != 64 && p.head_size != 128 && p.head_size != 256)
     return Support::no("head_size " + std::to_string(p.head_size) + " not in {64, 128, 256}");
-  if (!is_16bit(t.kv) && p.head_size != 128)
+  if (!is_16bit(t.kv) && p.head_size != 128 && !(p.head_size == 256 && !is_16bit(t.q)))
     return Support::no(std::string("an 8-bit K/V cache (") + dtype_name(t.kv) + ") at head_size " +
-                       std::to_string(p.head_size) + ": cuda.unified has 8-bit K/V kernels at head_size 128 only");
+                       std::to_string(p.head_size) + ": cuda.unified has 8-bit K/V kernels at head_size 128 only "
+                       "(and the FP8 SDPA, an 8-bit Q too, at 256)");
   if (p.block_size <= 0 || p.block_size % 16 != 0)
     return Support::no("block_size " + std::to_string(p.block_size) + " is not a multiple of 16");
   if (p.kv_heads <= 0 || p.heads % p.kv_heads != 0) return Support::no("heads not a multiple of kv_heads");
@@ -56,7 +57,7 @@ std::string wide_knob_conflict(const AttentionProblem& p, const UnifiedKnobs& kn
     return "ATTNBENCH_SM90_FLASH_WIDE=" + std::to_string(wgs) + ": the Q prologue (norm / RoPE of Q) is in the " +
            "kernels of at most " + std::to_string(kWideMaxWgsQPrologue) + " consumer warpgroups";
   const int stages = knobs.stages;
-  if (stages != 0 && stages < kWideMinStagesCodes && !is_16bit(p.types.kv))
+  if (stages != 0 && stages < wide_min_stages(p))
     return "ATTNBENCH_SM90_STAGES=" + std::to_string(stages) + ": an 8-bit cache's producer widens tile t - 1 "
            "after claiming tile t's slots, which needs at least " + std::to_string(kWideMinStagesCodes) + " slots";
   if (stages != 0 && wide_smem_bytes(p.head_size, wgs, stages) > kWideSmemLimit)
@@ -118,7 +119,9 @@ std::string q8_conflict(const AttentionProblem& p, const UnifiedKnobs& knobs) {
   if (is_16bit(t.q)) return "";
   if (t.q != t.kv)
     return "types " + t.name() + " (q-kv-o): the FP8 SDPA multiplies Q and K codes of one format (q_dtype = kv_dtype)";
-  if (choose_path(p) == UnifiedPath::decode_3d) return "";  // the decode kernel: any block size
+  if (choose_path(p) == UnifiedPath::decode_3d)  // the decode kernel: any block size
+    return p.head_size == 128 ? "" : "an 8-bit Q over a long KV runs on the decode kernel, which has 8-bit codes at "
+                                     "head_size 128 only (head_size " + std::to_string(p.head_size) + ")";
   const std::string what = std::string("an 8-bit Q (") + dtype_name(t.q) + ") prefill runs on the wide 2D kernel only";
   if (knobs.path == PathKnob::narrow) return what + "; ATTNBENCH_SM90_PATH=narrow asks for the narrow one";
   if (!wide_kv_tma(p.block_size))
@@ -163,7 +166,16 @@ int wide_wgs(const AttentionProblem& p, const UnifiedKnobs& knobs) {
 int wide_stages(const AttentionProblem& p, int wgs, const UnifiedKnobs& knobs) {
   if (knobs.stages != 0) return knobs.stages;
   const int s = wide_default_stages(p.head_size, wgs, wide_persistent(p, knobs));
-  return is_16bit(p.types.kv) ? s : std::max(s, kWideMinStagesCodes);
+  if (is_16bit(p.types.kv)) return s;
+  // An 8-bit cache: 3 slots where they fit (the measured FP8 SDPA at d128), else its minimum.
+  const int deep = std::max(s, kWideMinStagesCodes);
+  return wide_smem_bytes(p.head_size, wgs, deep) <= kWideSmemLimit ? deep : std::max(s, wide_min_stages(p));
+}
+
+int wide_min_stages(const AttentionProblem& p) {
+  if (is_16bit(p.types.kv)) return 2;
+  // The FP8 SDPA's K lands ready on its FULL barrier: the consumers never wait on tile t's claim, so 2 slots do.
+  return is_16bit(p.types.q) ? kWideMinStagesCodes : 2;
 }
 
 bool wide_persistent(const AttentionProblem& p, const UnifiedKnobs& knobs) {

@@ -161,6 +161,9 @@ bool wide_auto(const AttentionProblem& p);
 int wide_wgs(const AttentionProblem& p, const UnifiedKnobs& knobs);
 // Ring slots under ATTNBENCH_SM90_STAGES (0 = wide_default_stages).
 int wide_stages(const AttentionProblem& p, int wgs, const UnifiedKnobs& knobs);
+// The fewest ring slots a problem's wide kernel runs with: kWideMinStagesCodes for an 8-bit cache under a 16-bit
+// Q (widened by the producer), 2 otherwise (the FP8 SDPA's K lands by TMA, ready).
+int wide_min_stages(const AttentionProblem& p);
 // ATTNBENCH_SM90_PERSISTENT: 0 / 1, or auto: persistent for equal-length batches with max_seqlen_q >= 4096 or
 // <= 768 (measured faster there; slower on a ragged short batch and at B4 S2048; kernels/NOTES.md, wide v4/v5).
 bool wide_persistent(const AttentionProblem& p, const UnifiedKnobs& knobs);

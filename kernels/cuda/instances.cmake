@@ -6,7 +6,8 @@
 #   decode/<dtype>/d<D>            3D split-KV decode (decode_kernel.cuh)
 #   .../feat                       with the attention features (feature_tile.cuh); a d128 key may then name an
 #                                  8-bit K/V cache in <dtype>, <q-dtype>-<kv-dtype> (bf16-e4m3)
-#   .../feat/q8                    wide and decode: Q in the cache's 8-bit codes too (the FP8 SDPA); <dtype> is O's
+#   .../feat/q8                    wide and decode: Q in the cache's 8-bit codes too (the FP8 SDPA); <dtype> is O's;
+#                                  the wide kernel's at head size 256 too
 # Which keys a plan can ask for is decided by heuristics.cpp (instance_key); the host tests check the two agree.
 set(ATTNBENCH_CUDA_INSTANCE_TABLE
   narrow/bf16/d64/w4r16   narrow/bf16/d64/w8r16   narrow/bf16/d64/w4r32
@@ -37,6 +38,8 @@ set(ATTNBENCH_CUDA_INSTANCE_TABLE
   wide/fp16-e4m3/d128/wgs2/feat wide/fp16-e5m2/d128/wgs2/feat
   wide/bf16-e4m3/d128/wgs2/feat/q8 wide/bf16-e5m2/d128/wgs2/feat/q8
   wide/fp16-e4m3/d128/wgs2/feat/q8 wide/fp16-e5m2/d128/wgs2/feat/q8
+  wide/bf16-e4m3/d256/wgs2/feat/q8 wide/bf16-e5m2/d256/wgs2/feat/q8
+  wide/fp16-e4m3/d256/wgs2/feat/q8 wide/fp16-e5m2/d256/wgs2/feat/q8
   decode/bf16-e4m3/d128/feat/q8 decode/bf16-e5m2/d128/feat/q8
   decode/fp16-e4m3/d128/feat/q8 decode/fp16-e5m2/d128/feat/q8)
 
@@ -47,7 +50,8 @@ set(ATTNBENCH_CUDA_INSTANCES_CI
   narrow/bf16/d[0-9]+/w[0-9]+r[0-9]+ wide/bf16/d[0-9]+/wgs[0-9] decode/bf16/d[0-9]+
   narrow/fp16/d128/w4r32 wide/fp16/d64/wgs3 decode/fp16/d128
   wide/bf16/d128/wgs2/feat narrow/bf16/d128/w4r32/feat decode/bf16/d256/feat narrow/fp16-e5m2/d128/w4r32/feat
-  decode/bf16-e4m3/d128/feat wide/fp16-e4m3/d128/wgs2/feat wide/bf16-e5m2/d128/wgs2/feat/q8 decode/fp16-e4m3/d128/feat/q8)
+  decode/bf16-e4m3/d128/feat wide/fp16-e4m3/d128/wgs2/feat wide/bf16-e5m2/d128/wgs2/feat/q8 decode/fp16-e4m3/d128/feat/q8
+  wide/bf16-e4m3/d256/wgs2/feat/q8)
 
 set(ATTNBENCH_CUDA_INSTANCES "all" CACHE STRING
     "cuda.unified instances to build: all, ci, or a list (; or ,) of regular expressions matched against whole keys")
@@ -117,8 +121,8 @@ function(attnbench_instance_parts key header_out inst_out entry_out)
   if(feat_suffix STREQUAL "/feat")
     set(feat true)
   endif()
-  if(NOT kv8 STREQUAL "" AND (NOT feat OR NOT d STREQUAL "128"))
-    message(FATAL_ERROR "instances.cmake: key '${key}': an 8-bit K/V cache needs /feat and head size 128")
+  if(NOT kv8 STREQUAL "" AND (NOT feat OR NOT (d STREQUAL "128" OR (q8 AND variant STREQUAL "wide" AND d STREQUAL "256"))))
+    message(FATAL_ERROR "instances.cmake: key '${key}': an 8-bit K/V cache needs /feat and head size 128 (256: the wide FP8 SDPA)")
   endif()
   if(q8 AND (kv8 STREQUAL "" OR variant STREQUAL "narrow"))
     message(FATAL_ERROR "instances.cmake: key '${key}': an 8-bit Q (/q8) needs an 8-bit cache and the wide or decode kernel")

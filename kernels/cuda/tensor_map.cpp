@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 #include <cudaTypedefs.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -37,7 +38,8 @@ CUtensorMap encode_paged_kv_map(const void* base, DType dt, int head_size, int k
   const cuuint64_t eb = codes ? 1 : 2;  // bytes per element
   const cuuint64_t strides[3] = {static_cast<cuuint64_t>(stride_head) * eb, static_cast<cuuint64_t>(stride_token) * eb,
                                  static_cast<cuuint64_t>(stride_block) * eb};
-  const cuuint32_t box[4] = {codes ? static_cast<cuuint32_t>(head_size) : 64u, 1, 64, 1};
+  // Boxes of 128-byte rows: 64 16-bit elements, or 128 codes (a d256 code row lands as two boxes).
+  const cuuint32_t box[4] = {codes ? static_cast<cuuint32_t>(std::min(head_size, 128)) : 64u, 1, 64, 1};
   const cuuint32_t estr[4] = {1, 1, 1, 1};
   const CUtensorMapDataType type = codes              ? CU_TENSOR_MAP_DATA_TYPE_UINT8
                                    : dt == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16

@@ -40,16 +40,20 @@ __device__ __forceinline__ uint64_t smem_desc_sw128(uint32_t addr, uint32_t lbo_
 
 // The same descriptor as a compile-time high word (SBO, swizzle mode) and a 32-bit low word (start address, LBO):
 // the descriptor of the tile at byte offset `off` is one 32-bit add, for the k-steps of a GEMM (the start field
-// holds a shared-memory address >> 4, below 2^14, so the add never carries into LBO).
-template <uint32_t SBO = 1024>
-struct Sw128Desc {
+// holds a shared-memory address >> 4, below 2^14, so the add never carries into LBO). MODE: the layout type, 1 for
+// the 128-byte swizzle (rows of 128 bytes, 8-row atoms of 1024), 2 for the 64-byte one (rows of 64, atoms of 512).
+template <uint32_t SBO, uint32_t MODE>
+struct SwDesc {
   uint32_t lo;
-  __device__ __forceinline__ Sw128Desc(uint32_t addr, uint32_t lbo_bytes)
+  __device__ __forceinline__ SwDesc(uint32_t addr, uint32_t lbo_bytes)
       : lo(((addr & 0x3FFFF) >> 4) | ((lbo_bytes >> 4) << 16)) {}
   __device__ __forceinline__ uint64_t at(uint32_t off_bytes) const {
-    return (static_cast<uint64_t>((SBO >> 4) | (1u << 30)) << 32) | (lo + (off_bytes >> 4));
+    return (static_cast<uint64_t>((SBO >> 4) | (MODE << 30)) << 32) | (lo + (off_bytes >> 4));
   }
 };
+template <uint32_t SBO = 1024>
+using Sw128Desc = SwDesc<SBO, 1>;
+using Sw64Desc = SwDesc<512, 2>;
 
 // wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}.{bf16,f16}, N = 64 | 128 | 256, as PTX text: the
 // accumulator is operands %0..%(N/2 - 1); scale-d is the predicate set from the last operand.
@@ -63,8 +67,11 @@ struct Sw128Desc {
 #define ATTNBENCH_WGMMA_RS_N256(T) "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n" "wgmma.mma_async.sync.aligned.m64n256k16.f32." T "." T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, {%128,%129,%130,%131}, %132, p, 1, 1, 1;\n" "}\n"
 
 // SS with 8-bit codes (e4m3 / e5m2), k32: no transpose operands (8-bit operands are K-major only).
+#define ATTNBENCH_WGMMA_SS8_N64(TA, TB) "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" "wgmma.mma_async.sync.aligned.m64n64k32.f32." TA "." TB " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1;\n" "}\n"
 #define ATTNBENCH_WGMMA_SS8_N128(TA, TB) "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" "wgmma.mma_async.sync.aligned.m64n128k32.f32." TA "." TB " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1;\n" "}\n"
 #define ATTNBENCH_WGMMA_RS8_N128(TA, TB) "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n" "wgmma.mma_async.sync.aligned.m64n128k32.f32." TA "." TB " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1;\n" "}\n"
+
+#define ATTNBENCH_WGMMA_RS8_N256(TA, TB) "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n" "wgmma.mma_async.sync.aligned.m64n256k32.f32." TA "." TB " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, {%128,%129,%130,%131}, %132, p, 1, 1;\n" "}\n"
 
 // The accumulator operand lists: d[j][e] for j < N/8.
 #define ATTNBENCH_WGMMA_D4(i) "+f"(d[i][0]), "+f"(d[i][1]), "+f"(d[i][2]), "+f"(d[i][3])
@@ -103,12 +110,18 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 8][4], uint64_t desc_a, 
 // both K-major (32 codes = the 32 bytes a 16-bit k16 step reads); d's layout is wgmma_ss's.
 template <DType KT, int N>
 __device__ __forceinline__ void wgmma_ss8(float (&d)[N / 8][4], uint64_t desc_a, uint64_t desc_b, int accumulate) {
-  static_assert(N == 128, "8-bit wgmma: N = 128 (the d128 tile)");
+  static_assert(N == 64 || N == 128, "8-bit SS wgmma: N = 128 (the d128 key tile) or 64 (d256's)");
   static_assert(KT == DType::e4m3 || KT == DType::e5m2, "8-bit wgmma: e4m3 or e5m2 codes");
-  if constexpr (KT == DType::e4m3)
+  if constexpr (N == 64) {
+    if constexpr (KT == DType::e4m3)
+      asm volatile(ATTNBENCH_WGMMA_SS8_N64("e4m3", "e4m3") : ATTNBENCH_WGMMA_OUT_N64 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+    else
+      asm volatile(ATTNBENCH_WGMMA_SS8_N64("e5m2", "e5m2") : ATTNBENCH_WGMMA_OUT_N64 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  } else if constexpr (KT == DType::e4m3) {
     asm volatile(ATTNBENCH_WGMMA_SS8_N128("e4m3", "e4m3") : ATTNBENCH_WGMMA_OUT_N128 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-  else
+  } else {
     asm volatile(ATTNBENCH_WGMMA_SS8_N128("e5m2", "e5m2") : ATTNBENCH_WGMMA_OUT_N128 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  }
 }
 
 // Four floats -> four e4m3 codes (RNE, saturating), x0 in the lowest byte: one register of an 8-bit A fragment.
@@ -126,14 +139,22 @@ __device__ __forceinline__ uint32_t pack4_e4m3(float x0, float x1, float x2, flo
 template <DType KT, int N>
 __device__ __forceinline__ void wgmma_rs8(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t desc_b,
                                           int accumulate) {
-  static_assert(N == 128, "8-bit wgmma: N = 128 (the d128 tile)");
+  static_assert(N == 128 || N == 256, "8-bit RS wgmma: N = the head size, 128 or 256");
   static_assert(KT == DType::e4m3 || KT == DType::e5m2, "8-bit wgmma: e4m3 or e5m2 codes");
-  if constexpr (KT == DType::e4m3)
+  if constexpr (N == 256) {
+    if constexpr (KT == DType::e4m3)
+      asm volatile(ATTNBENCH_WGMMA_RS8_N256("e4m3", "e4m3") : ATTNBENCH_WGMMA_OUT_N256
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+    else
+      asm volatile(ATTNBENCH_WGMMA_RS8_N256("e4m3", "e5m2") : ATTNBENCH_WGMMA_OUT_N256
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+  } else if constexpr (KT == DType::e4m3) {
     asm volatile(ATTNBENCH_WGMMA_RS8_N128("e4m3", "e4m3") : ATTNBENCH_WGMMA_OUT_N128
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
-  else
+  } else {
     asm volatile(ATTNBENCH_WGMMA_RS8_N128("e4m3", "e5m2") : ATTNBENCH_WGMMA_OUT_N128
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+  }
 }
 
 // RS wgmma: d = (accumulate ? d : 0) + A(64x16, registers) * B(16xN, MN-major in shared memory). a[0..3]: the
@@ -160,5 +181,7 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 8][4], const uint32_t (&
 #undef ATTNBENCH_WGMMA_SS_N128
 #undef ATTNBENCH_WGMMA_RS_N64
 #undef ATTNBENCH_WGMMA_SS8_N128
+#undef ATTNBENCH_WGMMA_SS8_N64
+#undef ATTNBENCH_WGMMA_RS8_N256
 #undef ATTNBENCH_WGMMA_RS8_N128
 #undef ATTNBENCH_WGMMA_SS_N64

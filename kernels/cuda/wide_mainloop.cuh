@@ -93,8 +93,8 @@ __device__ __forceinline__ void wide_load_q(const WideCtx<DT, D, WG, TMA, F, QT>
 }
 
 // O += P V: V MN-major (trans-b); LBO = next 64-wide d slab (BN rows x 128 B), SBO = 8 tokens (1024 B), each k16
-// step over tokens +2048 B. 8-bit (QT a code, P8): V^T K-major, [D][BN keys] bytes, SBO 1024 (8 d rows), each k32
-// step +32 B.
+// step over tokens +2048 B. 8-bit (QT a code, P8): V^T K-major, [D][BN keys] bytes, each k32 step +32 B; rows of
+// 128 keys in the 128-byte swizzle (SBO 1024: 8 d rows), of d256's 64 keys in the 64-byte one (SBO 512).
 template <DType DT, DType QT, int D, int BN>
 __device__ __forceinline__ void wide_issue_pv(WideAcc<D, BN, !is_16bit(QT)>& a, uint32_t sv) {
   if constexpr (is_16bit(QT)) {
@@ -102,7 +102,8 @@ __device__ __forceinline__ void wide_issue_pv(WideAcc<D, BN, !is_16bit(QT)>& a, 
 #pragma unroll
     for (int j = 0; j < BN / 16; ++j) wgmma_rs<DT, D>(a.o, a.pa[j], dv.at(j * 2048), 1);
   } else {
-    const Sw128Desc<> dv(sv, 16);
+    static_assert(BN == 128 || BN == 64, "V^T rows of 128 or 64 key bytes");
+    const std::conditional_t<BN == 128, Sw128Desc<>, Sw64Desc> dv(sv, 16);
 #pragma unroll
     for (int j = 0; j < BN / 32; ++j) wgmma_rs8<QT, D>(a.o, a.pa[j], dv.at(j * 32), 1);
   }
@@ -192,19 +193,15 @@ __device__ __forceinline__ void wide_step(const WideCtx<DT, D, WG, TMA, F, QT>& 
   fence_regs(a.o);
   fence_regs(a.pa);
   wgmma_fence();
-  // S = Q K^T: both K-major; k-step kk over d: +(kk/4) 64-wide d slabs, +(kk%4) 32 bytes; SBO 1024 (8 rows).
-  // 8-bit codes: k32 steps of 32 bytes along the one 128-byte row of d128.
+  // S = Q K^T: both K-major; k-step kk over d: +(kk/4) 128-byte d slabs (64 elements, or 128 codes), +(kk%4) 32
+  // bytes; SBO 1024 (8 rows). 16-bit: k16 steps; 8-bit codes: k32 steps (one slab at d128, two at d256).
   const Sw128Desc<> dk(sk, 16);
-  if constexpr (is_16bit(QT)) {
+  constexpr int kKSteps = is_16bit(QT) ? D / 16 : D / 32;
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t koff = (kk % 4) * 32;
-      wgmma_ss<DT, BN>(s, dq.at((kk / 4) * (RW * 128) + koff), dk.at((kk / 4) * (BN * 128) + koff), kk > 0);
-    }
-  } else {
-    static_assert(D == 128, "8-bit Q and K rows are one 128-byte swizzle row at head size 128");
-#pragma unroll
-    for (int kk = 0; kk < D / 32; ++kk) wgmma_ss8<QT, BN>(s, dq.at(kk * 32), dk.at(kk * 32), kk > 0);
+  for (int kk = 0; kk < kKSteps; ++kk) {
+    const uint32_t qoff = (kk / 4) * (RW * 128) + (kk % 4) * 32, koff = (kk / 4) * (BN * 128) + (kk % 4) * 32;
+    if constexpr (is_16bit(QT)) wgmma_ss<DT, BN>(s, dq.at(qoff), dk.at(koff), kk > 0);
+    else wgmma_ss8<QT, BN>(s, dq.at(qoff), dk.at(koff), kk > 0);
   }
   wgmma_commit();
   if constexpr (!kFirst) {

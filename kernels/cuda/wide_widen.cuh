@@ -24,9 +24,10 @@ namespace attnbench::cuda::dev {
 
 constexpr int kWideProducerBar = 15;  // the producer warpgroup's own named barrier (consumers use 1 .. 2 WG)
 
-// Where a slot's codes land: its second d-slab, which the widening writes last.
-template <int BN>
-constexpr uint32_t wide_codes_offset() { return BN * 128; }
+// Where a slot's codes land: its second half (its second d-slab at d128, which the widening writes last; at d256
+// the half past the V^T tile).
+template <int BN, int D>
+constexpr uint32_t wide_codes_offset() { return BN * D; }
 
 // 16 codes (one 16-byte chunk of row `row`, d = 16 c .. 16 c + 15) -> 16-bit chunks 2 c and 2 c + 1 of the tile.
 template <DType DT, DType KV, int BN>
@@ -44,7 +45,7 @@ template <DType DT, DType KV, int D, int BN>
 __device__ __forceinline__ void widen_slot(uint32_t tile, int valid, int tid) {
   static_assert(D == 128, "the codes of a tile fill exactly its second d-slab at head size 128");
   constexpr int kRows = BN / 32;  // rows per thread: tid / 4 + 32 j, code chunk tid % 4 (+ 4)
-  const uint32_t codes = tile + wide_codes_offset<BN>();
+  const uint32_t codes = tile + wide_codes_offset<BN, D>();
   const int c = tid % 4;
   uint4 upper[kRows];
 #pragma unroll
@@ -77,22 +78,33 @@ __device__ __forceinline__ void transpose4x4(uint32_t w0, uint32_t w1, uint32_t 
   out[3] = __byte_perm(t1, t3, 0x7632);
 }
 
-// The swizzled V codes in the upper half of the slot at `tile` ([BN][128 B], landed by TMA) -> the swizzled V^T
-// tile [D][BN positions] at its start, keys from `valid` on zero. Thread tid: positions 4 q .. 4 q + 3 (q = lane)
-// of d chunks 2 warp and + 1 (16 d each): its reads are 2-way bank conflicts, its 4-byte writes none.
+// Byte offset of V^T row d, key position pos (a multiple of 4) in the tile: rows of BN bytes, 16-byte chunks
+// XOR-swizzled as the descriptor of wide_issue_pv reads them (128-byte rows: with d % 8; 64-byte: with d / 2 % 4).
+template <int BN>
+__device__ __forceinline__ uint32_t vt_offset(int d, int pos) {
+  const int swz = BN == 128 ? (d & 7) : ((d >> 1) & 3);
+  return static_cast<uint32_t>(d * BN + (((pos >> 4) ^ swz) << 4) + (pos & 15));
+}
+
+// The swizzled V codes in the upper half of the slot at `tile` ([D/128][BN][128 B], landed by TMA) -> the swizzled
+// V^T tile [D][BN positions] at its start, keys from `valid` on zero. Thread tid: positions 4 q .. 4 q + 3
+// (q = tid % (BN/4)) of d chunks 2 (tid / (BN/4)) and + 1 (16 d each); at d128 its reads are 2-way bank conflicts,
+// its 4-byte writes none.
 template <int D, int BN>
 __device__ __forceinline__ void transpose_slot_vt(uint32_t tile, int valid, int tid) {
-  static_assert(D == 128 && BN == 128, "V^T of a d128 tile: 128 rows of 128 key bytes");
-  const uint32_t codes = tile + wide_codes_offset<BN>();
-  const int p0 = 4 * (tid % 32);
+  static_assert((D == 128 && BN == 128) || (D == 256 && BN == 64), "V^T of a d128 tile (128 keys) or a d256 one (64)");
+  static_assert((D / 16) * (BN / 4) == 256, "two (d chunk, 4 positions) items per producer thread");
+  const uint32_t codes = tile + wide_codes_offset<BN, D>();
+  const int p0 = 4 * (tid % (BN / 4));
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int c = 2 * (tid / 32) + h;
+    const int c = 2 * (tid / (BN / 4)) + h;
+    const uint32_t slab = codes + (c >> 3) * (BN * 128);
     uint4 w[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int key = vt_key(p0 + i);
-      w[i] = key < valid ? ld_shared_v4(codes + key * 128 + ((c ^ (key & 7)) << 4)) : make_uint4(0u, 0u, 0u, 0u);
+      w[i] = key < valid ? ld_shared_v4(slab + key * 128 + (((c & 7) ^ (key & 7)) << 4)) : make_uint4(0u, 0u, 0u, 0u);
     }
     const uint32_t words[4][4] = {{w[0].x, w[1].x, w[2].x, w[3].x}, {w[0].y, w[1].y, w[2].y, w[3].y},
                                   {w[0].z, w[1].z, w[2].z, w[3].z}, {w[0].w, w[1].w, w[2].w, w[3].w}};
@@ -102,8 +114,7 @@ __device__ __forceinline__ void transpose_slot_vt(uint32_t tile, int valid, int 
       transpose4x4(words[m][0], words[m][1], words[m][2], words[m][3], rows);
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        const int d = 16 * c + 4 * m + r;
-        st_shared_u32(tile + d * 128 + (((p0 >> 4) ^ (d & 7)) << 4) + (p0 & 15), rows[r]);
+        st_shared_u32(tile + vt_offset<BN>(16 * c + 4 * m + r, p0), rows[r]);
       }
     }
   }
@@ -114,14 +125,19 @@ template <int BN>
 __device__ __forceinline__ int code_boxes(int t, int kv_len) { return min(BN / 64, (kv_len - t * BN + 63) / 64); }
 
 // Tile t's codes of kv head kvh in one tensor (tm) by TMA to dst, completing on bar (whose expect_tx the caller
-// set): one {D bytes, 1, 64 tokens, 1} box per page of code_boxes (plain rows, or swizzled by the map).
+// set): per page of code_boxes, one {128 bytes, 1, 64 tokens, 1} box per 128-byte d slab (plain rows at d128, or
+// swizzled by the map into [D/128][BN][128 B]).
 template <int D, int BN, typename Smem>
 __device__ __forceinline__ void tma_codes(const AttentionParams& p, const Smem& sm, const int32_t* table_row,
                                           const CUtensorMap* tm, uint64_t* bar, uint32_t dst, int kvh, int t,
                                           int boxes) {
   for (int h = 0; h < boxes; ++h) {
     const device::PagedPos pg = device::PageDivisor(p.block_size).pos(t * BN + h * 64);
-    tma_load_4d(sm.smem + (dst - sm.base) + h * 64 * D, tm, 0, kvh, pg.offset, __ldg(table_row + pg.page), bar);
+    const int page = __ldg(table_row + pg.page);
+#pragma unroll
+    for (int slab = 0; slab < D / 128; ++slab)
+      tma_load_4d(sm.smem + (dst - sm.base) + slab * (BN * 128) + h * (64 * 128), tm, slab * 128, kvh, pg.offset, page,
+                  bar);
   }
 }
 
@@ -134,7 +150,7 @@ __device__ __forceinline__ void produce_unit_codes(const AttentionParams& p, con
                                                    const WideGeom<WideTile<D, WG, true>::kBN>& g,
                                                    const int32_t* table_row, RingPos& kp, int tid) {
   constexpr int BN = WideTile<D, WG, true>::kBN;
-  constexpr uint32_t kCodes = wide_codes_offset<BN>();
+  constexpr uint32_t kCodes = wide_codes_offset<BN, D>();
   const int t0 = wide_first_tile<BN, F>(p, g);
   RingPos prev;
   for (int t = t0; t <= g.n_tiles; ++t) {

@@ -31,18 +31,20 @@ struct GatedGpuBlock {
   cuda::DeviceBuffer h, w, qn, kn, cs, sn, wo, out, ws, lens, lse;
   GatedBlockParams params;
 
+  // codes_with: the options the codes of h and the weights are made under (default: the block's), for a block told
+  // a wrong factor.
   GatedGpuBlock(const GatedBlockKernel& k, const GatedGeometry& g, const GatedOptions& o, const GatedHostInputs& in,
-                const KnobValues& knobs, const cuda::Stream& stream)
+                const KnobValues& knobs, const cuda::Stream& stream, const GatedOptions* codes_with = nullptr)
       : block(k.create(g, o, knobs)) {
-    const std::vector<uint16_t> w_qkvg =
-        build_w_qkvg(g, o.q_gate_layout, in.wq.data(), in.wgate.data(), in.wk.data(), in.wv.data());
-    h = up(in.h);
-    w = up(w_qkvg);
+    // Under fp8 the codes of h and the weights (in holds their values: apply_fp8_inputs).
+    const GatedKernelWeights kw = gated_kernel_weights(g, codes_with ? *codes_with : o, in);
+    h = o.fp8 ? up(kw.h_codes) : up(in.h);
+    w = o.fp8 ? up(kw.qkvg_codes) : up(kw.w_qkvg);
     qn = up(in.q_norm_weight);
     kn = up(in.k_norm_weight);
     cs = up(in.cos);
     sn = up(in.sin);
-    wo = up(in.w_o);
+    wo = o.fp8 ? up(kw.o_codes) : up(in.w_o);
     out = cuda::DeviceBuffer(out_elems() * 2);
     ws = cuda::DeviceBuffer(block->workspace_size());
     poison();
@@ -83,9 +85,10 @@ struct GatedGpuBlock {
   }
 
  private:
-  static cuda::DeviceBuffer up(const std::vector<uint16_t>& v) {
-    cuda::DeviceBuffer b(std::max<std::size_t>(16, v.size() * 2));
-    if (!v.empty()) b.upload(v.data(), v.size() * 2);
+  template <typename E>
+  static cuda::DeviceBuffer up(const std::vector<E>& v) {
+    cuda::DeviceBuffer b(std::max<std::size_t>(16, v.size() * sizeof(E)));
+    if (!v.empty()) b.upload(v.data(), v.size() * sizeof(E));
     return b;
   }
 };
@@ -99,9 +102,10 @@ struct GatedGpuRun {
 
 // One eager call of kernel k's block on fresh buffers.
 inline GatedGpuRun run_gated_block(const GatedBlockKernel& k, const GatedGeometry& g, const GatedOptions& o,
-                                   const GatedHostInputs& in, const KnobValues& knobs) {
+                                   const GatedHostInputs& in, const KnobValues& knobs,
+                                   const GatedOptions* codes_with = nullptr) {
   cuda::Stream stream;
-  GatedGpuBlock b(k, g, o, in, knobs, stream);
+  GatedGpuBlock b(k, g, o, in, knobs, stream, codes_with);
   b.execute(stream);
   stream.synchronize();
   std::vector<float> lse(b.lse.bytes() / sizeof(float));

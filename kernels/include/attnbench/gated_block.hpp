@@ -13,6 +13,7 @@
 
 #include "attnbench/attention.hpp"
 #include "attnbench/dtype.hpp"
+#include "attnbench/gated_fp8.hpp"
 #include "attnbench/gated_mx.hpp"
 #include "attnbench/kernel.hpp"
 #include "attnbench/knobs.hpp"
@@ -85,6 +86,9 @@ struct GatedOptions {
   bool return_lse = false;
   // Block-scaled projections (gated_mx.hpp); none: both projections in the dtype.
   std::optional<MxQuantSpec> mx;
+  // The FP8 pipeline (gated_fp8.hpp): e4m3 h and weights, FP8 projections and the FP8 SDPA. Under fp8,
+  // fuse_norm_rope fuses Q, K and V's quantisation into the norm + RoPE pass (an 8-bit Q has no Q prologue).
+  std::optional<Fp8QuantSpec> fp8;
   float softmax_scale(int d_head) const;
 };
 // Option values a block never accepts (scale or offset not finite, scale < 0, a window bound below -1). Throws
@@ -94,6 +98,9 @@ void validate_gated_options(const GatedOptions& o);
 // d_model % 32; scale_o or descale_w_o not finite and > 0, or != 1 under o_fp4; under o_fp4 d_head not whole groups
 // of four scale blocks (d_head % 64 for nvfp4, % 128 for mxfp4); fuse_norm_rope with e2m1 W_qkvg.
 void validate_gated_mx(const GatedGeometry& g, const GatedOptions& o);
+// What the FP8 mode declines (none without o.fp8), as GatedDecline naming the field: a scale or descale not finite
+// and > 0 (fp8.<name>); fp8 together with mx; d_model % 16 (16-byte rows of codes).
+void validate_gated_fp8(const GatedGeometry& g, const GatedOptions& o);
 // Why host lengths cannot be a call's seq_lens ("" when they can): "seq_lens[b] = v outside [0, S]".
 std::string gated_seq_lens_conflict(const GatedGeometry& g, const int32_t* seq_lens);
 // The options the gated block's knobs choose (ATTNBENCH_GATED_FUSE_GATE, ATTNBENCH_GATED_FUSE_NORM_ROPE,
@@ -109,6 +116,13 @@ struct GatedColumns {
   int64_t k0 = 0, v0 = 0;             // K / V head h: k0 + h * d_head, v0 + h * d_head
 };
 GatedColumns gated_columns(const GatedGeometry& g, QGateLayout layout);
+// The FP8 mode's codes of Q | K | V, rows of gated_codes_stride(g) = (h_q + 2 h_kv) d bytes: Q head h at h d (in
+// every q_gate_layout), K head h at k0 + h d, V head h at v0 + h d.
+struct GatedCodesColumns {
+  int64_t k0 = 0, v0 = 0;
+};
+int64_t gated_codes_stride(const GatedGeometry& g);
+GatedCodesColumns gated_codes_columns(const GatedGeometry& g);
 
 // W_qkvg [N, d_model] from Wq, Wgate [h_q * d, d_model] and Wk, Wv [h_kv * d, d_model] (row-major halves): row n of
 // W_qkvg produces column n of the projection, in the order gated_columns(layout) describes.
@@ -126,16 +140,20 @@ int gated_block_size(const GatedGeometry& g);
 
 // Declared work: FLOPs of both projections (2 * tokens * d_model * (N + h_q * d)) plus the SDPA's over the
 // visible pairs (the mask, the window and seq_lens, [batch] or empty for none); bytes: the fewest moved (h, W_qkvg,
-// W_o, cos, sin, norm weights read once, out written).
+// W_o, cos, sin, norm weights read once, out written; h and the weights as codes under fp8, the weights under mx).
 WorkModel gated_block_work(const GatedGeometry& g, const GatedOptions& o, const std::vector<int>& seq_lens = {});
 
 // The caller's workspace, carved in this order at 256-byte aligned offsets: the projection output
 // [proj_rows, N], the attention output [tokens, h_q * d] (gated in place), the SDPA kernel's workspace, the int32
-// tables (cu_seqlens_q [B + 1], seqused_k [B], block_table [B, blocks_per_seq]), the GEMM workspace. proj_rows is
-// tokens rounded up to whole cache blocks: an SDPA that reads whole pages of the view stays inside the projection,
-// whose pad rows (past tokens) every call zeroes.
+// tables (cu_seqlens_q [B + 1], seqused_k [B], block_table [B, blocks_per_seq]), the GEMM workspace, and under the
+// FP8 mode the e4m3 codes of Q | K | V ([proj_rows, (h_q + 2 h_kv) d], the FP8 SDPA's view) and of the gated O
+// ([tokens, h_q d]). proj_rows is tokens rounded up to whole cache blocks: an SDPA that reads whole pages of the
+// view stays inside the projection, whose pad rows (past tokens) every call zeroes (and the codes' pad rows are
+// the codes of those zeros).
 struct GatedWorkspaceLayout {
   std::size_t proj = 0, attn = 0, sdpa = 0, cu_seqlens_q = 0, seqused_k = 0, block_table = 0, gemm = 0;
+  std::size_t qkv_codes = 0, o_codes = 0;  // FP8 mode only (0 bytes otherwise)
+  int64_t codes_stride = 0;                // bytes per row of the Q | K | V codes
   std::size_t sdpa_bytes = 0, gemm_bytes = 0;
   int block_size = 0, blocks_per_seq = 0;
   int64_t proj_rows = 0;
@@ -145,7 +163,7 @@ struct GatedWorkspaceLayout {
 };
 constexpr std::size_t kGatedWorkspaceAlign = 256;
 GatedWorkspaceLayout gated_workspace_layout(const GatedGeometry& g, int block_size, std::size_t sdpa_bytes,
-                                            std::size_t gemm_bytes);
+                                            std::size_t gemm_bytes, bool fp8 = false);
 
 // One call's data, in the backend's memory. h [B, S, d_model]; W_qkvg [N, d_model] in the block's layout;
 // q_norm_weight, k_norm_weight [d] (unused without qk_norm); cos, sin [B, S, rope_dim] (unused when rope_dim is
@@ -168,6 +186,7 @@ struct GatedBlockParams {
   void* workspace = nullptr;
   const int32_t* seq_lens = nullptr;
   float* lse = nullptr;
+  // Under GatedOptions::fp8, h, w_qkvg and w_o hold e4m3 codes, one byte per element, in the same shapes.
   // Under GatedOptions::mx, w_qkvg and w_o hold MX codes (mx_quant.hpp's storage: [N, d_model] e4m3 bytes or
   // [N, d_model / 2] packed e2m1) and these their E8M0 scales, [N, d_model / 32] and [d_model, h_q d / 32].
   const uint8_t* w_qkvg_scales = nullptr;
@@ -181,11 +200,15 @@ GatedBlockParams make_gated_params(const GatedGeometry& g);
 // heads only under fuse_norm_rope, whose Q part runs in the SDPA's Q load); the SDPA; the sigmoid gate (unless
 // fuse_gate puts it in the SDPA epilogue); the out projection. Names: qkvg_proj, norm_rope | k_norm_rope,
 // [q_norm_rope+]sdpa[+gate], gate, out_proj (the breakdown's stage names).
-enum class GatedStage { proj, norm_rope, sdpa, gate, out_proj };
+// Under fp8: fp8_qkvg_proj; norm_rope, then quantize_qkv (or, with fuse_norm_rope, norm_rope+quantize: one
+// pass); sdpa[+gate]; gate; quantize_o; fp8_out_proj.
+enum class GatedStage { proj, norm_rope, quantize_qkv, sdpa, gate, quantize_o, out_proj };
 std::vector<GatedStage> gated_stages(const GatedGeometry& g, const GatedOptions& o);
 std::string gated_stage_name(GatedStage s, const GatedGeometry& g, const GatedOptions& o);
-// fuse_norm_rope with something to fuse (qk_norm or rope_dim > 0): the SDPA problem has a Q prologue.
+// fuse_norm_rope with something to fuse (qk_norm or rope_dim > 0), not under fp8: the SDPA problem has a Q prologue.
 bool gated_fuses_norm_rope(const GatedGeometry& g, const GatedOptions& o);
+// Under fp8, fuse_norm_rope with a norm + RoPE pass to fuse into: that pass writes Q, K and V's codes.
+bool gated_fuses_quantize(const GatedGeometry& g, const GatedOptions& o);
 // fuse_norm_rope: the SDPA's Q-prologue params (norm weight, offset, eps, cos, sin, rope_dim) from the block's.
 void set_gated_q_prologue(const GatedGeometry& g, const GatedOptions& o, const GatedBlockParams& p,
                           AttentionParams& a);
