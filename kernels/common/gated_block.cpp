@@ -137,7 +137,7 @@ AttentionProblem gated_sdpa_problem(const GatedGeometry& g, const GatedOptions& 
   }
   p.features.window_left = o.window_left;
   p.features.window_right = o.window_right;
-  p.fusion.output_gate = o.fuse_gate;
+  p.fusion.output_gate = gated_gate_in_sdpa(o);
   p.fusion.q_norm = gated_fuses_norm_rope(g, o) && o.qk_norm;
   p.fusion.q_rope_dim = gated_fuses_norm_rope(g, o) ? g.rope_dim() : 0;
   return p;
@@ -158,6 +158,8 @@ bool gated_fuses_norm_rope(const GatedGeometry& g, const GatedOptions& o) {
   return !o.fp8 && o.fuse_norm_rope && (o.qk_norm || g.rope_dim() > 0);
 }
 
+bool gated_gate_in_sdpa(const GatedOptions& o) { return o.fuse_gate && !o.fp8; }
+
 bool gated_fuses_quantize(const GatedGeometry& g, const GatedOptions& o) {
   return o.fp8 && o.fuse_norm_rope && (o.qk_norm || g.rope_dim() > 0);
 }
@@ -168,8 +170,8 @@ std::string gated_stage_name(GatedStage s, const GatedGeometry& g, const GatedOp
     case GatedStage::proj: return o.mx ? "mx_qkvg_proj" : o.fp8 ? "fp8_qkvg_proj" : "qkvg_proj";
     case GatedStage::norm_rope: return fused ? "k_norm_rope" : gated_fuses_quantize(g, o) ? "norm_rope+quantize" : "norm_rope";
     case GatedStage::quantize_qkv: return "quantize_qkv";
-    case GatedStage::quantize_o: return "quantize_o";
-    case GatedStage::sdpa: return std::string(fused ? "q_norm_rope+" : "") + "sdpa" + (o.fuse_gate ? "+gate" : "");
+    case GatedStage::quantize_o: return o.fuse_gate ? "gate+quantize_o" : "quantize_o";
+    case GatedStage::sdpa: return std::string(fused ? "q_norm_rope+" : "") + "sdpa" + (gated_gate_in_sdpa(o) ? "+gate" : "");
     case GatedStage::gate: return "gate";
     case GatedStage::out_proj: return o.mx ? "mx_out_proj" : o.fp8 ? "fp8_out_proj" : "out_proj";
   }
@@ -239,7 +241,7 @@ AttentionParams gated_sdpa_params(const GatedGeometry& g, const GatedOptions& o,
   a.workspace = l.sdpa_bytes ? ws + l.sdpa : nullptr;
   a.lse = p.lse;
   set_gated_q_prologue(g, o, p, a);
-  if (o.fuse_gate) {
+  if (gated_gate_in_sdpa(o)) {
     a.epilogue.gate = proj + cols.g0;
     a.epilogue.gate_stride_token = N;
     a.epilogue.gate_stride_head = cols.g_head_stride;

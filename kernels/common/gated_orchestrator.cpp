@@ -123,7 +123,8 @@ class OrchestratedBlock final : public GatedBlock {
     return std::string(pv_->fuses() ? "" : "unfused chain, fusion options ignored; ") + "qkvg " +
            q_gate_layout_name(o_.q_gate_layout) + " " + gemm_summary(proj_, mx_proj_) + "; sdpa " + sdpa_->name() + " " +
            plan_->summary + " block_size=" + std::to_string(layout_.block_size) + "; norm+rope " + norm_rope +
-           "; gate " + (o_.fuse_gate ? "fused" : "separate") + "; out " + gemm_summary(outp_, mx_outp_);
+           "; gate " + (!o_.fuse_gate ? "separate" : o_.fp8 ? "in the O quantisation" : "fused") + "; out " +
+           gemm_summary(outp_, mx_outp_);
   }
 
  private:
@@ -219,6 +220,12 @@ class OrchestratedBlock final : public GatedBlock {
       q.dst_stride = g_.attn_width();
       q.parts[0] = {0, d, 0, g_.h_q(), o_.fp8->scale_o};
       q.n_parts = 1;
+      if (o_.fuse_gate) {  // the gate in this pass (gated_gate_in_sdpa)
+        const GatedSigmoidParams sg = sigmoid_params(p);
+        q.gate = sg.gate;
+        q.gate_stride_token = sg.gate_stride_token;
+        q.gate_stride_head = sg.gate_stride_head;
+      }
       return q;
     }
     const GatedCodesColumns cc = gated_codes_columns(g_);

@@ -63,8 +63,9 @@ ATTNBENCH_HD_INLINE NormRopeRow norm_rope_row_of(const GatedNormRopeParams& p, i
 }
 
 // The FP8 mode's quantisation pass: for each part and head h < heads, codes dst[t * dst_stride + dst0 + h * d_head
-// + i] = e4m3(src[t * src_stride + src0 + h * src_head_stride + i] * scale) (common/device/mx_rules.hpp's e4m3
-// rule, nearest even, saturating at 448), t < rows. src in the dtype.
+// + i] = e4m3(x * scale) (common/device/mx_rules.hpp's e4m3 rule, nearest even, saturating at 448), t < rows, x =
+// src[t * src_stride + src0 + h * src_head_stride + i] in the dtype; with gate set, x is first replaced by
+// round(x * sigmoid(gate[t * gate_stride_token + h * gate_stride_head + i])), the sigmoid gate pass's value.
 struct GatedQuantizePart {
   int64_t src0 = 0, src_head_stride = 0, dst0 = 0;
   int heads = 0;
@@ -79,6 +80,8 @@ struct GatedQuantizeParams {
   int d_head = 0;
   GatedQuantizePart parts[3];
   int n_parts = 0;
+  const void* gate = nullptr;
+  int64_t gate_stride_token = 0, gate_stride_head = 0;
 };
 
 // o[t, h, :] = round(o[t, h, :] * sigmoid(gate[t * gate_stride_token + h * gate_stride_head + :])), in place.

@@ -258,8 +258,14 @@ class CpuGatedProvider final : public GatedProvider {
         const GatedQuantizePart& pt = q.parts[part];
         for (int h = 0; h < pt.heads; ++h) {
           const uint16_t* x = src + t * q.src_stride + pt.src0 + h * pt.src_head_stride;
+          const uint16_t* g = q.gate ? static_cast<const uint16_t*>(q.gate) + t * q.gate_stride_token + h * q.gate_stride_head
+                                     : nullptr;
           uint8_t* c = q.dst + t * q.dst_stride + pt.dst0 + static_cast<int64_t>(h) * q.d_head;
-          for (int i = 0; i < q.d_head; ++i) c[i] = device::e4m3_code(device::mul_rn(half_to_float(x[i], dt), pt.scale));
+          for (int i = 0; i < q.d_head; ++i) {
+            const float v = g ? half_to_float(float_to_half(half_to_float(x[i], dt) * cpu::sigmoid(half_to_float(g[i], dt)), dt), dt)
+                              : half_to_float(x[i], dt);
+            c[i] = device::e4m3_code(device::mul_rn(v, pt.scale));
+          }
         }
       }
   }

@@ -35,7 +35,14 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(const __grid_constan
     const int64_t h = c / chunks_per_head, k = (c % chunks_per_head) * 16;
     const T* x = static_cast<const T*>(p.src) + t * p.src_stride + pt.src0 + h * pt.src_head_stride + k;
     uint4 raw[2] = {*reinterpret_cast<const uint4*>(x), *reinterpret_cast<const uint4*>(x + 8)};
-    const auto* v = reinterpret_cast<const T*>(raw);
+    auto* v = reinterpret_cast<T*>(raw);
+    if (p.gate != nullptr) {  // the sigmoid gate pass's value, rounded as it stores it
+      const T* g = static_cast<const T*>(p.gate) + t * p.gate_stride_token + h * p.gate_stride_head + k;
+      uint4 graw[2] = {*reinterpret_cast<const uint4*>(g), *reinterpret_cast<const uint4*>(g + 8)};
+      const auto* gv = reinterpret_cast<const T*>(graw);
+#pragma unroll
+      for (int j = 0; j < 16; ++j) v[j] = H::from_float(H::to_float(v[j]) / (1.f + __expf(-H::to_float(gv[j]))));
+    }
     uint4 out;
     auto* b = reinterpret_cast<unsigned char*>(&out);
 #pragma unroll

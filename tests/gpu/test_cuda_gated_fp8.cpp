@@ -1,5 +1,6 @@
 // cuda.gated_block's FP8 mode on the GPU against the fp32 reference (the codes' values, Q, K, V and the gated O
-// quantised): unfused and fused (the quantisation in the norm + RoPE pass, the gate in the SDPA epilogue), both
+// quantised): unfused and fused (the quantisation in the norm + RoPE pass, the gate in the O quantisation: the same
+// bits), both
 // W_qkvg layouts, bf16 and fp16, one and two sequences, out and the workspace poisoned; a block told a descale off by
 // two fails the same gate; head sizes 128 and 256 (the wide FP8 SDPA's two).
 #include <gtest/gtest.h>
@@ -53,6 +54,7 @@ TEST(CudaGatedFp8, UnfusedAndFusedPassTheGateAndAWrongDescaleFailsIt) {
     auto gate = [&](const GatedGpuRun& r) {
       return gate_rows(r.out.data(), static_cast<int64_t>(r.out.size()), g.dtype(), g.d_model(), rows, ref.data(), tol);
     };
+    std::vector<uint16_t> unfused;
     for (bool fuse : {false, true}) {
       GatedOptions f = o;
       f.fuse_gate = f.fuse_norm_rope = fuse;
@@ -63,6 +65,8 @@ TEST(CudaGatedFp8, UnfusedAndFusedPassTheGateAndAWrongDescaleFailsIt) {
                   gr.max_row_rel, tol.rtol, gr.max_abs, tol.atol, r.summary.c_str());
       EXPECT_TRUE(gr.passed) << gate_failure_reason(gr);
       EXPECT_EQ(r.stages.size(), fuse ? 5u : 7u);
+      if (fuse) EXPECT_EQ(r.out, unfused) << "the fused passes write other bits than the unfused ones";
+      unfused = r.out;
     }
     GatedOptions wrong = o;  // the codes are the right spec's, the block applies descale_h twice
     wrong.fp8->descale_h *= 2;

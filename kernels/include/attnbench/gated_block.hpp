@@ -87,7 +87,8 @@ struct GatedOptions {
   // Block-scaled projections (gated_mx.hpp); none: both projections in the dtype.
   std::optional<MxQuantSpec> mx;
   // The FP8 pipeline (gated_fp8.hpp): e4m3 h and weights, FP8 projections and the FP8 SDPA. Under fp8,
-  // fuse_norm_rope fuses Q, K and V's quantisation into the norm + RoPE pass (an 8-bit Q has no Q prologue).
+  // fuse_norm_rope fuses Q, K and V's quantisation into the norm + RoPE pass (an 8-bit Q has no Q prologue) and
+  // fuse_gate the gate into the O quantisation pass.
   std::optional<Fp8QuantSpec> fp8;
   float softmax_scale(int d_head) const;
 };
@@ -201,12 +202,15 @@ GatedBlockParams make_gated_params(const GatedGeometry& g);
 // fuse_gate puts it in the SDPA epilogue); the out projection. Names: qkvg_proj, norm_rope | k_norm_rope,
 // [q_norm_rope+]sdpa[+gate], gate, out_proj (the breakdown's stage names).
 // Under fp8: fp8_qkvg_proj; norm_rope, then quantize_qkv (or, with fuse_norm_rope, norm_rope+quantize: one
-// pass); sdpa[+gate]; gate; quantize_o; fp8_out_proj.
+// pass); sdpa; gate, then quantize_o (or, with fuse_gate, gate+quantize_o: one pass); fp8_out_proj.
 enum class GatedStage { proj, norm_rope, quantize_qkv, sdpa, gate, quantize_o, out_proj };
 std::vector<GatedStage> gated_stages(const GatedGeometry& g, const GatedOptions& o);
 std::string gated_stage_name(GatedStage s, const GatedGeometry& g, const GatedOptions& o);
 // fuse_norm_rope with something to fuse (qk_norm or rope_dim > 0), not under fp8: the SDPA problem has a Q prologue.
 bool gated_fuses_norm_rope(const GatedGeometry& g, const GatedOptions& o);
+// fuse_gate, not under fp8: the gate in the SDPA's epilogue. Under fp8 the O quantisation pass applies it (the
+// FP8 SDPA's epilogue gate measured as slow as the separate pass: kernels/NOTES.md).
+bool gated_gate_in_sdpa(const GatedOptions& o);
 // Under fp8, fuse_norm_rope with a norm + RoPE pass to fuse into: that pass writes Q, K and V's codes.
 bool gated_fuses_quantize(const GatedGeometry& g, const GatedOptions& o);
 // fuse_norm_rope: the SDPA's Q-prologue params (norm weight, offset, eps, cos, sin, rope_dim) from the block's.
