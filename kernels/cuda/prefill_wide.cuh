@@ -17,8 +17,8 @@
 // first tile starts each unit's tiles, the scores are made final before the softmax (feature_tile.cuh), a sink
 // scales the finished rows. An 8-bit cache (KV, d128, TMA) lands its codes in the slots and the producer warpgroup
 // widens them there (wide_widen.cuh); the consumers are the 16-bit kernel's. With Q8 (the FP8 SDPA) Q is in the
-// cache's codes too: S = Q K^T and O += P V run as 8-bit wgmma (K landed swizzled, V transposed by the producer, P
-// rounded to e4m3 in registers).
+// cache's codes too (d128 and d256): S = Q K^T and O += P V run as 8-bit wgmma (K landed swizzled, V transposed by
+// the producer, P rounded to e4m3 in registers).
 #pragma once
 #include <cuda_runtime.h>
 

@@ -74,7 +74,7 @@ struct WideCtx {
 };
 
 // This warpgroup's 64 Q rows of a unit into the swizzled tile at dst (zero past q_len), one cp.async group. 8-bit
-// codes at d128: one 128-byte row per query, the [rows][128 B] swizzle of the 16-bit tile's first d-slab.
+// codes: one 128-byte row per query and d slab (one at d128, two at d256), the 16-bit tile's first slabs' swizzle.
 template <DType DT, int D, int WG, bool TMA, bool F, DType QT>
 __device__ __forceinline__ void wide_load_q(const WideCtx<DT, D, WG, TMA, F, QT>& cx, uint32_t dst,
                                             const WideGeom<WideTile<D, WG, TMA>::kBN>& gg) {

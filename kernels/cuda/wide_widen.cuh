@@ -3,9 +3,10 @@
 // barrier), and the warpgroup widens them in place into the [D/64][BN][64] swizzled 16-bit tiles the consumers read
 // (e4m3 and e5m2 values are exact in fp16 and bf16; rows past kv_len become zeros), tile t - 1 while tile t's codes
 // are in flight. The consumers are the 16-bit kernel's: k_scale is in the softmax scale, v_scale in the finished
-// rows (a features instance). With an 8-bit Q (Q8, the FP8 SDPA) the consumers multiply codes: K lands by a
-// swizzled TMA box straight into the [BN][128 B] tile they read (on the slot's FULL barrier); V's codes land
-// swizzled too and are transposed into the V^T tile an 8-bit P V reads (keys in wide_rescale_pack's order).
+// rows (a features instance). With an 8-bit Q (Q8, the FP8 SDPA; d128 or d256) the consumers multiply codes: K
+// lands by swizzled TMA boxes straight into the [D/128][BN][128 B] tile they read (on the slot's FULL barrier); V's
+// codes land swizzled too and are transposed into the V^T tile an 8-bit P V reads (keys in wide_rescale_pack's
+// order).
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>
