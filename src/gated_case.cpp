@@ -357,9 +357,7 @@ class GatedCase final : public OpCase {
       d["mx"] = {{"w_qkvg", mx_codes_name(m->w_qkvg)}, {"w_o", mx_codes_name(m->w_o)},
                  {"o", mx::mx_format_name(mx_o_format(*m))}, {"scale_o", m->scale_o}, {"descale_w_o", m->descale_w_o}};
     if (const auto& f = shape_.fp8)
-      d["fp8"] = {{"descale_h", f->descale_h}, {"descale_w_qkvg", f->descale_w_qkvg}, {"descale_w_o", f->descale_w_o},
-                  {"scale_q", f->scale_q},     {"scale_k", f->scale_k},               {"scale_v", f->scale_v},
-                  {"scale_o", f->scale_o}};
+      for (const Fp8Factor& k : kFp8Factors) d["fp8"][k.name] = (*f).*k.field;
     if (geom_) {
       d["n_qkvg"] = geom_->n_qkvg();
       d["scale"] = shape_options().softmax_scale(shape_.d_head);

@@ -232,17 +232,14 @@ MxQuantSpec parse_mx(const json& v, const Where& w) {
 Fp8QuantSpec parse_fp8(const json& v, const Where& w, int d_model, int64_t attn_width) {
   if (!v.is_object()) w.fail("fp8", "expected an object, got " + compact_value(v.dump()));
   Fp8QuantSpec f = gated_fp8_defaults(d_model, attn_width);
-  const std::pair<const char*, float*> fields[] = {
-      {"descale_h", &f.descale_h}, {"descale_w_qkvg", &f.descale_w_qkvg}, {"descale_w_o", &f.descale_w_o},
-      {"scale_q", &f.scale_q},     {"scale_k", &f.scale_k},               {"scale_v", &f.scale_v},
-      {"scale_o", &f.scale_o}};
   for (const auto& [key, val] : v.items()) {
     float* dst = nullptr;
-    for (const auto& [name, ptr] : fields)
-      if (key == name) dst = ptr;
-    if (!dst)
-      w.fail("fp8." + key, "unknown key (known: descale_h, descale_w_qkvg, descale_w_o, scale_q, scale_k, scale_v, "
-                           "scale_o)");
+    std::string known;
+    for (const Fp8Factor& k : kFp8Factors) {
+      if (key == k.name) dst = &(f.*k.field);
+      known += std::string(known.empty() ? "" : ", ") + k.name;
+    }
+    if (!dst) w.fail("fp8." + key, "unknown key (known: " + known + ")");
     // Bounded so that the reciprocal is a normal float too.
     if (!val.is_number() || !(val.get<double>() >= 1e-30) || val.get<double>() > 1e30)
       w.fail("fp8." + key, "expected a number in [1e-30, 1e30], got " + compact_value(val.dump()));

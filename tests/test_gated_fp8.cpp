@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -27,16 +28,15 @@ GatedOptions fp8_options(const GatedGeometry& g, bool causal = true) {
 
 TEST(CpuGatedFp8, SpecDeclinesNameTheirField) {
   const GatedGeometry g(small_dims());
-  float Fp8QuantSpec::*fields[] = {&Fp8QuantSpec::descale_h, &Fp8QuantSpec::descale_w_qkvg, &Fp8QuantSpec::descale_w_o,
-                                   &Fp8QuantSpec::scale_q,   &Fp8QuantSpec::scale_k,        &Fp8QuantSpec::scale_v,
-                                   &Fp8QuantSpec::scale_o};
-  const char* names[] = {"fp8.descale_h", "fp8.descale_w_qkvg", "fp8.descale_w_o", "fp8.scale_q",
-                         "fp8.scale_k",   "fp8.scale_v",        "fp8.scale_o"};
-  for (int i = 0; i < 7; ++i)
+  ASSERT_EQ(std::size(kFp8Factors), 7u);
+  EXPECT_STREQ(kFp8Factors[0].name, "descale_h");
+  EXPECT_STREQ(kFp8Factors[6].name, "scale_o");
+  for (const Fp8Factor& f : kFp8Factors)
     for (float bad : {0.f, -2.f, NAN, INFINITY, 1e-45f}) {
       GatedOptions o = fp8_options(g);
-      (*o.fp8).*fields[i] = bad;
-      EXPECT_EQ(decline_field([&] { make_cpu_gated_block()->create(g, o, knobs()); }), names[i]) << bad;
+      (*o.fp8).*f.field = bad;
+      EXPECT_EQ(decline_field([&] { make_cpu_gated_block()->create(g, o, knobs()); }), std::string("fp8.") + f.name)
+          << bad;
     }
   GatedOptions both = fp8_options(g);
   both.mx = MxQuantSpec{};

@@ -1,7 +1,6 @@
 // The FP8 mode's defaults and declines (gated_fp8.hpp, validate_gated_fp8 in gated_block.hpp).
 #include <cmath>
 #include <string>
-#include <utility>
 
 #include "attnbench/gated_block.hpp"
 #include "attnbench/gated_fp8.hpp"
@@ -29,14 +28,12 @@ void validate_gated_fp8(const GatedGeometry& g, const GatedOptions& o) {
   if (g.d_model() % 16 != 0)
     throw GatedDecline("d_model", "the FP8 mode's e4m3 rows of h and W_qkvg are 16-byte multiples: d_model % 16 == 0, "
                                   "got " + std::to_string(g.d_model()));
-  const Fp8QuantSpec& s = *o.fp8;
-  const std::pair<const char*, float> factors[] = {
-      {"fp8.descale_h", s.descale_h}, {"fp8.descale_w_qkvg", s.descale_w_qkvg}, {"fp8.descale_w_o", s.descale_w_o},
-      {"fp8.scale_q", s.scale_q},     {"fp8.scale_k", s.scale_k},             {"fp8.scale_v", s.scale_v},
-      {"fp8.scale_o", s.scale_o}};
-  for (const auto& [field, v] : factors)
+  for (const Fp8Factor& f : kFp8Factors) {
+    const float v = (*o.fp8).*f.field;
     if (!std::isfinite(v) || !(v > 0.f) || !std::isfinite(1.f / v))
-      throw GatedDecline(field, "must be finite and > 0 with a finite reciprocal, got " + std::to_string(v));
+      throw GatedDecline(std::string("fp8.") + f.name,
+                         "must be finite and > 0 with a finite reciprocal, got " + std::to_string(v));
+  }
 }
 
 }  // namespace attnbench

@@ -125,10 +125,8 @@ void gemm_abt(DType dt, int64_t M, int64_t N, int K, const uint16_t* A, int64_t 
       [&](int64_t r0, int tile, float* d) { load_tile(dt, B, ldb, r0, tile, N, K, d); }, C, ldc, scratch, threads);
 }
 
-void gemm_fp8_abt(DType dt, int64_t M, int64_t N, int K, float alpha, const uint8_t* A, const uint8_t* B,
-                  uint16_t* C, float* scratch, int threads) {
-  float value[256];
-  for (int c = 0; c < 256; ++c) value[c] = device::e4m3_value(static_cast<unsigned char>(c));
+void gemm_fp8_abt(DType dt, int64_t M, int64_t N, int K, float alpha, const float* value, const uint8_t* A,
+                  const uint8_t* B, uint16_t* C, float* scratch, int threads) {
   auto load = [&](const uint8_t* x, int64_t rows) {
     return [&, x, rows](int64_t r0, int tile, float* d) {
       for (int r = 0; r < tile; ++r)
@@ -155,51 +153,37 @@ void gemm_mx_abt(const GatedMxGemmDesc& g, const uint16_t* A, const uint8_t* b_c
 
 namespace {
 
-// The projection GEMM with its per-thread tiles, allocated here so that run() allocates nothing.
+// The projection GEMM with its per-thread tiles, allocated here so that run() allocates nothing: A and B in the
+// dtype, or (fp8) e4m3 codes read through a table built here, alpha (the FP8 descales) on the fp32 sums.
 class CpuGemm final : public GatedGemm {
  public:
-  CpuGemm(DType dt, int64_t m, int64_t n, int64_t k)
-      : dt_(dt), m_(m), n_(n), k_(static_cast<int>(k)), threads_(std::max(1, omp_get_max_threads())),
-        scratch_(cpu::gemm_scratch_floats(k_) * threads_, 0.f) {}
+  CpuGemm(DType dt, int64_t m, int64_t n, int64_t k, bool fp8 = false, float alpha = 1.f)
+      : dt_(dt), m_(m), n_(n), k_(static_cast<int>(k)), fp8_(fp8), alpha_(alpha),
+        threads_(std::max(1, omp_get_max_threads())), scratch_(cpu::gemm_scratch_floats(k_) * threads_, 0.f) {
+    for (int c = 0; c < 256; ++c) e4m3_[c] = device::e4m3_value(static_cast<unsigned char>(c));
+  }
 
   std::size_t workspace_bytes() const override { return 0; }
-  std::string summary() const override { return "fp32-acc threads=" + std::to_string(threads_); }
+  std::string summary() const override { return std::string(fp8_ ? "e4m3 " : "") + "fp32-acc threads=" + std::to_string(threads_); }
 
   void run(const void* a, const void* b, void* c, void* /*workspace*/, void* /*stream*/) const override {
-    cpu::gemm_abt(dt_, m_, n_, k_, static_cast<const uint16_t*>(a), k_, static_cast<const uint16_t*>(b), k_,
-                  static_cast<uint16_t*>(c), n_, scratch_.data(), threads_);
+    if (fp8_)
+      cpu::gemm_fp8_abt(dt_, m_, n_, k_, alpha_, e4m3_, static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b),
+                        static_cast<uint16_t*>(c), scratch_.data(), threads_);
+    else
+      cpu::gemm_abt(dt_, m_, n_, k_, static_cast<const uint16_t*>(a), k_, static_cast<const uint16_t*>(b), k_,
+                    static_cast<uint16_t*>(c), n_, scratch_.data(), threads_);
   }
 
  private:
   DType dt_;
   int64_t m_, n_;
   int k_;
-  int threads_;
-  mutable std::vector<float> scratch_;  // one call at a time per block
-};
-
-// The FP8 mode's projection: e4m3 codes of A and B, alpha (the descales) on the fp32 sums.
-class CpuFp8Gemm final : public GatedGemm {
- public:
-  CpuFp8Gemm(DType dt, int64_t m, int64_t n, int64_t k, float alpha)
-      : dt_(dt), m_(m), n_(n), k_(static_cast<int>(k)), alpha_(alpha), threads_(std::max(1, omp_get_max_threads())),
-        scratch_(cpu::gemm_scratch_floats(k_) * threads_, 0.f) {}
-
-  std::size_t workspace_bytes() const override { return 0; }
-  std::string summary() const override { return "e4m3 fp32-acc threads=" + std::to_string(threads_); }
-
-  void run(const void* a, const void* b, void* c, void* /*workspace*/, void* /*stream*/) const override {
-    cpu::gemm_fp8_abt(dt_, m_, n_, k_, alpha_, static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b),
-                      static_cast<uint16_t*>(c), scratch_.data(), threads_);
-  }
-
- private:
-  DType dt_;
-  int64_t m_, n_;
-  int k_;
+  bool fp8_;
   float alpha_;
   int threads_;
-  mutable std::vector<float> scratch_;
+  float e4m3_[256];                     // fp8: each code's value
+  mutable std::vector<float> scratch_;  // one call at a time per block
 };
 
 // The MX modes' projection (GatedMxGemmDesc): A's blocks quantised and dequantised as tiles load, B's codes
@@ -247,7 +231,7 @@ class CpuGatedProvider final : public GatedProvider {
 
   std::string fp8_conflict() const override { return ""; }
   std::unique_ptr<GatedGemm> make_fp8_gemm(DType dt, int64_t m, int64_t n, int64_t k, float alpha) const override {
-    return std::make_unique<CpuFp8Gemm>(dt, m, n, k, alpha);
+    return std::make_unique<CpuGemm>(dt, m, n, k, true, alpha);
   }
 
   void quantize(DType dt, const GatedQuantizeParams& q, void* /*stream*/) const override {

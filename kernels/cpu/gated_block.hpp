@@ -14,6 +14,10 @@ namespace attnbench::cpu {
 std::size_t gemm_scratch_floats(int K);
 void gemm_abt(DType dt, int64_t M, int64_t N, int K, const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb,
               uint16_t* C, int64_t ldc, float* scratch, int threads);
+// The FP8 mode's projection: C[m, n] = round(alpha * sum_k value[A[m, k]] * value[B[n, k]]), A [M, K] and B
+// [N, K] e4m3 codes, value the 256 codes' values; the same tiles and scratch as gemm_abt, C packed.
+void gemm_fp8_abt(DType dt, int64_t M, int64_t N, int K, float alpha, const float* value, const uint8_t* A,
+                  const uint8_t* B, uint16_t* C, float* scratch, int threads);
 // The MX modes' projection (common/gated_provider.hpp's GatedMxGemmDesc): A [m, k] halves, B [n, k] MX codes and
 // scales, C [m, n] packed; the same tiles and scratch as gemm_abt.
 void gemm_mx_abt(const GatedMxGemmDesc& g, const uint16_t* A, const uint8_t* b_codes, const uint8_t* b_scales,
