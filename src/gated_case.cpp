@@ -401,7 +401,7 @@ class GatedCase final : public OpCase {
     const double gemm = is_gpu(k.backend) ? 32.0 * (1 << 20) : 0.0;
     const int bs = gated_block_size(g) > 0 ? gated_block_size(g) : 16;
     const double ws = static_cast<double>(
-        gated_workspace_layout(g, bs, static_cast<std::size_t>(attention_workspace_bound(sdpa)), 0).total);
+        gated_workspace_layout(g, bs, static_cast<std::size_t>(attention_workspace_bound(sdpa)), 0, false, true).total);
     need.device_bytes = h + w_qkvg + w_o + norms + rope + out + ws + gemm;
     return need;
   }

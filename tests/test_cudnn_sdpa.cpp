@@ -146,6 +146,65 @@ TEST(CudnnSdpa, WorkspaceHoldsCudnnsBytesThenAlignedTables) {
   EXPECT_EQ(cudnn::tables_in(base, d, false).q_offsets, nullptr);
 }
 
+// The FP8 SDPA: which types take it, its scalars, its top-left band where q_len == kv_len (cuDNN on SM90 has no
+// other FP8 diagonal), its workspace (scalars, then the e4m3 O) and its own graph key per type.
+TEST(CudnnSdpaFp8, TypesScalarsBandWorkspaceAndKey) {
+  const auto with = [](AttentionTypes t) {
+    AttentionProblem p = small_problem();
+    p.types = t;
+    return p;
+  };
+  EXPECT_TRUE(cudnn::fp8_graph(with({DType::e4m3, DType::e4m3, DType::bf16})));
+  EXPECT_TRUE(cudnn::fp8_graph(with({DType::e5m2, DType::e5m2, DType::f16})));
+  EXPECT_FALSE(cudnn::fp8_graph(with({DType::e4m3, DType::e5m2, DType::bf16})));
+  EXPECT_FALSE(cudnn::fp8_graph(with({DType::bf16, DType::e4m3, DType::bf16})));
+  EXPECT_FALSE(cudnn::fp8_graph(with(AttentionTypes::all(DType::e4m3))));
+  EXPECT_FALSE(cudnn::fp8_graph(with(AttentionTypes::all(DType::bf16))));
+  expect_declined(with({DType::e4m3, DType::e5m2, DType::bf16}), "or Q and K/V in one 8-bit format");
+
+  AttentionProblem p = with({DType::e4m3, DType::e4m3, DType::bf16});
+  p.features.q_scale = 0.25f, p.features.k_scale = 0.0625f, p.features.v_scale = 0.03125f;
+  const cudnn::Fp8Scalars s = cudnn::fp8_scalars_of(p);
+  EXPECT_EQ(s.descale_q, 0.25f);
+  EXPECT_EQ(s.descale_k, 0.0625f);
+  EXPECT_EQ(s.descale_v, 0.03125f);
+  EXPECT_EQ(s.scale_s * s.descale_s, 1.f);
+  EXPECT_EQ(s.scale_s, 256.f);  // P <= 1 lands at most on 256, under e4m3's 448
+  EXPECT_EQ(s.scale_o, 32.f);   // O's codes of V's size
+  EXPECT_EQ(cudnn::kFp8Scalars, 8);
+
+  EXPECT_FALSE(cudnn::band_of(p).top_left);  // q 1 and 5 of kv 100 and 37: cuDNN's own decline
+  p.q_lens = p.kv_lens = {64, 64};
+  EXPECT_TRUE(cudnn::band_of(p).top_left);
+  EXPECT_EQ(cudnn::band_of(p).right, std::optional<int64_t>(0));
+  AttentionProblem sixteen = p;
+  sixteen.types = AttentionTypes::all(DType::bf16);
+  EXPECT_FALSE(cudnn::band_of(sixteen).top_left);  // 16-bit graphs keep the bottom-right diagonal
+
+  p.head_size = 72;
+  expect_declined(p, "head_size 72: cuDNN's FP8 SDPA needs a multiple of 16");
+  p.head_size = 64;
+
+  const cudnn::WorkspaceLayout w = cudnn::workspace_layout(1000, 3, /*ragged=*/false, /*o_code_bytes=*/1000);
+  EXPECT_EQ(w.seq_len_q, 1024u);
+  EXPECT_EQ(w.fp8, 1280u);
+  EXPECT_EQ(w.o_codes, 1536u);
+  EXPECT_EQ(w.total, 2560u);
+  char base[4096];
+  const cudnn::DerivedTables t = cudnn::tables_in(base, w, false);
+  EXPECT_EQ(reinterpret_cast<char*>(t.fp8), base + 1280);
+  EXPECT_EQ(t.o_codes, reinterpret_cast<unsigned char*>(base + 1536));
+  EXPECT_EQ(cudnn::tables_in(base, cudnn::workspace_layout(1000, 3, false), false).o_codes, nullptr);
+
+  const cudnn::Layout l = cudnn::planned_layout(p);
+  const cudnn::PlanChoice c = cudnn::plan_choice(knobs());
+  AttentionProblem f16 = p, e5m2 = p;
+  f16.types.o = DType::f16;
+  e5m2.types.q = e5m2.types.kv = DType::e5m2;
+  EXPECT_NE(cudnn::graph_key(p, l, c), cudnn::graph_key(f16, l, c));
+  EXPECT_NE(cudnn::graph_key(p, l, c), cudnn::graph_key(e5m2, l, c));
+}
+
 TEST(CudnnSdpaKnobs, HeuristicsAndPlanParse) {
   using cudnn::Heuristic;
   using Pick = cudnn::PlanChoice::Pick;

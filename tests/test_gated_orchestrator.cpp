@@ -130,6 +130,7 @@ class FakeProvider final : public GatedProvider {
     log_->calls.push_back("norm_rope h_q=" + std::to_string(p.h_q) + " h_kv=" + std::to_string(p.h_kv));
   }
   void sigmoid_gate(DType, const GatedSigmoidParams& p, void*) const override {
+    if (p.out == p.o) throw std::logic_error("the gate pass was told to write over its own input");
     log_->calls.push_back("gate heads=" + std::to_string(p.heads));
   }
   void check_support(const GatedGeometry&, const GatedOptions&, const KnobValues&) const override {
@@ -162,7 +163,7 @@ TEST(GatedOrchestration, AFakeProviderIsDrivenThroughTheStagesInOrder) {
   EXPECT_EQ(k->name(), "fake.gated_block");
   auto block = k->create(g, plain_options(), knobs());
   EXPECT_EQ(log.calls, (std::vector<std::string>{"make_gemm 100x768x256", "make_gemm 100x256x256"}));
-  const GatedWorkspaceLayout l = gated_workspace_layout(g, 64, 0, 512);
+  const GatedWorkspaceLayout l = gated_workspace_layout(g, 64, 0, 512, false, true);  // the gate is a pass
   EXPECT_EQ(block->workspace_size(), l.total);
   EXPECT_EQ(block->summary(), "qkvg flat fake 100x768x256; sdpa fake.sdpa plan block_size=64; norm+rope separate; "
                               "gate separate; out fake 100x256x256");
@@ -178,7 +179,8 @@ TEST(GatedOrchestration, AFakeProviderIsDrivenThroughTheStagesInOrder) {
   unsigned char* ws = c.ws.data();
   ASSERT_EQ(log.gemm_ptrs.size(), 2u);
   EXPECT_EQ(log.gemm_ptrs[0], (std::array<const void*, 4>{c.p.h, c.p.w_qkvg, ws + l.proj, ws + l.gemm}));
-  EXPECT_EQ(log.gemm_ptrs[1], (std::array<const void*, 4>{ws + l.attn, c.p.w_o, c.p.out, ws + l.gemm}));
+  // The out projection reads the gate pass's output; the SDPA's O stays as it wrote it.
+  EXPECT_EQ(log.gemm_ptrs[1], (std::array<const void*, 4>{ws + l.gated, c.p.w_o, c.p.out, ws + l.gemm}));
   EXPECT_EQ(log.sdpa_q, ws + l.proj);
   EXPECT_EQ(log.sdpa_out, ws + l.attn);
   log.calls.clear();
@@ -300,7 +302,7 @@ TEST(GatedOrchestration, AnSdpaReadingWholePagesStaysInsideTheProjection) {
   f.read_pages = true;
   auto block = make_gated_block_kernel(std::make_shared<const FakeProvider>(&log, f))->create(g, plain_options(),
                                                                                               knobs());
-  const GatedWorkspaceLayout l = gated_workspace_layout(g, gated_block_size(g), 0, 512);
+  const GatedWorkspaceLayout l = gated_workspace_layout(g, gated_block_size(g), 0, 512, false, true);
   ASSERT_EQ(block->workspace_size(), l.total);
   FakeCall c(g, block->workspace_size());
   std::fill(c.ws.begin(), c.ws.end(), 0xFF);

@@ -34,9 +34,14 @@ TEST(GatedWorkspace, LayoutArithmetic) {
   EXPECT_EQ(l.pad_bytes(g), 28u * 768 * 2);
   for (std::size_t off : {l.attn, l.sdpa, l.cu_seqlens_q, l.seqused_k, l.block_table, l.gemm})
     EXPECT_EQ(off % kGatedWorkspaceAlign, 0u);
-  // cpu.gated_block: no GEMM workspace, and cpu.unified's prefill path needs none either.
+  EXPECT_EQ(l.gated, l.total);  // no gate pass: no bytes
+  // A separate gate pass writes the gated O after everything else: O itself stays the SDPA's.
+  const GatedWorkspaceLayout sep = gated_workspace_layout(g, 64, 1000, 4096, false, true);
+  EXPECT_EQ(sep.gated, l.total);
+  EXPECT_EQ(sep.total, l.total + 100u * 256 * 2);
+  // cpu.gated_block: no GEMM workspace, and cpu.unified's prefill path needs none either; its gate is a pass.
   const auto block = make_cpu_gated_block()->create(g, plain_options(), knobs());
-  EXPECT_EQ(block->workspace_size(), gated_workspace_layout(g, 64, 0, 0).total);
+  EXPECT_EQ(block->workspace_size(), gated_workspace_layout(g, 64, 0, 0, false, true).total);
   EXPECT_EQ(gated_block_size(GatedGeometry(small_dims(100, 1))), 64);
   EXPECT_EQ(gated_block_size(GatedGeometry(small_dims(96, 2))), 32);
   EXPECT_EQ(gated_block_size(GatedGeometry(small_dims(100, 2))), 0);
@@ -67,7 +72,7 @@ TEST(GatedWorkspace, EveryPageOfTheViewLiesInsideTheProjection) {
 TEST(CpuGatedBlock, ZeroesThePadRowsOfTheProjectionEveryCall) {
   const GatedGeometry g(small_dims(100, 1));
   auto block = make_cpu_gated_block()->create(g, plain_options(false), knobs());
-  const GatedWorkspaceLayout l = gated_workspace_layout(g, gated_block_size(g), 0, 0);
+  const GatedWorkspaceLayout l = gated_workspace_layout(g, gated_block_size(g), 0, 0, false, true);
   ASSERT_EQ(block->workspace_size(), l.total);
   ASSERT_GT(l.pad_bytes(g), 0u);
   CpuRun r = run_cpu(g, *block, QGateLayout::flat);
@@ -84,6 +89,26 @@ TEST(CpuGatedBlock, ZeroesThePadRowsOfTheProjectionEveryCall) {
   std::memset(r.ws.data() + l.pad_offset(g), 0xFF, l.pad_bytes(g));
   block->execute_stage(0, r.prm, nullptr);  // the projection stage alone zeroes them too
   EXPECT_TRUE(pad_is_zero());
+}
+
+// Every stage is a function of the block's inputs and the stages before it, so a stage run again (as the breakdown
+// times one, alone and repeatedly) leaves the next stages' result as it was: the separate gate pass and the FP8
+// O quantisation run twice, then the out projection, give the first call's bits.
+TEST(CpuGatedBlock, AStageRunAgainChangesNoLaterResult) {
+  const GatedGeometry g(small_dims(100, 1));
+  GatedOptions fp8 = plain_options();
+  fp8.fp8 = gated_fp8_defaults(g.d_model(), g.attn_width());
+  for (const GatedOptions& o : {plain_options(), fp8}) {
+    auto block = make_cpu_gated_block()->create(g, o, knobs());
+    CpuRun r = run_cpu(g, *block, QGateLayout::flat);
+    const std::vector<uint16_t> first = r.out;
+    const std::vector<std::string> names = block->stage_names();
+    for (int again = 0; again < 2; ++again)
+      for (int s = 0; s < static_cast<int>(names.size()); ++s)
+        if (names[s] == "gate" || names[s] == "quantize_o") block->execute_stage(s, r.prm, nullptr);
+    block->execute_stage(static_cast<int>(names.size()) - 1, r.prm, nullptr);
+    EXPECT_EQ(r.out, first) << (o.fp8 ? "fp8" : "bf16") << ": a repeated stage changed the output";
+  }
 }
 
 }  // namespace

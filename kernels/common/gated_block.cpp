@@ -283,7 +283,7 @@ std::size_t align_up(std::size_t v) { return (v + kGatedWorkspaceAlign - 1) / kG
 }  // namespace
 
 GatedWorkspaceLayout gated_workspace_layout(const GatedGeometry& g, int block_size, std::size_t sdpa_bytes,
-                                            std::size_t gemm_bytes, bool fp8) {
+                                            std::size_t gemm_bytes, bool fp8, bool gate_pass) {
   if (block_size <= 0) throw std::invalid_argument("gated_workspace_layout: block_size must be > 0");
   GatedWorkspaceLayout l;
   const std::size_t eb = dtype_bytes(g.dtype());
@@ -309,6 +309,7 @@ GatedWorkspaceLayout gated_workspace_layout(const GatedGeometry& g, int block_si
   l.codes_stride = fp8 ? gated_codes_stride(g) : 0;
   l.qkv_codes = take(fp8 ? static_cast<std::size_t>(l.proj_rows * l.codes_stride) : 0);
   l.o_codes = take(fp8 ? t * static_cast<std::size_t>(g.attn_width()) : 0);
+  l.gated = take(gate_pass ? t * static_cast<std::size_t>(g.attn_width()) * eb : 0);
   l.total = at;
   return l;
 }

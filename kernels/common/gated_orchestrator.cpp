@@ -76,8 +76,10 @@ class OrchestratedBlock final : public GatedBlock {
       }
       gemm_bytes = std::max(proj_->workspace_bytes(), outp_->workspace_bytes());
     }
-    layout_ = gated_workspace_layout(g, bs, plan_->workspace_bytes, gemm_bytes, o.fp8.has_value());
     stages_ = gated_stages(g, o);
+    const bool gate_pass = std::find(stages_.begin(), stages_.end(), GatedStage::gate) != stages_.end();
+    layout_ = gated_workspace_layout(g, bs, plan_->workspace_bytes, gemm_bytes, o.fp8.has_value(), gate_pass);
+    gated_o_ = gate_pass ? layout_.gated : layout_.attn;
   }
 
   const GatedGeometry& geometry() const override { return g_; }
@@ -214,7 +216,7 @@ class OrchestratedBlock final : public GatedBlock {
     q.d_head = g_.d_head();
     const int d = g_.d_head();
     if (o) {
-      q.src = at(p.workspace, layout_.attn);
+      q.src = at(p.workspace, gated_o_);  // O as the SDPA wrote it when the gate is in this pass
       q.src_stride = g_.attn_width();
       q.dst = static_cast<uint8_t*>(at(p.workspace, layout_.o_codes));
       q.dst_stride = g_.attn_width();
@@ -243,6 +245,7 @@ class OrchestratedBlock final : public GatedBlock {
   GatedSigmoidParams sigmoid_params(const GatedBlockParams& p) const {
     GatedSigmoidParams sg;
     sg.o = at(p.workspace, layout_.attn);
+    sg.out = at(p.workspace, layout_.gated);
     sg.o_stride_token = g_.attn_width();
     sg.gate = static_cast<const uint16_t*>(at(p.workspace, layout_.proj)) + cols_.g0;
     sg.gate_stride_token = g_.n_qkvg();
@@ -279,9 +282,9 @@ class OrchestratedBlock final : public GatedBlock {
       case GatedStage::gate: return pv_->sigmoid_gate(g_.dtype(), sigmoid_params(p), stream);
       case GatedStage::out_proj:
         if (mx_outp_)
-          return mx_outp_->run(at(p.workspace, layout_.attn), static_cast<const uint8_t*>(p.w_o), p.w_o_scales, p.out,
+          return mx_outp_->run(at(p.workspace, gated_o_), static_cast<const uint8_t*>(p.w_o), p.w_o_scales, p.out,
                                gemm_ws, stream);
-        return outp_->run(at(p.workspace, o_.fp8 ? layout_.o_codes : layout_.attn), p.w_o, p.out, gemm_ws, stream);
+        return outp_->run(at(p.workspace, o_.fp8 ? layout_.o_codes : gated_o_), p.w_o, p.out, gemm_ws, stream);
     }
   }
 
@@ -296,6 +299,7 @@ class OrchestratedBlock final : public GatedBlock {
   std::unique_ptr<GatedGemm> proj_, outp_;         // none under mx; FP8 GEMMs under fp8
   std::unique_ptr<GatedMxGemm> mx_proj_, mx_outp_;  // under mx only
   GatedWorkspaceLayout layout_;
+  std::size_t gated_o_ = 0;  // where the gated O is: the gate pass's output, else the SDPA's (gate fused or none)
   std::vector<GatedStage> stages_;
   const void* prepared_ = nullptr;
 };

@@ -84,10 +84,13 @@ struct GatedQuantizeParams {
   int64_t gate_stride_token = 0, gate_stride_head = 0;
 };
 
-// o[t, h, :] = round(o[t, h, :] * sigmoid(gate[t * gate_stride_token + h * gate_stride_head + :])), in place.
+// out[t, h, :] = round(o[t, h, :] * sigmoid(gate[t * gate_stride_token + h * gate_stride_head + :])). Out of
+// place (out and o do not overlap), so the pass is a function of its inputs: a stage timed alone repeats it on the
+// same O instead of gating its own output again (into fp32 denormals, a slower path).
 struct GatedSigmoidParams {
-  void* o = nullptr;
-  int64_t o_stride_token = 0;  // the head stride of o is d_head
+  const void* o = nullptr;
+  void* out = nullptr;
+  int64_t o_stride_token = 0;  // o's and out's; the head stride of both is d_head
   const void* gate = nullptr;
   int64_t gate_stride_token = 0, gate_stride_head = 0;
   int64_t tokens = 0;

@@ -301,14 +301,15 @@ class CpuGatedProvider final : public GatedProvider {
   void sigmoid_gate(DType dt, const GatedSigmoidParams& p, void* /*stream*/) const override {
     const int d = p.d_head;
     const auto* gate = static_cast<const uint16_t*>(p.gate);
-    auto* o = static_cast<uint16_t*>(p.o);
+    const auto* o = static_cast<const uint16_t*>(p.o);
+    auto* out = static_cast<uint16_t*>(p.out);
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < p.tokens; ++t)
       for (int h = 0; h < p.heads; ++h) {
         const uint16_t* gp = gate + t * p.gate_stride_token + h * p.gate_stride_head;
-        uint16_t* op = o + t * p.o_stride_token + static_cast<int64_t>(h) * d;
+        const int64_t at = t * p.o_stride_token + static_cast<int64_t>(h) * d;
         for (int i = 0; i < d; ++i)
-          op[i] = float_to_half(half_to_float(op[i], dt) * cpu::sigmoid(half_to_float(gp[i], dt)), dt);
+          out[at + i] = float_to_half(half_to_float(o[at + i], dt) * cpu::sigmoid(half_to_float(gp[i], dt)), dt);
       }
   }
 

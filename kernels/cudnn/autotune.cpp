@@ -36,13 +36,15 @@ int64_t span(std::initializer_list<std::pair<int64_t, int64_t>> extent_stride) {
 }
 
 // Device inputs of p's shape on layout l for autotune: the lengths and a contiguous block table (unused slots on
-// the spare block) as the harness makes them; the values are a constant, since the engines' speed does not depend
-// on them.
+// the spare block) as the harness makes them, an FP8 graph's scalars as run() writes them; the values are a
+// constant, since the engines' speed does not depend on them.
 struct TimingInputs {
-  cuda::DeviceBuffer q, k, v, o, seq_len_q, seq_len_kv, table, q_offsets, o_offsets, workspace;
+  cuda::DeviceBuffer q, k, v, o, seq_len_q, seq_len_kv, table, q_offsets, o_offsets, fp8, workspace;
   std::unordered_map<int64_t, void*> pack;
 
-  TimingInputs(const AttentionProblem& p, const Layout& l, bool ragged, std::size_t workspace_bytes) {
+  TimingInputs(const AttentionProblem& p, const Layout& l, const BuiltGraph& g, std::size_t workspace_bytes) {
+    const bool ragged = g.ragged;
+    const int64_t o_token = g.fp8 ? static_cast<int64_t>(p.heads) * p.head_size : l.o_token;  // dense e4m3 O
     const int64_t d = p.head_size, n = p.num_seqs();
     const int64_t q_elems = span({{p.total_q(), l.q_token}, {p.heads, l.q_head}, {d, 1}});
     const int64_t o_elems = span({{p.total_q(), l.o_token}, {p.heads, l.o_head}, {d, 1}});
@@ -51,7 +53,7 @@ struct TimingInputs {
     using Fill = std::pair<cuda::DeviceBuffer*, int64_t>;
     for (const Fill& f : {Fill{&q, q_elems}, Fill{&k, kv_elems}, Fill{&v, kv_elems}, Fill{&o, o_elems}}) {
       *f.first = cuda::DeviceBuffer(static_cast<std::size_t>(f.second) * 2);
-      f.first->fill_byte(0x3C);  // 1.06 in fp16, 0.0115 in bf16: finite, the same for every candidate
+      f.first->fill_byte(0x3C);  // 1.06 in fp16, 0.0115 in bf16, 1.5 in e4m3: finite, the same for every candidate
     }
     std::vector<int32_t> cu(static_cast<std::size_t>(n) + 1, 0), kv(p.kv_lens.begin(), p.kv_lens.end());
     std::vector<int32_t> slots(static_cast<std::size_t>(n * l.table_stride), static_cast<int32_t>(p.num_blocks()));
@@ -63,7 +65,7 @@ struct TimingInputs {
     }
     std::vector<int32_t> lens(n), qo(n + 1), oo(n + 1);
     const cudnn::DerivedTables host{lens.data(), ragged ? qo.data() : nullptr, ragged ? oo.data() : nullptr};
-    for (int i = 0; i <= n; ++i) cudnn::derive_entry(cu.data(), static_cast<int>(n), i, l.q_token, l.o_token, host);
+    for (int i = 0; i <= n; ++i) cudnn::derive_entry(cu.data(), static_cast<int>(n), i, l.q_token, o_token, host);
     const auto up = [](cuda::DeviceBuffer& b, const std::vector<int32_t>& src) {
       b = cuda::DeviceBuffer(src.size() * sizeof(int32_t));
       b.upload(src.data(), b.bytes());
@@ -75,10 +77,16 @@ struct TimingInputs {
       up(q_offsets, qo);
       up(o_offsets, oo);
     }
+    if (g.fp8) {
+      const cudnn::Fp8Scalars scalars = cudnn::fp8_scalars_of(p);
+      fp8 = cuda::DeviceBuffer(sizeof scalars);
+      fp8.upload(&scalars, sizeof scalars);
+    }
     workspace = cuda::DeviceBuffer(std::max<std::size_t>(workspace_bytes, 256));
     pack = variant_pack({q.data(), k.data(), v.data(), o.data(), static_cast<int32_t*>(seq_len_q.data()),
                          static_cast<const int32_t*>(seq_len_kv.data()), static_cast<const int32_t*>(table.data()),
-                         static_cast<int32_t*>(q_offsets.data()), static_cast<int32_t*>(o_offsets.data())},
+                         static_cast<int32_t*>(q_offsets.data()), static_cast<int32_t*>(o_offsets.data()), nullptr,
+                         static_cast<float*>(fp8.data())},
                         ragged);
   }
 };
@@ -123,7 +131,7 @@ std::string us_text(double us) {
 Tuning autotune(const BuiltGraph& g, const AttentionProblem& p, cudnnHandle_t h) {
   std::size_t ws = 0;
   for (const Candidate& c : g.candidates) ws = std::max(ws, c.workspace);
-  TimingInputs in(p, g.layout, g.ragged, ws);
+  TimingInputs in(p, g.layout, g, ws);
   cuda::Stream stream;
   set_stream(h, stream.get());
   struct DefaultStream {  // the handle must not keep the stream this function destroys

@@ -39,6 +39,31 @@ fe::graph::Tensor_attributes token_tensor(const char* name, Uid uid, const Atten
 }
 
 
+fe::DataType_t fp8_type(DType d) { return d == DType::e5m2 ? fe::DataType_t::FP8_E5M2 : fe::DataType_t::FP8_E4M3; }
+
+// The FP8 SDPA node: Q and the caches in p's 8-bit format, the scalars as [1, 1, 1, 1] fp32 tensors by uid
+// (Fp8Scalars' order), the amaxes as outputs; O in e4m3 (the caller sets its dims, strides and uid).
+TensorPtr declare_fp8_sdpa(fe::graph::Graph& g, fe::graph::Tensor_attributes q, TensorPtr k, TensorPtr v,
+                           fe::graph::SDPA_attributes options, const AttentionProblem& p) {
+  const fe::DataType_t t = fp8_type(p.types.q);
+  k->set_data_type(t);
+  v->set_data_type(t);
+  const auto scalar = [&](const char* name, int field) {
+    return g.tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(kFp8First + field).set_dim({1, 1, 1, 1})
+                        .set_stride({1, 1, 1, 1}).set_data_type(fe::DataType_t::FLOAT));
+  };
+  auto [o, stats, amax_s, amax_o] =
+      g.sdpa_fp8(g.tensor(q.set_data_type(t)), k, v, scalar("descale_q", 0), scalar("descale_k", 1),
+                 scalar("descale_v", 2), scalar("descale_s", 3), scalar("scale_s", 4), scalar("scale_o", 5), options);
+  (void)stats;  // none: generate_stats(false)
+  int field = 6;
+  for (const TensorPtr& amax : {amax_s, amax_o})
+    amax->set_output(true).set_uid(kFp8First + field++).set_dim({1, 1, 1, 1}).set_stride({1, 1, 1, 1})
+        .set_data_type(fe::DataType_t::FLOAT);
+  o->set_data_type(fe::DataType_t::FP8_E4M3);
+  return o;
+}
+
 // The SDPA node of p on layout l: paged K/V containers {blocks, kv_heads, block_size, d} by the cache's strides,
 // the block table as both page tables {B, 1, blocks per sequence, 1}, the padding mask's lengths, the diagonal
 // band of band_of(p) (causal bottom-right where masked(p), a sliding window), ALiBi, the sinks as a [1, H, 1, 1]
@@ -77,10 +102,19 @@ void declare_sdpa(fe::graph::Graph& g, const AttentionProblem& p, const Layout& 
   if (impl != cudnn::Implementation::automatic)
     options.set_implementation(impl == cudnn::Implementation::unified ? fe::AttentionImplementation_t::UNIFIED
                                                                       : fe::AttentionImplementation_t::COMPOSITE);
-  auto [o, stats] = g.sdpa(g.tensor(q), cache("k_cache", kK), cache("v_cache", kV), options);
-  (void)stats;  // none: generate_stats(false)
+  TensorPtr o;
+  int64_t o_token = l.o_token, o_head = l.o_head;
+  if (fp8_graph(p)) {
+    o_token = static_cast<int64_t>(p.heads) * p.head_size;  // the workspace's dense e4m3 O
+    o_head = p.head_size;
+    o = declare_fp8_sdpa(g, q, cache("k_cache", kK), cache("v_cache", kV), options, p);
+  } else {
+    auto [out, stats] = g.sdpa(g.tensor(q), cache("k_cache", kK), cache("v_cache", kV), options);
+    (void)stats;  // none: generate_stats(false)
+    o = out;
+  }
   o->set_output(true).set_uid(kO).set_dim({b, p.heads, p.max_seqlen_q(), p.head_size})
-      .set_stride({p.max_seqlen_q() * l.o_token, l.o_head, l.o_token, 1});
+      .set_stride({p.max_seqlen_q() * o_token, o_head, o_token, 1});
   if (ragged) o->set_ragged_offset(index_tensor(g, "o_offsets", kOOffsets, {b + 1, 1, 1, 1}, {1, 1, 1, 1}));
 }
 
@@ -172,9 +206,10 @@ std::shared_ptr<BuiltGraph> build_on(cudnnHandle_t h, const AttentionProblem& p,
   auto built = std::make_shared<BuiltGraph>();
   built->layout = l;
   built->ragged = ragged_q(p);
+  built->fp8 = fp8_graph(p);
   built->choice = choice;
   fe::graph::Graph& g = built->graph;
-  g.set_io_data_type(p.types.q == DType::f16 ? fe::DataType_t::HALF : fe::DataType_t::BFLOAT16)
+  g.set_io_data_type(p.types.o == DType::f16 ? fe::DataType_t::HALF : fe::DataType_t::BFLOAT16)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
   declare_sdpa(g, p, l, built->ragged, node);
@@ -272,6 +307,7 @@ std::unordered_map<int64_t, void*> variant_pack(const Pointers& x, bool ragged) 
       {kSeqLenQ, x.seq_len_q},      {kSeqLenKv, const_cast<int32_t*>(x.seq_len_kv)},
       {kTableK, table},             {kTableV, table}};
   if (x.sinks) pack[kSinks] = const_cast<float*>(x.sinks);
+  for (int i = 0; x.fp8 && i < kFp8Scalars; ++i) pack[kFp8First + i] = x.fp8 + i;
   if (ragged) {
     pack[kQOffsets] = x.q_offsets;
     pack[kOOffsets] = x.o_offsets;

@@ -21,7 +21,10 @@
 namespace attnbench::cudnn {
 
 namespace fe = cudnn_frontend;
-enum Uid : int64_t { kQ = 1, kK, kV, kO, kSeqLenQ, kSeqLenKv, kTableK, kTableV, kQOffsets, kOOffsets, kSinks };
+enum Uid : int64_t {
+  kQ = 1, kK, kV, kO, kSeqLenQ, kSeqLenKv, kTableK, kTableV, kQOffsets, kOOffsets, kSinks,
+  kFp8First  // the FP8 graph's scalars, Fp8Scalars' fields in order (derived.hpp): kFp8First + field index
+};
 
 // A cuDNN handle, created on the current device.
 struct Handle {
@@ -55,6 +58,7 @@ struct BuiltGraph {
   fe::graph::Graph graph;
   Layout layout;
   bool ragged = false;
+  bool fp8 = false;            // 8-bit Q/K/V (fp8_graph): an e4m3 O in the workspace, the scalars as tensors
   std::string implementation;  // the frontend's SDPA node for these attributes: composite or unified
   std::string fallback;        // under auto: why the frontend's pick was not kept ("" when it was)
   PlanChoice choice;
@@ -77,6 +81,7 @@ struct Pointers {
   const int32_t *seq_len_kv = nullptr, *table = nullptr;
   int32_t *q_offsets = nullptr, *o_offsets = nullptr;  // ragged only
   const float* sinks = nullptr;                         // [heads], with sinks only
+  float* fp8 = nullptr;                                 // [kFp8Scalars], FP8 graphs only
 };
 std::unordered_map<int64_t, void*> variant_pack(const Pointers& x, bool ragged);
 void set_stream(cudnnHandle_t h, cudaStream_t s);

@@ -17,6 +17,12 @@ Layout planned_layout(const AttentionProblem& p) {
   return layout_of(a);
 }
 
+bool q_is_kv(const AttentionProblem& p) {
+  for (std::size_t s = 0; s < p.q_lens.size(); ++s)
+    if (p.q_lens[s] != p.kv_lens[s]) return false;
+  return true;
+}
+
 bool ragged_q(const AttentionProblem& p) {
   for (int q : p.q_lens)
     if (q != p.q_lens.front()) return true;
@@ -143,10 +149,27 @@ std::string feature_conflict(const AttentionProblem& p) {
   return "";
 }
 
+bool fp8_graph(const AttentionProblem& p) {
+  const AttentionTypes& t = p.types;
+  return (t.q == DType::e4m3 || t.q == DType::e5m2) && t.kv == t.q && is_16bit(t.o);
+}
+
+Fp8Scalars fp8_scalars_of(const AttentionProblem& p) {
+  const AttentionFeatures& f = p.features;
+  Fp8Scalars s;
+  s.descale_q = f.q_scale;
+  s.descale_k = f.k_scale;
+  s.descale_v = f.v_scale;
+  s.scale_s = 256.f;
+  s.descale_s = 1.f / 256.f;
+  s.scale_o = 1.f / f.v_scale;
+  return s;
+}
+
 Band band_of(const AttentionProblem& p) {
   const AttentionFeatures& f = p.features;
   Band b;
-  b.top_left = p.top_left || !f.alibi_slopes.empty();
+  b.top_left = p.top_left || !f.alibi_slopes.empty() || (fp8_graph(p) && q_is_kv(p));
   if (masked(p) || (p.causal && f.window_left >= 0) || !f.alibi_slopes.empty()) {
     b.right = 0;
   } else if (f.window_right >= 0) {
@@ -158,7 +181,7 @@ Band band_of(const AttentionProblem& p) {
 
 std::string graph_key(const AttentionProblem& p, const Layout& l, const PlanChoice& c) {
   std::ostringstream k;
-  k << dtype_name(p.types.q) << ' ' << p.num_seqs() << ' ' << p.heads << ' ' << p.kv_heads << ' ' << p.head_size
+  k << p.types.name() << ' ' << p.num_seqs() << ' ' << p.heads << ' ' << p.kv_heads << ' ' << p.head_size
     << ' ' << p.block_size << ' ' << p.max_seqlen_q() << ' ' << p.max_seqlen_k() << ' ' << container_blocks(p, l) << ' '
     << ragged_q(p) << ' ' << p.causal << ' ' << std::hexfloat << p.softmax_scale();
   const Band b = band_of(p);

@@ -10,6 +10,7 @@
 
 #include "attnbench/attention.hpp"
 #include "attnbench/knobs.hpp"
+#include "cudnn/derived.hpp"
 
 namespace attnbench::cudnn {
 
@@ -31,6 +32,8 @@ Layout layout_of(const AttentionParams& a);
 // build_inputs). Params on another layout get their graph in run().
 Layout planned_layout(const AttentionProblem& p);
 
+// Every sequence's q_len equals its kv_len (prefill): the top-left and the bottom-right diagonal are one.
+bool q_is_kv(const AttentionProblem& p);
 // Ragged Q and O (per-sequence offsets) when the query lengths differ; else sequence b starts at token b * q_len.
 bool ragged_q(const AttentionProblem& p);
 // Blocks of the paged containers cuDNN is told of on layout l: the problem's own, plus one spare where the table
@@ -62,6 +65,13 @@ std::string heuristics_text(const std::vector<Heuristic>& h);  // "a,fallback"
 std::string pick_text(const PlanChoice& c);                     // "first", "3", "autotune"
 std::string implementation_text(Implementation i);              // "auto", "composite", "unified"
 
+// Whether p is cudnn.sdpa's FP8 SDPA: Q and K/V in one 8-bit format (e4m3 or e5m2), O in 16 bits. cuDNN on SM90
+// writes an 8-bit O only, so the graph's O is e4m3 codes at fp8_scalars_of(p).scale_o, dequantised by run().
+bool fp8_graph(const AttentionProblem& p);
+// The FP8 graph's input scalars: the problem's descales, P quantised at 2^8 (cudnn.sdpa's P rule: P <= 1 lands
+// under e4m3's 448 with its 3 mantissa bits, as cuda.unified's does), O at 1 / v_scale (O's codes of V's size).
+Fp8Scalars fp8_scalars_of(const AttentionProblem& p);
+
 // Whether the graph needs the causal mask: bottom-right with one query per sequence it hides no key (the query
 // sits on the last position), and a graph without a diagonal band is one more engines take.
 inline bool masked(const AttentionProblem& p) { return p.causal && (p.max_seqlen_q() > 1 || p.top_left); }
@@ -74,7 +84,8 @@ inline bool masked(const AttentionProblem& p) { return p.causal && (p.max_seqlen
 std::string feature_conflict(const AttentionProblem& p);
 // Whether the slopes are cuDNN's ALiBi slopes for that many heads (within 0.1%: cuDNN computes with its own).
 bool cudnn_alibi_slopes(const std::vector<float>& slopes);
-// The diagonal band of p: bottom-right, except top-left when p is or under ALiBi; right bound 0 when causal (and the rows see
+// The diagonal band of p: bottom-right, except top-left when p is, under ALiBi, and for an FP8 graph where
+// q_is_kv (cuDNN's FP8 SDPA on SM90 has the top-left diagonal only); right bound 0 when causal (and the rows see
 // past the diagonal nowhere else), window_right when not; left bound window_left + 1. nullopt: no bound.
 struct Band {
   bool top_left = false;

@@ -1,11 +1,13 @@
 // cudnn.sdpa: cuDNN's fused SDPA, built through the cuDNN frontend's graph API and run in-process on attnbench's
 // paged inputs as they are: Q and O packed [total_q, heads, d] (ragged offsets when the query lengths differ), the
 // K/V caches as cuDNN's paged containers read through the block table, seqused_k as seq_len_kv, the padding mask
-// and, when causal, the bottom-right causal mask. supports() builds (and caches) the graph, so a problem cuDNN
-// refuses is declined with cuDNN's own message; run() enqueues the derived tables and the graph on the caller's
-// stream, allocates nothing and captures into a CUDA graph. The knobs choose the candidates (the heuristics modes)
-// and which one runs: the first that builds, one by index, or the fastest of all, timed in plan(). The graphs are
-// built and cached in graph.cpp, timed in autotune.cpp; this file holds the declines, the plan and the call.
+// and, when causal, the bottom-right causal mask (top-left for the FP8 SDPA, the same there: plan_key.hpp).
+// supports() builds (and caches) the graph, so a problem cuDNN refuses is declined with cuDNN's own message;
+// run() enqueues the derived tables and the graph on the caller's stream (and, for the FP8 SDPA, the pass that
+// dequantises cuDNN's e4m3 O), allocates nothing and captures into a CUDA graph. The knobs choose the candidates
+// (the heuristics modes) and which one runs: the first that builds, one by index, or the fastest of all, timed in
+// plan(). The graphs are built and cached in graph.cpp, timed in autotune.cpp; this file holds the declines, the
+// plan and the call.
 #include <cudnn_frontend.h>
 
 #include <algorithm>
@@ -73,7 +75,11 @@ std::string layout_conflict(const AttentionProblem& p, const Layout& l) {
 // The declines that need no device: types, features, the gate epilogue, the Q prologue, the problem's own rules,
 // the planned layout l.
 std::string problem_conflict(const AttentionProblem& p, const Layout& l) {
-  if (std::string s = sixteen_bit_storage_conflict(p); !s.empty()) return s;
+  if (!cudnn::fp8_graph(p))
+    if (std::string s = sixteen_bit_storage_conflict(p); !s.empty())
+      return s + " (or Q and K/V in one 8-bit format, e4m3 or e5m2, with O in 16 bits: its FP8 SDPA)";
+  if (cudnn::fp8_graph(p) && p.head_size % 16 != 0)
+    return "head_size " + std::to_string(p.head_size) + ": cuDNN's FP8 SDPA needs a multiple of 16";
   if (std::string f = cudnn::feature_conflict(p); !f.empty()) return f;
   if (std::string l = lse_conflict(p, kName); !l.empty()) return l;
   if (p.fusion.output_gate) return "output_gate: cudnn.sdpa has no gate epilogue";
@@ -132,7 +138,10 @@ std::string mask_text(const AttentionProblem& p) {
 std::string summary_of(const AttentionProblem& p, const BuiltGraph& g, const Candidate& c, const Tuning* t) {
   const std::string mask = mask_text(p);
   const PlanChoice& k = g.choice;
-  return "cudnn " + version_text(static_cast<int64_t>(cudnnGetVersion())) + " sdpa paged (frontend " +
+  const std::string fp8 = g.fp8 ? " fp8 (" + std::string(dtype_name(p.types.q)) +
+                                      " Q/K/V, P at 2^8, e4m3 O at 1/v_scale dequantised by a pass in run())"
+                                : "";
+  return "cudnn " + version_text(static_cast<int64_t>(cudnnGetVersion())) + " sdpa" + fp8 + " paged (frontend " +
          version_text(CUDNN_FRONTEND_VERSION) + "), " + g.implementation + " node" +
          (g.fallback.empty() ? "" : " (" + g.fallback + ")") + mask + ", padding mask" +
          (g.ragged ? ", ragged q/o; seq_len_q and offsets" : "; seq_len_q") + " by a kernel in run(); node " +
@@ -156,6 +165,10 @@ void check_params(const CudnnSdpaPlan& cp, const AttentionParams& a) {
     throw std::invalid_argument("cudnn.sdpa: params.features do not match the plan's (window bounds, sinks)");
   if (a.epilogue.gate)
     throw std::invalid_argument("cudnn.sdpa: params.epilogue.gate set, and cudnn.sdpa has no gate epilogue");
+  if (cudnn::fp8_graph(p) && ((a.o_stride_token | a.o_stride_head) % 8 != 0 || reinterpret_cast<uintptr_t>(a.out) % 16 != 0))
+    throw std::invalid_argument("cudnn.sdpa: the FP8 graph's O pass stores 16 bytes: out 16-byte aligned and O strides "
+                                "multiples of 8 elements, not " + std::to_string(a.o_stride_token) + " / " +
+                                std::to_string(a.o_stride_head));
   check_q_prologue_params(kName, AttentionFusion{}, a.prologue);
   check_lse_params(kName, p.return_lse, a);
 }
@@ -218,7 +231,8 @@ class CudnnSdpa final : public AttentionKernel {
     plan->handle = std::make_unique<Handle>();
     const Tuning* t = choice.builds_all() ? &tuned(g, p, plan->handle->h) : nullptr;
     plan->main.candidate = g.candidates[t ? t->chosen : 0];
-    plan->ws = cudnn::workspace_layout(plan->main.candidate.workspace, p.num_seqs(), g.ragged);
+    plan->ws = cudnn::workspace_layout(plan->main.candidate.workspace, p.num_seqs(), g.ragged,
+                                       g.fp8 ? static_cast<std::size_t>(p.total_q()) * p.heads * p.head_size : 0);
     plan->workspace_bytes = plan->ws.total;
     plan->graph_replay = true;
     plan->summary = summary_of(p, g, plan->main.candidate, t);
@@ -234,15 +248,23 @@ class CudnnSdpa final : public AttentionKernel {
     const BuiltGraph& g = *b.graph;
     // The derived tables: made here on the stream from params.cu_seqlens_q, so a call needs no host data.
     const cudnn::DerivedTables t = cudnn::tables_in(a.workspace, cp->ws, g.ragged);
-    cudnn::launch_derive_tables(a.cu_seqlens_q, a.num_seqs, a.q_stride_token, a.o_stride_token, t, s);
-    auto pack = variant_pack({a.q, a.k_cache, a.v_cache, a.out, t.seq_len_q, a.seqused_k, a.block_table,
-                              t.q_offsets, t.o_offsets, a.features.sinks},
+    const int64_t o_code_token = static_cast<int64_t>(a.heads) * a.head_size;  // the FP8 graph's dense e4m3 O
+    const cudnn::Fp8Scalars fp8 = cudnn::fp8_scalars_of(cp->problem);
+    cudnn::launch_derive_tables(a.cu_seqlens_q, a.num_seqs, a.q_stride_token, g.fp8 ? o_code_token : a.o_stride_token,
+                                t, s, fp8);
+    auto pack = variant_pack({a.q, a.k_cache, a.v_cache, g.fp8 ? static_cast<void*>(t.o_codes) : a.out, t.seq_len_q,
+                              a.seqused_k, a.block_table, t.q_offsets, t.o_offsets, a.features.sinks, t.fp8},
                              g.ragged);
-    std::lock_guard<std::mutex> lock(g.mu);
-    set_stream(cp->handle->h, s);
-    if (const fe::error_t e = g.graph.execute_plan_at_index(cp->handle->h, pack, a.workspace, b.candidate.index);
-        e.is_bad())
-      throw std::runtime_error("cudnn.sdpa: cuDNN execute: " + e.err_msg);
+    {
+      std::lock_guard<std::mutex> lock(g.mu);
+      set_stream(cp->handle->h, s);
+      if (const fe::error_t e = g.graph.execute_plan_at_index(cp->handle->h, pack, a.workspace, b.candidate.index);
+          e.is_bad())
+        throw std::runtime_error("cudnn.sdpa: cuDNN execute: " + e.err_msg);
+    }
+    if (g.fp8)
+      cudnn::launch_dequantize_o(t.o_codes, a.total_q, a.heads, a.head_size, 1.f / fp8.scale_o, a.types.o, a.out,
+                                 a.o_stride_token, a.o_stride_head, s);
   }
 
  private:

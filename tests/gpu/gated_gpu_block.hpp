@@ -3,11 +3,14 @@
 #pragma once
 #include <algorithm>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
 #include "attnbench/gated_block.hpp"
+#include "attnbench/gated_block_ref.hpp"
 #include "cuda/runtime.hpp"
+#include "gate.hpp"
 #include "gated_case.hpp"
 
 namespace attnbench::gputest {
@@ -111,6 +114,28 @@ inline GatedGpuRun run_gated_block(const GatedBlockKernel& k, const GatedGeometr
   std::vector<float> lse(b.lse.bytes() / sizeof(float));
   if (!lse.empty()) b.lse.download(lse.data(), b.lse.bytes());
   return {b.output(), lse, b.block->stage_names(), b.block->summary()};
+}
+
+// An FP8 block's inputs (the codes' values), its every row's fp32 reference and the FP8 mode's tolerance.
+struct Fp8Reference {
+  GatedHostInputs in;
+  std::vector<int64_t> rows;
+  std::vector<float> ref;
+  Tolerance tol;
+  GateResult gate(const GatedGeometry& g, const GatedGpuRun& r) const {
+    return gate_rows(r.out.data(), static_cast<int64_t>(r.out.size()), g.dtype(), g.d_model(), rows, ref.data(), tol);
+  }
+};
+inline Fp8Reference fp8_reference(const GatedGeometry& g, const GatedOptions& o, uint64_t seed) {
+  Fp8Reference f;
+  f.in = build_gated_inputs(g, seed);
+  apply_fp8_inputs(g, *o.fp8, f.in);
+  f.rows.resize(static_cast<std::size_t>(g.tokens()));
+  std::iota(f.rows.begin(), f.rows.end(), int64_t{0});
+  f.ref.resize(f.rows.size() * g.d_model());
+  reference::gated_block(g, o, f.in.ref(), f.rows, f.ref.data());
+  f.tol = gated_tolerance(default_tolerance(g.dtype()), f.ref.data(), f.ref.size(), std::nullopt, true);
+  return f;
 }
 
 }  // namespace attnbench::gputest

@@ -44,16 +44,10 @@ TEST(CudaGatedFp8, UnfusedAndFusedPassTheGateAndAWrongDescaleFailsIt) {
     o.is_causal = c.causal;
     o.q_gate_layout = c.layout;
     o.fp8 = gated_fp8_defaults(g.d_model(), g.attn_width());
-    GatedHostInputs in = build_gated_inputs(g, 43);
-    apply_fp8_inputs(g, *o.fp8, in);
-    std::vector<int64_t> rows(g.tokens());
-    std::iota(rows.begin(), rows.end(), 0);
-    std::vector<float> ref(rows.size() * g.d_model());
-    reference::gated_block(g, o, in.ref(), rows, ref.data());
-    const Tolerance tol = gated_tolerance(default_tolerance(g.dtype()), ref.data(), ref.size(), std::nullopt, true);
-    auto gate = [&](const GatedGpuRun& r) {
-      return gate_rows(r.out.data(), static_cast<int64_t>(r.out.size()), g.dtype(), g.d_model(), rows, ref.data(), tol);
-    };
+    const gputest::Fp8Reference fr = gputest::fp8_reference(g, o, 43);
+    const GatedHostInputs& in = fr.in;
+    const Tolerance& tol = fr.tol;
+    auto gate = [&](const GatedGpuRun& r) { return fr.gate(g, r); };
     std::vector<uint16_t> unfused;
     for (bool fuse : {false, true}) {
       GatedOptions f = o;
@@ -65,7 +59,9 @@ TEST(CudaGatedFp8, UnfusedAndFusedPassTheGateAndAWrongDescaleFailsIt) {
                   gr.max_row_rel, tol.rtol, gr.max_abs, tol.atol, r.summary.c_str());
       EXPECT_TRUE(gr.passed) << gate_failure_reason(gr);
       EXPECT_EQ(r.stages.size(), fuse ? 5u : 7u);
-      if (fuse) EXPECT_EQ(r.out, unfused) << "the fused passes write other bits than the unfused ones";
+      if (fuse) {
+        EXPECT_EQ(r.out, unfused) << "the fused passes write other bits than the unfused ones";
+      }
       unfused = r.out;
     }
     GatedOptions wrong = o;  // the codes are the right spec's, the block applies descale_h twice

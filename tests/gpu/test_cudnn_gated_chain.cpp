@@ -94,6 +94,40 @@ std::string gate_chain(const GatedBlockKernel& chain, const GatedGeometry& g, co
   return r.summary;
 }
 
+// The FP8 mode through cuDNN's FP8 SDPA (its O through e4m3 too): the same gate as cuda.gated_block's FP8 rows,
+// causal (q_len = kv_len: the top-left diagonal cuDNN's SM90 FP8 SDPA has) and not, d128 and d256.
+TEST(CudnnGatedChain, Fp8PassesTheGate) {
+  SKIP_WITHOUT_DEVICE();
+  const auto chain = make_cudnn_gated_chain();
+  const struct {
+    GatedDims dims;
+    bool causal;
+  } cases[] = {{gated_test_dims(2, 256, 8, 2, 128, 32, DType::bf16), true},
+               {gated_test_dims(1, 300, 8, 1, 128, 64, DType::f16), false},
+               {gated_test_dims(1, 192, 8, 2, 256, 64, DType::bf16), true}};
+  int runs = 0;
+  for (const auto& c : cases) {
+    const GatedGeometry g(c.dims);
+    GatedOptions o;
+    o.is_causal = c.causal;
+    o.fp8 = gated_fp8_defaults(g.d_model(), g.attn_width());
+    if (const Support s = chain->supports(g, o, knobs()); !s.ok) {
+      std::printf("  fp8 chain d%d S%d declined: %s\n", g.d_head(), g.seqlen(), s.reason.c_str());
+      continue;
+    }
+    const Fp8Reference f = fp8_reference(g, o, 53);
+    const GatedGpuRun r = run_gated_block(*chain, g, o, f.in, knobs());
+    const GateResult gr = f.gate(g, r);
+    const Tolerance& tol = f.tol;
+    ++runs;
+    std::printf("  fp8 chain d%d B%d S%d %s causal=%d row_rel=%.3g rtol=%.3g [%s]\n", g.d_head(), g.batch(),
+                g.seqlen(), dtype_name(g.dtype()), c.causal, gr.max_row_rel, tol.rtol, r.summary.c_str());
+    EXPECT_EQ(gr.nonfinite, 0);
+    EXPECT_TRUE(gr.passed) << gate_failure_reason(gr);
+  }
+  EXPECT_GT(runs, 0) << "cuDNN took no FP8 case";
+}
+
 TEST(CudnnGatedChain, PassesTheGateUnfused) {
   SKIP_WITHOUT_DEVICE();
   const auto chain = make_cudnn_gated_chain();

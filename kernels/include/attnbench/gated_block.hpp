@@ -145,15 +145,16 @@ int gated_block_size(const GatedGeometry& g);
 WorkModel gated_block_work(const GatedGeometry& g, const GatedOptions& o, const std::vector<int>& seq_lens = {});
 
 // The caller's workspace, carved in this order at 256-byte aligned offsets: the projection output
-// [proj_rows, N], the attention output [tokens, h_q * d] (gated in place), the SDPA kernel's workspace, the int32
-// tables (cu_seqlens_q [B + 1], seqused_k [B], block_table [B, blocks_per_seq]), the GEMM workspace, and under the
-// FP8 mode the e4m3 codes of Q | K | V ([proj_rows, (h_q + 2 h_kv) d], the FP8 SDPA's view) and of the gated O
-// ([tokens, h_q d]). proj_rows is tokens rounded up to whole cache blocks: an SDPA that reads whole pages of the
+// [proj_rows, N], the attention output [tokens, h_q * d] (gated there when the SDPA's epilogue gates it), the SDPA
+// kernel's workspace, the int32 tables (cu_seqlens_q [B + 1], seqused_k [B], block_table [B, blocks_per_seq]), the
+// GEMM workspace, under the FP8 mode the e4m3 codes of Q | K | V ([proj_rows, (h_q + 2 h_kv) d], the FP8 SDPA's
+// view) and of the gated O ([tokens, h_q d]), and with a separate gate pass (gate_pass) its output [tokens, h_q d]. proj_rows is tokens rounded up to whole cache blocks: an SDPA that reads whole pages of the
 // view stays inside the projection, whose pad rows (past tokens) every call zeroes (and the codes' pad rows are
 // the codes of those zeros).
 struct GatedWorkspaceLayout {
   std::size_t proj = 0, attn = 0, sdpa = 0, cu_seqlens_q = 0, seqused_k = 0, block_table = 0, gemm = 0;
   std::size_t qkv_codes = 0, o_codes = 0;  // FP8 mode only (0 bytes otherwise)
+  std::size_t gated = 0;                   // the separate gate pass's output (0 bytes without one)
   int64_t codes_stride = 0;                // bytes per row of the Q | K | V codes
   std::size_t sdpa_bytes = 0, gemm_bytes = 0;
   int block_size = 0, blocks_per_seq = 0;
@@ -164,7 +165,7 @@ struct GatedWorkspaceLayout {
 };
 constexpr std::size_t kGatedWorkspaceAlign = 256;
 GatedWorkspaceLayout gated_workspace_layout(const GatedGeometry& g, int block_size, std::size_t sdpa_bytes,
-                                            std::size_t gemm_bytes, bool fp8 = false);
+                                            std::size_t gemm_bytes, bool fp8 = false, bool gate_pass = false);
 
 // One call's data, in the backend's memory. h [B, S, d_model]; W_qkvg [N, d_model] in the block's layout;
 // q_norm_weight, k_norm_weight [d] (unused without qk_norm); cos, sin [B, S, rope_dim] (unused when rope_dim is
