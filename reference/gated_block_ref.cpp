@@ -56,12 +56,12 @@ void mx_rows(const GatedOptions& o, RowMat& m, mx::MxFormat f, float pre_scale) 
   for (Eigen::Index r = 0; r < m.rows(); ++r) mx_fake_quantize(f, m.row(r).data(), m.cols(), pre_scale);
 }
 
-// Under the FP8 mode, columns [c0, c0 + n) of each row of m replaced by what their e4m3 codes after `scale` stand
-// for (the reference's own rounding, dtype.hpp's): code = e4m3(x * scale), value = code / scale.
-void fp8_cols(const GatedOptions& o, RowMat& m, Eigen::Index c0, Eigen::Index n, float scale) {
-  if (!o.fp8) return;
+// Every element of m (a matrix or a block of one) replaced by what its e4m3 code after `scale` stands for (the
+// reference's own rounding, dtype.hpp's): code = e4m3(x * scale), value = code / scale.
+template <class M>
+void fp8_round(M&& m, float scale) {
   for (Eigen::Index r = 0; r < m.rows(); ++r)
-    for (Eigen::Index c = c0; c < c0 + n; ++c)
+    for (Eigen::Index c = 0; c < m.cols(); ++c)
       m(r, c) = fp8_to_float(float_to_fp8(m(r, c) * scale, DType::e4m3), DType::e4m3) / scale;
 }
 
@@ -149,11 +149,8 @@ void gated_block(const GatedGeometry& g, const GatedOptions& o, const GatedRefIn
       for (int h = 0; h < hkv; ++h) norm_rope(&K[b](t0 + i, h * d), d, o.qk_norm, kn, o.norm_weight_offset, rd, cp, sp, dt);
     }
     if (o.fp8) {  // the FP8 SDPA's K and V codes
-      RowMat kc = K[b].middleRows(t0, n), vc = V[b].middleRows(t0, n);
-      fp8_cols(o, kc, 0, kvw, o.fp8->scale_k);
-      fp8_cols(o, vc, 0, kvw, o.fp8->scale_v);
-      K[b].middleRows(t0, n) = kc;
-      V[b].middleRows(t0, n) = vc;
+      fp8_round(K[b].middleRows(t0, n), o.fp8->scale_k);
+      fp8_round(V[b].middleRows(t0, n), o.fp8->scale_v);
     }
   }
 
@@ -173,11 +170,7 @@ void gated_block(const GatedGeometry& g, const GatedOptions& o, const GatedRefIn
       const auto [cp, sp] = rope_ptrs(rows[r0 + i]);
       for (int h = 0; h < hq; ++h) norm_rope(&q(r0 + i, h * d), d, o.qk_norm, qn, o.norm_weight_offset, rd, cp, sp, dt);
     }
-    if (o.fp8) {
-      RowMat qc = q.middleRows(r0, n);
-      fp8_cols(o, qc, 0, aw, o.fp8->scale_q);
-      q.middleRows(r0, n) = qc;
-    }
+    if (o.fp8) fp8_round(q.middleRows(r0, n), o.fp8->scale_q);
   }
 
   // Attention per (row, kv head) over the group's query heads, then the gate.
@@ -220,7 +213,7 @@ void gated_block(const GatedGeometry& g, const GatedOptions& o, const GatedRefIn
 
   // Output projection (under MX: the gated O quantised, W_o's per-tensor descale).
   if (o.mx) mx_rows(o, og, mx_o_format(*o.mx), o.mx->scale_o);
-  if (o.fp8) fp8_cols(o, og, 0, aw, o.fp8->scale_o);
+  if (o.fp8) fp8_round(og, o.fp8->scale_o);
   const float out_factor = o.mx ? o.mx->descale_w_o : 1.f;
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t r0 = 0; r0 < R; r0 += 16) {

@@ -396,12 +396,12 @@ class GatedCase final : public OpCase {
     sdpa.heads = g.h_q();
     sdpa.kv_heads = g.h_kv();
     sdpa.head_size = g.d_head();
-    // The workspace at the block size the block picks (a geometry with none is declined; 16 sizes it anyway) and
-    // cuBLASLt's GEMM workspace.
+    // The workspace at the block size the block picks (a geometry with none is declined; 16 sizes it anyway), with
+    // the FP8 mode's codes and a gate pass's output (a bound: the fused gate has none), and cuBLASLt's workspace.
     const double gemm = is_gpu(k.backend) ? 32.0 * (1 << 20) : 0.0;
     const int bs = gated_block_size(g) > 0 ? gated_block_size(g) : 16;
-    const double ws = static_cast<double>(
-        gated_workspace_layout(g, bs, static_cast<std::size_t>(attention_workspace_bound(sdpa)), 0, false, true).total);
+    const std::size_t sdpa_ws = static_cast<std::size_t>(attention_workspace_bound(sdpa));
+    const double ws = static_cast<double>(gated_workspace_layout(g, bs, sdpa_ws, 0, shape_.fp8.has_value(), true).total);
     need.device_bytes = h + w_qkvg + w_o + norms + rope + out + ws + gemm;
     return need;
   }

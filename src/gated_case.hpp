@@ -67,8 +67,8 @@ std::vector<int64_t> gated_lse_index(const GatedGeometry& g, const std::vector<i
 // Under the FP8 mode (fp8) the block and the reference both make kGatedFp8Quantisations e4m3 quantisations (Q, K,
 // V, the gated O; d = 1/8) of values that differ by the 16-bit rounding of the stage before (base.rtol: Q and K
 // are quantised before the scores amplify their error); their row errors add in quadrature to sqrt(4 d base.rtol),
-// a factor 1 + sqrt(4 d base.rtol) / r on both bounds. The FP8 SDPA's e4m3 P, which the reference does not round, adds kFp8PRtol to rtol and
-// 4 kFp8PRtol * max(1, rms) to atol (the attention op's 8-bit rule, README "The gate").
+// a factor 1 + sqrt(4 d base.rtol) / r on both bounds. The FP8 SDPA's e4m3 P, which the reference does not round,
+// adds kFp8PRtol to rtol and 4 kFp8PRtol * max(1, rms) to atol (the attention op's 8-bit rule, README "The gate").
 inline constexpr double kGatedFp8Quantisations = 4;
 inline constexpr double kFp8PRtol = 0.0625;
 Tolerance gated_tolerance(const Tolerance& base, const float* ref, std::size_t n,

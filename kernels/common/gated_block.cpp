@@ -168,10 +168,12 @@ std::string gated_stage_name(GatedStage s, const GatedGeometry& g, const GatedOp
   const bool fused = gated_fuses_norm_rope(g, o);
   switch (s) {
     case GatedStage::proj: return o.mx ? "mx_qkvg_proj" : o.fp8 ? "fp8_qkvg_proj" : "qkvg_proj";
-    case GatedStage::norm_rope: return fused ? "k_norm_rope" : gated_fuses_quantize(g, o) ? "norm_rope+quantize" : "norm_rope";
+    case GatedStage::norm_rope:
+      return fused ? "k_norm_rope" : gated_fuses_quantize(g, o) ? "norm_rope+quantize" : "norm_rope";
     case GatedStage::quantize_qkv: return "quantize_qkv";
     case GatedStage::quantize_o: return o.fuse_gate ? "gate+quantize_o" : "quantize_o";
-    case GatedStage::sdpa: return std::string(fused ? "q_norm_rope+" : "") + "sdpa" + (gated_gate_in_sdpa(o) ? "+gate" : "");
+    case GatedStage::sdpa:
+      return std::string(fused ? "q_norm_rope+" : "") + "sdpa" + (gated_gate_in_sdpa(o) ? "+gate" : "");
     case GatedStage::gate: return "gate";
     case GatedStage::out_proj: return o.mx ? "mx_out_proj" : o.fp8 ? "fp8_out_proj" : "out_proj";
   }

@@ -65,7 +65,10 @@ inline void micro_4x2(const float* a, const float* b, int K, float out[4][2]) {
     for (int c = 0; c < 2; ++c) out[r][c] = (acc[r][c][0] + acc[r][c][1]) + (acc[r][c][2] + acc[r][c][3]);
 }
 
-float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
+// The gated O element in the dtype: round(o * sigmoid(g)), the gate pass's and the fused gate + quantisation's.
+uint16_t gated_value(DType dt, uint16_t o, uint16_t g) {
+  return float_to_half(half_to_float(o, dt) * (1.f / (1.f + std::exp(-half_to_float(g, dt)))), dt);
+}
 }  // namespace
 
 std::size_t gemm_scratch_floats(int K) { return static_cast<std::size_t>(kMT + kNT) * K; }
@@ -99,7 +102,8 @@ void gemm_tiles(DType dt, int64_t M, int64_t N, int K, LoadA load_a, LoadB load_
           float o[4][2];
           micro_4x2(a + static_cast<int64_t>(r) * K, b + static_cast<int64_t>(c) * K, K, o);
           for (int rr = 0; rr < 4 && row + rr < M; ++rr)
-            for (int cc = 0; cc < 2 && col + cc < N; ++cc) C[(row + rr) * ldc + col + cc] = float_to_half(alpha * o[rr][cc], dt);
+            for (int cc = 0; cc < 2 && col + cc < N; ++cc)
+              C[(row + rr) * ldc + col + cc] = float_to_half(alpha * o[rr][cc], dt);
         }
       }
     }
@@ -130,7 +134,8 @@ void gemm_fp8_abt(DType dt, int64_t M, int64_t N, int K, float alpha, const floa
   auto load = [&](const uint8_t* x, int64_t rows) {
     return [&, x, rows](int64_t r0, int tile, float* d) {
       for (int r = 0; r < tile; ++r)
-        for (int k = 0; k < K; ++k) d[static_cast<int64_t>(r) * K + k] = r0 + r < rows ? value[x[(r0 + r) * K + k]] : 0.f;
+        for (int k = 0; k < K; ++k)
+          d[static_cast<int64_t>(r) * K + k] = r0 + r < rows ? value[x[(r0 + r) * K + k]] : 0.f;
     };
   };
   gemm_tiles(dt, M, N, K, load(A, M), load(B, N), C, N, scratch, threads, alpha);
@@ -164,7 +169,9 @@ class CpuGemm final : public GatedGemm {
   }
 
   std::size_t workspace_bytes() const override { return 0; }
-  std::string summary() const override { return std::string(fp8_ ? "e4m3 " : "") + "fp32-acc threads=" + std::to_string(threads_); }
+  std::string summary() const override {
+    return std::string(fp8_ ? "e4m3 " : "") + "fp32-acc threads=" + std::to_string(threads_);
+  }
 
   void run(const void* a, const void* b, void* c, void* /*workspace*/, void* /*stream*/) const override {
     if (fp8_)
@@ -242,12 +249,11 @@ class CpuGatedProvider final : public GatedProvider {
         const GatedQuantizePart& pt = q.parts[part];
         for (int h = 0; h < pt.heads; ++h) {
           const uint16_t* x = src + t * q.src_stride + pt.src0 + h * pt.src_head_stride;
-          const uint16_t* g = q.gate ? static_cast<const uint16_t*>(q.gate) + t * q.gate_stride_token + h * q.gate_stride_head
-                                     : nullptr;
+          const auto* g = static_cast<const uint16_t*>(q.gate);
+          if (g) g += t * q.gate_stride_token + h * q.gate_stride_head;
           uint8_t* c = q.dst + t * q.dst_stride + pt.dst0 + static_cast<int64_t>(h) * q.d_head;
           for (int i = 0; i < q.d_head; ++i) {
-            const float v = g ? half_to_float(float_to_half(half_to_float(x[i], dt) * cpu::sigmoid(half_to_float(g[i], dt)), dt), dt)
-                              : half_to_float(x[i], dt);
+            const float v = half_to_float(g ? cpu::gated_value(dt, x[i], g[i]) : x[i], dt);
             c[i] = device::e4m3_code(device::mul_rn(v, pt.scale));
           }
         }
@@ -294,7 +300,8 @@ class CpuGatedProvider final : public GatedProvider {
         continue;
       }
       uint8_t* code = p.codes + t * p.codes_stride + row.dst;  // rounded to the dtype first, as the unfused passes do
-      for (int i = 0; i < d; ++i) code[i] = device::e4m3_code(device::mul_rn(half_to_float(float_to_half(v[i], dt), dt), row.scale));
+      for (int i = 0; i < d; ++i)
+        code[i] = device::e4m3_code(device::mul_rn(half_to_float(float_to_half(v[i], dt), dt), row.scale));
     }
   }
 
@@ -308,8 +315,7 @@ class CpuGatedProvider final : public GatedProvider {
       for (int h = 0; h < p.heads; ++h) {
         const uint16_t* gp = gate + t * p.gate_stride_token + h * p.gate_stride_head;
         const int64_t at = t * p.o_stride_token + static_cast<int64_t>(h) * d;
-        for (int i = 0; i < d; ++i)
-          out[at + i] = float_to_half(half_to_float(o[at + i], dt) * cpu::sigmoid(half_to_float(gp[i], dt)), dt);
+        for (int i = 0; i < d; ++i) out[at + i] = cpu::gated_value(dt, o[at + i], gp[i]);
       }
   }
 

@@ -1,6 +1,6 @@
-// Launchers of the gated block's own kernels (gated_norm_rope.cu, gated_sigmoid.cu, gated_quantize.cu), over the params structs every
-// backend's provider shares (common/gated_provider.hpp). Host-callable, no device headers; each only enqueues on
-// `stream` (graph-capturable) and throws on a launch error.
+// Launchers of the gated block's own kernels (gated_norm_rope.cu, gated_sigmoid.cu, gated_quantize.cu), over the
+// params structs every backend's provider shares (common/gated_provider.hpp). Host-callable, no device headers;
+// each only enqueues on `stream` (graph-capturable) and throws on a launch error.
 #pragma once
 #include <cuda_runtime_api.h>
 

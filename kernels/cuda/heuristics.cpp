@@ -59,7 +59,7 @@ std::string wide_knob_conflict(const AttentionProblem& p, const UnifiedKnobs& kn
   const int stages = knobs.stages;
   if (stages != 0 && stages < wide_min_stages(p))
     return "ATTNBENCH_SM90_STAGES=" + std::to_string(stages) + ": an 8-bit cache's producer widens tile t - 1 "
-           "after claiming tile t's slots, which needs at least " + std::to_string(kWideMinStagesCodes) + " slots";
+           "after claiming tile t's slots, which needs at least " + std::to_string(wide_min_stages(p)) + " slots";
   if (stages != 0 && wide_smem_bytes(p.head_size, wgs, stages) > kWideSmemLimit)
     return "ATTNBENCH_SM90_STAGES=" + std::to_string(stages) + ": " +
            std::to_string(wide_smem_bytes(p.head_size, wgs, stages)) + " bytes of shared memory at head size " +

@@ -44,7 +44,7 @@ struct TimingInputs {
 
   TimingInputs(const AttentionProblem& p, const Layout& l, const BuiltGraph& g, std::size_t workspace_bytes) {
     const bool ragged = g.ragged;
-    const int64_t o_token = g.fp8 ? static_cast<int64_t>(p.heads) * p.head_size : l.o_token;  // dense e4m3 O
+    const int64_t o_token = g.fp8 ? fp8_o_token_stride(p) : l.o_token;
     const int64_t d = p.head_size, n = p.num_seqs();
     const int64_t q_elems = span({{p.total_q(), l.q_token}, {p.heads, l.q_head}, {d, 1}});
     const int64_t o_elems = span({{p.total_q(), l.o_token}, {p.heads, l.o_head}, {d, 1}});

@@ -105,7 +105,7 @@ void declare_sdpa(fe::graph::Graph& g, const AttentionProblem& p, const Layout& 
   TensorPtr o;
   int64_t o_token = l.o_token, o_head = l.o_head;
   if (fp8_graph(p)) {
-    o_token = static_cast<int64_t>(p.heads) * p.head_size;  // the workspace's dense e4m3 O
+    o_token = fp8_o_token_stride(p);
     o_head = p.head_size;
     o = declare_fp8_sdpa(g, q, cache("k_cache", kK), cache("v_cache", kV), options, p);
   } else {

@@ -71,6 +71,8 @@ bool fp8_graph(const AttentionProblem& p);
 // The FP8 graph's input scalars: the problem's descales, P quantised at 2^8 (cudnn.sdpa's P rule: P <= 1 lands
 // under e4m3's 448 with its 3 mantissa bits, as cuda.unified's does), O at 1 / v_scale (O's codes of V's size).
 Fp8Scalars fp8_scalars_of(const AttentionProblem& p);
+// The FP8 graph's e4m3 O in the workspace: [total_q, heads, head_size] dense, this token stride (elements = bytes).
+inline int64_t fp8_o_token_stride(const AttentionProblem& p) { return static_cast<int64_t>(p.heads) * p.head_size; }
 
 // Whether the graph needs the causal mask: bottom-right with one query per sequence it hides no key (the query
 // sits on the last position), and a graph without a diagonal band is one more engines take.

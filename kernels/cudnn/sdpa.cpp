@@ -110,6 +110,7 @@ struct CudnnSdpaPlan : AttentionPlan {
   AttentionProblem problem;
   Bound main;                      // on the kernel's planned layout
   cudnn::WorkspaceLayout ws;       // cuDNN's bytes first, then the derived tables
+  cudnn::Fp8Scalars fp8;           // the FP8 graph's input scalars, which run()'s table kernel writes
   std::unique_ptr<Handle> handle;  // this plan's: run() sets its stream
   mutable std::mutex mu;
   mutable std::list<Bound> other_layouts;  // built in run() for params on another (a list: run() keeps references)
@@ -165,7 +166,8 @@ void check_params(const CudnnSdpaPlan& cp, const AttentionParams& a) {
     throw std::invalid_argument("cudnn.sdpa: params.features do not match the plan's (window bounds, sinks)");
   if (a.epilogue.gate)
     throw std::invalid_argument("cudnn.sdpa: params.epilogue.gate set, and cudnn.sdpa has no gate epilogue");
-  if (cudnn::fp8_graph(p) && ((a.o_stride_token | a.o_stride_head) % 8 != 0 || reinterpret_cast<uintptr_t>(a.out) % 16 != 0))
+  const bool o16 = (a.o_stride_token | a.o_stride_head) % 8 == 0 && reinterpret_cast<uintptr_t>(a.out) % 16 == 0;
+  if (cudnn::fp8_graph(p) && !o16)
     throw std::invalid_argument("cudnn.sdpa: the FP8 graph's O pass stores 16 bytes: out 16-byte aligned and O strides "
                                 "multiples of 8 elements, not " + std::to_string(a.o_stride_token) + " / " +
                                 std::to_string(a.o_stride_head));
@@ -231,8 +233,9 @@ class CudnnSdpa final : public AttentionKernel {
     plan->handle = std::make_unique<Handle>();
     const Tuning* t = choice.builds_all() ? &tuned(g, p, plan->handle->h) : nullptr;
     plan->main.candidate = g.candidates[t ? t->chosen : 0];
+    plan->fp8 = cudnn::fp8_scalars_of(p);
     plan->ws = cudnn::workspace_layout(plan->main.candidate.workspace, p.num_seqs(), g.ragged,
-                                       g.fp8 ? static_cast<std::size_t>(p.total_q()) * p.heads * p.head_size : 0);
+                                       g.fp8 ? static_cast<std::size_t>(p.total_q() * cudnn::fp8_o_token_stride(p)) : 0);
     plan->workspace_bytes = plan->ws.total;
     plan->graph_replay = true;
     plan->summary = summary_of(p, g, plan->main.candidate, t);
@@ -248,10 +251,9 @@ class CudnnSdpa final : public AttentionKernel {
     const BuiltGraph& g = *b.graph;
     // The derived tables: made here on the stream from params.cu_seqlens_q, so a call needs no host data.
     const cudnn::DerivedTables t = cudnn::tables_in(a.workspace, cp->ws, g.ragged);
-    const int64_t o_code_token = static_cast<int64_t>(a.heads) * a.head_size;  // the FP8 graph's dense e4m3 O
-    const cudnn::Fp8Scalars fp8 = cudnn::fp8_scalars_of(cp->problem);
+    const int64_t o_code_token = cudnn::fp8_o_token_stride(cp->problem);
     cudnn::launch_derive_tables(a.cu_seqlens_q, a.num_seqs, a.q_stride_token, g.fp8 ? o_code_token : a.o_stride_token,
-                                t, s, fp8);
+                                t, s, cp->fp8);
     auto pack = variant_pack({a.q, a.k_cache, a.v_cache, g.fp8 ? static_cast<void*>(t.o_codes) : a.out, t.seq_len_q,
                               a.seqused_k, a.block_table, t.q_offsets, t.o_offsets, a.features.sinks, t.fp8},
                              g.ragged);
@@ -263,7 +265,7 @@ class CudnnSdpa final : public AttentionKernel {
         throw std::runtime_error("cudnn.sdpa: cuDNN execute: " + e.err_msg);
     }
     if (g.fp8)
-      cudnn::launch_dequantize_o(t.o_codes, a.total_q, a.heads, a.head_size, 1.f / fp8.scale_o, a.types.o, a.out,
+      cudnn::launch_dequantize_o(t.o_codes, a.total_q, a.heads, a.head_size, 1.f / cp->fp8.scale_o, a.types.o, a.out,
                                  a.o_stride_token, a.o_stride_head, s);
   }
 

@@ -148,9 +148,9 @@ WorkModel gated_block_work(const GatedGeometry& g, const GatedOptions& o, const 
 // [proj_rows, N], the attention output [tokens, h_q * d] (gated there when the SDPA's epilogue gates it), the SDPA
 // kernel's workspace, the int32 tables (cu_seqlens_q [B + 1], seqused_k [B], block_table [B, blocks_per_seq]), the
 // GEMM workspace, under the FP8 mode the e4m3 codes of Q | K | V ([proj_rows, (h_q + 2 h_kv) d], the FP8 SDPA's
-// view) and of the gated O ([tokens, h_q d]), and with a separate gate pass (gate_pass) its output [tokens, h_q d]. proj_rows is tokens rounded up to whole cache blocks: an SDPA that reads whole pages of the
-// view stays inside the projection, whose pad rows (past tokens) every call zeroes (and the codes' pad rows are
-// the codes of those zeros).
+// view) and of the gated O ([tokens, h_q d]), and with a separate gate pass (gate_pass) its output [tokens, h_q d].
+// proj_rows is tokens rounded up to whole cache blocks: an SDPA that reads whole pages of the view stays inside the
+// projection, whose pad rows (past tokens) every call zeroes (and the codes' pad rows are the codes of those zeros).
 struct GatedWorkspaceLayout {
   std::size_t proj = 0, attn = 0, sdpa = 0, cu_seqlens_q = 0, seqused_k = 0, block_table = 0, gemm = 0;
   std::size_t qkv_codes = 0, o_codes = 0;  // FP8 mode only (0 bytes otherwise)

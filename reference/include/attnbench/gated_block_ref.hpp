@@ -37,8 +37,9 @@ std::pair<int, int> gated_visible_keys(const GatedGeometry& g, const GatedOption
 // out: rows.size() * d_model floats, row r the output of flat token rows[r] (b * S + s). Uses the options'
 // is_causal, causal_bottom_right, window_left, window_right, qk_norm, norm_weight_offset and attn_scale (layout and
 // fusion do not change the math), and in.seq_lens. Under mx and fp8 the inputs are the values the codes stand for;
-// fp8 rounds Q, K, V (after norm + RoPE) and the gated O to e4m3 under their scales, as the block's codes do. lse (optional): rows.size() * h_q floats, row r's SDPA
-// log-sum-exp of query head h at r * h_q + h (natural log of the sum of exp over its scaled scores; -inf for none).
+// fp8 rounds Q, K, V (after norm + RoPE) and the gated O to e4m3 under their scales, as the block's codes do. lse
+// (optional): rows.size() * h_q floats, row r's SDPA log-sum-exp of query head h at r * h_q + h (natural log of the
+// sum of exp over its scaled scores; -inf for none).
 // Multi-threaded (OpenMP); throws std::out_of_range for a row outside [0, B * S).
 void gated_block(const GatedGeometry& g, const GatedOptions& o, const GatedRefInputs& in,
                  const std::vector<int64_t>& rows, float* out, float* lse = nullptr);
