@@ -149,6 +149,64 @@ TEST(CudaSplitModel, MergeInOneLevelWhereThePartialsAreSmall) {
   EXPECT_EQ(decode_merge_us(1, 1, 1e6), 0.0);
 }
 
+// The separate merge kernel's block: 256 threads, four columns each across the head, enough split threads that
+// each loads at most kDecodeMergeLoads partials where the block has room, the rest of the block in packed rows.
+TEST(CudaSplitModel, SeparateMergeBlockCoversTheRowWithEveryLoadInFlight) {
+  for (int d : {64, 128, 256})
+    for (int splits : {2, 3, 16, 17, 64, 128}) {
+      const DecodeMergeBlock b = decode_merge_block(d, splits);
+      EXPECT_EQ(d / 4 * b.split_threads * b.rows, kDecodeMergeThreads) << "d" << d << " splits " << splits;
+      EXPECT_TRUE(b.split_threads * kDecodeMergeLoads >= splits || d / 4 * b.split_threads == kDecodeMergeThreads)
+          << "d" << d << " splits " << splits;
+      EXPECT_LE(b.rows, kDecodeRowsPerCta);
+    }
+  EXPECT_EQ(decode_merge_block(256, 64).split_threads, 4);  // d256 B1: 16 splits per thread, one row per block
+  EXPECT_EQ(decode_merge_block(256, 64).rows, 1);
+  EXPECT_EQ(decode_merge_block(128, 16).split_threads, 1);  // d128 B1: 8 rows of one split thread
+  EXPECT_EQ(decode_merge_block(128, 16).rows, 8);
+  EXPECT_EQ(decode_merge_block(64, 2).rows, kDecodeRowsPerCta);
+}
+
+// auto: the separate merge from 8 splits on (the merge sweep's crossing), whatever decided the split count.
+TEST(CudaLaunchPlan, AutoMergeIsSeparateFromEightSplits) {
+  EXPECT_EQ(decode_auto_merge(7), DecodeMerge::fused);
+  EXPECT_EQ(decode_auto_merge(kDecodeSeparateMergeSplits), DecodeMerge::separate);
+  const auto d256_b1 = make_unified_launch_plan(uniform(1, 1, 32768, 32, 2, 256), knobs(), 132);
+  EXPECT_EQ(d256_b1.merge, DecodeMerge::separate);
+  const auto b8 = make_unified_launch_plan(uniform(8, 1, 4096, 32, 8, 128), knobs(), 132);
+  EXPECT_EQ(b8.splits, 2);
+  EXPECT_EQ(b8.merge, DecodeMerge::fused);
+  const auto forced =
+      make_unified_launch_plan(uniform(8, 1, 4096, 32, 8, 128), knobs({{"ATTNBENCH_3D_SPLITS", "9"}}), 132);
+  EXPECT_EQ(forced.merge, DecodeMerge::separate);
+}
+
+// ATTNBENCH_3D_MERGE: separate keeps no arrival counters and says so; one split merges nothing either way; the
+// knob's other values and auto leave a plan whose workspace matches its merge.
+TEST(CudaLaunchPlan, DecodeMergeKnobSetsTheMergeAndItsWorkspace) {
+  const auto p = uniform(1, 1, 4096, 32, 8, 128);
+  const auto sep = make_unified_launch_plan(p, knobs({{"ATTNBENCH_3D_MERGE", "separate"}}), 132);
+  EXPECT_EQ(sep.merge, DecodeMerge::separate);
+  EXPECT_GT(sep.splits, 1);
+  EXPECT_EQ(decode_counter_count(p, sep.splits, sep.merge_group, sep.merge), 0);
+  EXPECT_EQ(sep.workspace_bytes, static_cast<std::size_t>(sep.splits) * 32 * (128 + 1) * 4);
+  EXPECT_NE(sep.summary.find("+merge(separate kernel)"), std::string::npos) << sep.summary;
+  const auto fused = make_unified_launch_plan(p, knobs({{"ATTNBENCH_3D_MERGE", "fused"}}), 132);
+  EXPECT_EQ(fused.merge, DecodeMerge::fused);
+  EXPECT_EQ(fused.workspace_bytes, decode_workspace_bytes(p, fused.splits, fused.merge_group, DecodeMerge::fused));
+  EXPECT_GT(decode_counter_count(p, fused.splits, fused.merge_group, fused.merge), 0);
+  const auto one = make_unified_launch_plan(
+      p, knobs({{"ATTNBENCH_3D_MERGE", "separate"}, {"ATTNBENCH_3D_SPLITS", "1"}}), 132);
+  EXPECT_EQ(one.merge, DecodeMerge::fused);
+  EXPECT_EQ(one.workspace_bytes, 0u);
+  EXPECT_EQ(one.summary.find("+merge"), std::string::npos) << one.summary;
+  for (const char* v : {"auto", "fused", "separate"}) {
+    const auto lp = make_unified_launch_plan(p, knobs({{"ATTNBENCH_3D_MERGE", v}}), 132);
+    EXPECT_EQ(lp.workspace_bytes, decode_workspace_bytes(p, lp.splits, lp.merge_group, lp.merge)) << v;
+  }
+  EXPECT_THROW(knobs({{"ATTNBENCH_3D_MERGE", "both"}}), std::invalid_argument);
+}
+
 TEST(CudaDispatcher, DecodeGoes3DAndPrefill2D) {
   EXPECT_EQ(choose_path(uniform(1, 1, 4096, 32, 8, 128)), UnifiedPath::decode_3d);
   EXPECT_EQ(choose_path(uniform(1, 1, 16, 32, 32, 64)), UnifiedPath::decode_3d);
@@ -253,14 +311,19 @@ TEST(CudaLaunchPlan, DecodeWorkspaceMatchesSplits) {
   EXPECT_GT(lp.splits, 1);
   EXPECT_EQ(lp.grid_x, lp.splits);
   EXPECT_EQ(lp.grid_y, 8);  // kv heads x one row tile (group 4 <= 16 rows)
-  // Partials (LSE + O per split and row), then the merge's int32 arrival counters per (sequence, kv head, row
-  // tile): 16 small partials merge in one level, one counter.
+  // Partials (LSE + O per split and row); 16 splits merge in the separate kernel, which counts no arrivals.
   EXPECT_EQ(lp.splits, 16);
-  EXPECT_EQ(lp.merge_group, 16);
-  EXPECT_EQ(decode_counter_count(p, 16, 16), 8);
-  EXPECT_EQ(decode_counter_count(p, 16, 8), 8 * 3);  // 2 groups of 8, a counter each and one for the groups
-  EXPECT_EQ(lp.workspace_bytes, static_cast<std::size_t>(lp.splits) * 32 * (128 + 1) * 4 + 8 * 4);
-  const auto d256 = make_unified_launch_plan(uniform(1, 1, 32768, 32, 2, 256), knobs(), 132);
+  EXPECT_EQ(lp.merge, DecodeMerge::separate);
+  EXPECT_EQ(lp.workspace_bytes, static_cast<std::size_t>(lp.splits) * 32 * (128 + 1) * 4);
+  // Fused, the int32 arrival counters per (sequence, kv head, row tile) follow: 16 small partials merge in one
+  // level, one counter.
+  const auto fused = make_unified_launch_plan(p, knobs({{"ATTNBENCH_3D_MERGE", "fused"}}), 132);
+  EXPECT_EQ(fused.merge_group, 16);
+  EXPECT_EQ(decode_counter_count(p, 16, 16, DecodeMerge::fused), 8);
+  EXPECT_EQ(decode_counter_count(p, 16, 8, DecodeMerge::fused), 8 * 3);  // 2 groups of 8, one each, one for both
+  EXPECT_EQ(fused.workspace_bytes, static_cast<std::size_t>(lp.splits) * 32 * (128 + 1) * 4 + 8 * 4);
+  const auto d256 =
+      make_unified_launch_plan(uniform(1, 1, 32768, 32, 2, 256), knobs({{"ATTNBENCH_3D_MERGE", "fused"}}), 132);
   EXPECT_EQ(d256.merge_group, kDecodeMergeGroup);
   EXPECT_NE(d256.summary.find("groups of 8"), std::string::npos) << d256.summary;
   // Forced splits, capped by the KV tiles.
@@ -278,8 +341,8 @@ TEST(CudaLaunchPlan, DecodeWorkspaceMatchesSplits) {
   lp = make_unified_launch_plan(uniform(2, 1, 2048, 32, 1, 128), knobs(), 132);
   EXPECT_EQ(lp.m_tiles, 2);
   EXPECT_EQ(lp.grid_y, 2);
-  EXPECT_EQ(decode_counter_count(uniform(2, 1, 2048, 32, 1, 128), 1, 1), 2 * 1 * 2);
-  EXPECT_EQ(decode_workspace_bytes(uniform(2, 1, 2048, 32, 1, 128), 1, 1), 0u);
+  EXPECT_EQ(decode_counter_count(uniform(2, 1, 2048, 32, 1, 128), 1, 1, DecodeMerge::fused), 2 * 1 * 2);
+  EXPECT_EQ(decode_workspace_bytes(uniform(2, 1, 2048, 32, 1, 128), 1, 1, DecodeMerge::fused), 0u);
 }
 
 // The partials after the LSEs take float4 stores: the LSE region is padded to 4 floats whatever the row count.
@@ -287,9 +350,9 @@ TEST(CudaHeuristics, DecodeWorkspaceKeepsThePartialsSixteenByteAligned) {
   EXPECT_EQ(decode_lse_floats(7, 42), 296);
   EXPECT_EQ(decode_lse_floats(2, 42), 84);
   auto p = uniform(3, 1, 3000, 14, 2, 128);  // 42 rows
-  const std::size_t counters = static_cast<std::size_t>(decode_counter_count(p, 7, 7)) * 4;
-  EXPECT_EQ(decode_workspace_bytes(p, 7, 7), (296 + 7 * 42 * 128) * 4 + counters);
-  EXPECT_EQ((decode_workspace_bytes(p, 7, 7) - counters) % 16, 0u);
+  const std::size_t counters = static_cast<std::size_t>(decode_counter_count(p, 7, 7, DecodeMerge::fused)) * 4;
+  EXPECT_EQ(decode_workspace_bytes(p, 7, 7, DecodeMerge::fused), (296 + 7 * 42 * 128) * 4 + counters);
+  EXPECT_EQ((decode_workspace_bytes(p, 7, 7, DecodeMerge::fused) - counters) % 16, 0u);
 }
 
 TEST(CudaSupports, AcceptsTheOutputGateOnBothPaths) {
@@ -307,7 +370,7 @@ TEST(CudaUnifiedKernel, PlanCarriesWorkspaceGraphAndSummary) {
   EXPECT_EQ(k->name(), "cuda.unified");
   const auto p = uniform(1, 1, 4096, 32, 8, 128);
   auto plan = k->plan(p, values({{"ATTNBENCH_3D_SPLITS", "4"}}));
-  EXPECT_EQ(plan->workspace_bytes, decode_workspace_bytes(p, 4, 4));
+  EXPECT_EQ(plan->workspace_bytes, decode_workspace_bytes(p, 4, 4, DecodeMerge::fused));
   EXPECT_TRUE(plan->graph_replay);
   EXPECT_NE(plan->summary.find("3d splits=4"), std::string::npos);
   auto plan2 = k->plan(uniform(1, 2048, 2048, 8, 8, 64),

@@ -211,9 +211,9 @@ TEST(Resolve, KnobsParseToTypedValues) {
   const UnifiedKnobs d = knobs(), def;
   auto same = [](const UnifiedKnobs& a, const UnifiedKnobs& b) {
     return std::tie(a.path, a.narrow_warps, a.flash_wide, a.stages, a.persistent, a.gqa_pack, a.q_major_grid,
-                    a.splits_3d, a.graph_2d, a.graph_3d) ==
+                    a.splits_3d, a.merge_3d, a.graph_2d, a.graph_3d) ==
            std::tie(b.path, b.narrow_warps, b.flash_wide, b.stages, b.persistent, b.gqa_pack, b.q_major_grid,
-                    b.splits_3d, b.graph_2d, b.graph_3d);
+                    b.splits_3d, b.merge_3d, b.graph_2d, b.graph_3d);
   };
   EXPECT_TRUE(same(d, def));
   EXPECT_EQ(knobs({{"ATTNBENCH_SM90_PATH", "auto"}}).path, PathKnob::automatic);
@@ -232,6 +232,9 @@ TEST(Resolve, KnobsParseToTypedValues) {
   EXPECT_EQ(knobs({{"ATTNBENCH_SM90_GQA_PACK", "7"}}).gqa_pack, 7);
   EXPECT_TRUE(knobs({{"ATTNBENCH_Q_MAJOR_GRID", "1"}}).q_major_grid);
   EXPECT_EQ(knobs({{"ATTNBENCH_3D_SPLITS", "50"}}).splits_3d, 50);
+  EXPECT_EQ(knobs({{"ATTNBENCH_3D_MERGE", "auto"}}).merge_3d, cuda::MergeKnob::automatic);
+  EXPECT_EQ(knobs({{"ATTNBENCH_3D_MERGE", "fused"}}).merge_3d, cuda::MergeKnob::fused);
+  EXPECT_EQ(knobs({{"ATTNBENCH_3D_MERGE", "separate"}}).merge_3d, cuda::MergeKnob::separate);
   EXPECT_FALSE(knobs({{"ATTNBENCH_2D_GRAPH", "0"}}).graph_2d);
   EXPECT_FALSE(knobs({{"ATTNBENCH_3D_GRAPH", "0"}}).graph_3d);
   EXPECT_EQ(cpu::CpuKnobs::parse(values()).max_gflop, cpu::CpuKnobs{}.max_gflop);

@@ -39,6 +39,11 @@ const std::vector<KnobSpec>& knob_table() {
       {"ATTNBENCH_3D_SPLITS", {}, "0",
        "cuda.unified and hip.unified 3D decode: KV splits per (sequence, kv head, 16-row tile); 0 = heuristic; "
        "capped at 128 and at the 64-key tiles"},
+      {"ATTNBENCH_3D_MERGE", {"auto", "fused", "separate"}, "auto",
+       "cuda.unified 3D decode with more than one split: fused = the last split CTAs to finish merge the partials in "
+       "the decode launch (in groups where they are large); separate = a merge kernel, launched as a programmatic "
+       "dependent of the decode kernel, reads every row's partials with many CTAs at once; auto = separate from 8 "
+       "splits on, where the merge sweep measured it faster (kernels/NOTES.md, decode v3)"},
       {"ATTNBENCH_2D_GRAPH", {"0", "1"}, "1",
        "cuda.unified: allow recommend_graph_replay() to say yes for 2D prefill problems"},
       {"ATTNBENCH_3D_GRAPH", {"0", "1"}, "1",

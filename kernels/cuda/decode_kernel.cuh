@@ -4,9 +4,10 @@
 // online-softmax state, merged through shared memory at the end), and with a 16-bit cache at d >= 128 a second warp
 // per key slice takes the other half of the head's columns of P.V; tiles stream through a 3-stage cp.async pipeline (every
 // stage in flight while a tile is awaited) whose block-table reads run a tile ahead. With one split the CTA writes
-// the output; otherwise it writes a base-2 LSE and a normalised fp32 partial, and the splits are merged in the
-// same launch by the last CTAs to arrive, in groups (decode_merge.cuh; no separate combine kernel). The output
-// gate (p.epilogue.gate) is applied at the write.
+// the output; otherwise it writes a base-2 LSE and a normalised fp32 partial, and the splits are merged either in
+// the same launch by the last CTAs to arrive, in groups (decode_merge.cuh), or by a separate merge kernel launched
+// as this one's programmatic dependent (decode_merge_kernel.cuh). The output gate (p.epilogue.gate) is applied at
+// the write (decode_out.cuh).
 // A features instance (F) applies the attention features (feature_tile.cuh): a sliding window's first tile starts
 // the split range, the mods and the mask act on every score, and a sink and v_scale scale the finished row; an
 // 8-bit cache (KV) streams its codes in tiles of twice the keys and widens them in registers into fp16 mma
@@ -18,6 +19,8 @@
 #include "attnbench/attention.hpp"
 #include "common/device/visibility.hpp"
 #include "cuda/decode_merge.cuh"
+#include "cuda/decode_merge_kernel.cuh"
+#include "cuda/decode_out.cuh"
 #include "cuda/feature_tile.cuh"
 #include "cuda/heuristics.hpp"
 #include "cuda/launch.hpp"
@@ -60,7 +63,8 @@ namespace dev {
 template <DType DT, int D, DType KV, bool F, bool Q8>
 __global__ void __launch_bounds__(DecodeTile<D, static_cast<int>(dtype_bytes(KV))>::kThreads,
                                   decode_ctas_per_sm(D, static_cast<int>(dtype_bytes(KV))))
-    decode_kernel(const __grid_constant__ AttentionParams p, int splits, int merge_group) {
+    decode_kernel(const __grid_constant__ AttentionParams p, int splits, int merge_group, DecodeMerge merge) {
+  asm volatile("griddepcontrol.launch_dependents;");  // a separate merge's CTAs may take their slots now
   using T = typename StorageOf<DT>::type;
   using TK = typename StorageOf<KV>::type;
   constexpr bool kWiden = sizeof(TK) == 1;
@@ -242,8 +246,7 @@ __global__ void __launch_bounds__(DecodeTile<D, static_cast<int>(dtype_bytes(KV)
     if (sl[w * BM + row] != 0.f) lsum += sl[w * BM + row] * exp2_approx((mw - mx) * c);
   }
   const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
-  const int token = q_start + (row_ok ? pr / group : 0);
-  const int head = kvh * group + (row_ok ? pr % group : 0);
+  const DecodeRow out_row(q_start, row_ok ? pr : 0, group, kvh);
   float acc[kCols];
 #pragma unroll
   for (int i = 0; i < kCols; ++i) {
@@ -255,9 +258,10 @@ __global__ void __launch_bounds__(DecodeTile<D, static_cast<int>(dtype_bytes(KV)
   // Base 2, the row's (merged) scores; -inf only for a row that saw no key, so a NaN reaches the merge.
   float lse2 = lsum == 0.f ? -INFINITY : mx * c + __log2f(lsum);
   if (splits > 1) {
-    // Publish, then merge by groups of splits (decode_merge.cuh); the CTA that merges last writes the output.
+    // Publish; the separate merge kernel takes it from there, else merge by groups of splits
+    // (decode_merge.cuh) and the CTA that merges last writes the output.
     const SplitSlots<D> w(p, splits, merge_group, seq * gridDim.y + blockIdx.y);
-    const int64_t grow = static_cast<int64_t>(token) * p.heads + head;
+    const int64_t grow = static_cast<int64_t>(out_row.token()) * p.heads + out_row.head;
     auto row_g = [&](int r) -> int64_t {
       const int prr = r0 + r;
       if (prr >= rows_valid) return -1;
@@ -265,6 +269,7 @@ __global__ void __launch_bounds__(DecodeTile<D, static_cast<int>(dtype_bytes(KV)
     };
     const bool first_of_row = row_ok && threadIdx.x % kTpr == 0;
     if (row_ok) w.publish(split, grow, col0, first_of_row, acc, lse2);
+    if (merge == DecodeMerge::separate) return;
     const int G = merge_group;
     const int groups = decode_merge_groups(splits, G);
     const int gfirst = split / G * G, gcount = min(G, splits - gfirst);
@@ -278,26 +283,8 @@ __global__ void __launch_bounds__(DecodeTile<D, static_cast<int>(dtype_bytes(KV)
     }
   }
   if (!row_ok) return;
-  if (p.lse != nullptr && threadIdx.x % kTpr == 0)
-    p.lse[device::lse_offset(p.lse_stride_start, p.lse_stride_row, p.lse_stride_head, q_start, pr / group, head)] =
-        device::row_lse(p.features.sinks, head, lse2);
-  if constexpr (F) {
-    const float f = row_out_factor(p, head, lse2);
-#pragma unroll
-    for (int i = 0; i < kCols; ++i) acc[i] *= f;
-  }
-  T* dst = static_cast<T*>(p.out) + token * p.o_stride_token + head * p.o_stride_head + col0;
-  if (p.epilogue.gate != nullptr) {
-    const T* g = static_cast<const T*>(p.epilogue.gate) + token * p.epilogue.gate_stride_token + head * p.epilogue.gate_stride_head + col0;
-#pragma unroll
-    for (int i = 0; i < kCols; i += 2) {
-      const float2 sg = sigmoid2<DT>(*reinterpret_cast<const uint32_t*>(g + i));
-      *reinterpret_cast<uint32_t*>(dst + i) = pack2<DT>(acc[i] * sg.x, acc[i + 1] * sg.y);
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < kCols; i += 2) *reinterpret_cast<uint32_t*>(dst + i) = pack2<DT>(acc[i], acc[i + 1]);
-  }
+  if (threadIdx.x % kTpr == 0) store_decode_lse(p, out_row, lse2);
+  store_decode_row<DT, F>(p, out_row, col0, acc, lse2);
 }
 
 }  // namespace dev
@@ -313,8 +300,9 @@ void launch_decode(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaSt
   }();
   (void)configured;
   const dim3 grid(lp.grid_x, lp.grid_y, lp.grid_z);
-  kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(p, lp.splits, lp.merge_group);
+  kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(p, lp.splits, lp.merge_group, lp.merge);
   ATTNBENCH_CUDA_CHECK(cudaGetLastError());
+  if (lp.splits > 1 && lp.merge == DecodeMerge::separate) launch_decode_merge<DT, D, F>(p, lp, stream);
 }
 
 #define ATTNBENCH_INSTANTIATE_DECODE(DT, D, KV, F, Q8) \

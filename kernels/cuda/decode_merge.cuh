@@ -3,6 +3,7 @@
 // counter, the threadFenceReduction pattern) merges the group; with more than one group it publishes the merged
 // partial in the group's first slot and the last group to arrive merges the groups. Two levels keep any one CTA
 // from reading every split's bytes alone where the partials are large (d256 B1: 64 of 16 KB; decode_merge_group).
+// ATTNBENCH_3D_MERGE=fused; the separate merge kernel (decode_merge_kernel.cuh) reuses SplitSlots' layout.
 #pragma once
 #include <cuda_runtime.h>
 

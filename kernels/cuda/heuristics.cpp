@@ -19,6 +19,8 @@ const char* path_knob_name(PathKnob k) {
   return "?";
 }
 
+const char* decode_merge_name(DecodeMerge m) { return m == DecodeMerge::fused ? "fused" : "separate"; }
+
 Support unified_supports(const AttentionProblem& p) {
   const AttentionTypes& t = p.types;
   if (const std::string types = unified_storage_conflict(p, "cuda.unified"); !types.empty()) return Support::no(types);
@@ -276,17 +278,19 @@ int decode_row_tiles(const AttentionProblem& p) {
   return static_cast<int>((packed_rows + kDecodeRowsPerCta - 1) / kDecodeRowsPerCta);
 }
 
-int64_t decode_counter_count(const AttentionProblem& p, int splits, int merge_group) {
+int64_t decode_counter_count(const AttentionProblem& p, int splits, int merge_group, DecodeMerge merge) {
+  if (merge == DecodeMerge::separate) return 0;
   return static_cast<int64_t>(p.num_seqs()) * p.kv_heads * decode_row_tiles(p) *
          decode_merge_counters(splits, merge_group);
 }
 
-std::size_t decode_workspace_bytes(const AttentionProblem& p, int splits, int merge_group) {
+std::size_t decode_workspace_bytes(const AttentionProblem& p, int splits, int merge_group, DecodeMerge merge) {
   if (splits <= 1) return 0;
   const std::size_t rows = static_cast<std::size_t>(p.total_q()) * p.heads;
   const std::size_t floats = static_cast<std::size_t>(decode_lse_floats(splits, static_cast<int64_t>(rows))) +
                              static_cast<std::size_t>(splits) * rows * static_cast<std::size_t>(p.head_size);
-  return floats * sizeof(float) + static_cast<std::size_t>(decode_counter_count(p, splits, merge_group)) * sizeof(int32_t);
+  return floats * sizeof(float) +
+         static_cast<std::size_t>(decode_counter_count(p, splits, merge_group, merge)) * sizeof(int32_t);
 }
 
 InstanceKey instance_key(const AttentionProblem& p, const UnifiedLaunchPlan& lp) {
@@ -394,7 +398,14 @@ UnifiedLaunchPlan narrow_launch_plan(const AttentionProblem& p, const UnifiedKno
   return lp;
 }
 
-// 3D split-KV decode: packed-row tiles per (sequence, kv head), KV splits forced or from the heuristic.
+std::string decode_merge_summary(const UnifiedLaunchPlan& lp) {
+  if (lp.splits <= 1) return "";
+  if (lp.merge == DecodeMerge::separate) return " +merge(separate kernel)";
+  if (lp.merge_group < lp.splits) return " +merge(last CTAs, groups of " + std::to_string(lp.merge_group) + ")";
+  return " +merge(last CTA)";
+}
+
+// 3D split-KV decode: packed-row tiles per (sequence, kv head), KV splits and merge forced or from the model.
 UnifiedLaunchPlan decode_launch_plan(const AttentionProblem& p, const UnifiedKnobs& knobs, int num_sms) {
   UnifiedLaunchPlan lp;
   lp.path = UnifiedPath::decode_3d;
@@ -405,17 +416,18 @@ UnifiedLaunchPlan decode_launch_plan(const AttentionProblem& p, const UnifiedKno
   const DecodeSplitCost cost = decode_split_cost(p, num_sms);
   const int forced = knobs.splits_3d;
   lp.splits = forced > 0 ? std::min({forced, kMaxSplits, std::max(1, cost.n_tiles)}) : decode_splits(cost);
+  lp.merge = knobs.merge_3d == MergeKnob::automatic ? decode_auto_merge(lp.splits)
+             : knobs.merge_3d == MergeKnob::separate ? DecodeMerge::separate
+                                                      : DecodeMerge::fused;
+  if (lp.splits <= 1) lp.merge = DecodeMerge::fused;  // nothing to merge
   lp.grid_x = lp.splits;
   lp.grid_y = p.kv_heads * lp.m_tiles;
   lp.grid_z = p.num_seqs();
   lp.merge_group = decode_merge_group(lp.splits, cost.partial_bytes);
-  lp.workspace_bytes = decode_workspace_bytes(p, lp.splits, lp.merge_group);
+  lp.workspace_bytes = decode_workspace_bytes(p, lp.splits, lp.merge_group, lp.merge);
   lp.summary = "3d splits=" + std::to_string(lp.splits) + (forced > 0 ? " (forced)" : "") +
                " rows/cta=" + std::to_string(lp.block_m) + " row-tiles=" + std::to_string(lp.m_tiles) +
-               (lp.splits > 1 ? (lp.merge_group < lp.splits ? " +merge(last CTAs, groups of " +
-                                                                   std::to_string(lp.merge_group) + ")"
-                                                             : std::string(" +merge(last CTA)"))
-                              : std::string());
+               decode_merge_summary(lp);
   return lp;
 }
 

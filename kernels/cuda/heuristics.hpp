@@ -22,6 +22,11 @@ const char* path_name(UnifiedPath p);
 enum class PathKnob { automatic, narrow, wide };
 enum class PersistentKnob { automatic, off, on };
 enum class NarrowWarps { w4, w8, w4x32 };  // 4 | 8 warps of 16 rows, or 4 of 32 where the head size has them
+// How the 3D decode's splits are merged (ATTNBENCH_3D_MERGE): in the decode launch by the last split CTAs to
+// finish (decode_merge.cuh), or by a second, programmatically dependent launch (decode_merge_kernel.cuh).
+enum class DecodeMerge { fused, separate };
+enum class MergeKnob { automatic, fused, separate };
+const char* decode_merge_name(DecodeMerge m);  // fused | separate
 const char* path_knob_name(PathKnob k);    // as the knob spells it: auto | narrow | wide
 
 // cuda.unified's knobs, each parsed once from its string; the member defaults are the knob table's.
@@ -34,6 +39,7 @@ struct UnifiedKnobs {
   int gqa_pack = 0;                                       // ATTNBENCH_SM90_GQA_PACK; 0 = auto
   bool q_major_grid = false;                              // ATTNBENCH_Q_MAJOR_GRID
   int splits_3d = 0;                                      // ATTNBENCH_3D_SPLITS; 0 = heuristic
+  MergeKnob merge_3d = MergeKnob::automatic;              // ATTNBENCH_3D_MERGE
   bool graph_2d = true;                                   // ATTNBENCH_2D_GRAPH
   bool graph_3d = true;                                   // ATTNBENCH_3D_GRAPH
   // The one reader of these knobs' strings (resolve.cpp); KnobValues::resolve has already checked them.
@@ -224,6 +230,14 @@ constexpr bool decode_splits_leave_one_empty(int n_tiles, int splits) {
 // split empty; the fewest splits within 1% of the best (a split adds partial writes and merge work the model
 // counts only roughly).
 int decode_splits(const DecodeSplitCost& c);
+// ATTNBENCH_3D_MERGE=auto: the separate merge from kDecodeSeparateMergeSplits splits on. The merge sweep
+// (kernels/NOTES.md, decode v3): the fused merge's last CTA reads every split of its column, the separate one
+// pays a second launch's release; separate won at 8 splits and up (d256 B1 64 splits 36.8 -> 28.9 us, d128 B1 16
+// splits 11.2 -> 10.5), tied at 8 on the ragged row, and lost by 0.3-1.1 us at 2-4 splits.
+constexpr int kDecodeSeparateMergeSplits = 8;
+constexpr DecodeMerge decode_auto_merge(int splits) {
+  return splits >= kDecodeSeparateMergeSplits ? DecodeMerge::separate : DecodeMerge::fused;
+}
 
 // recommend_graph_replay: decode yes, max_seqlen_q <= 768 yes, longer no, never while the caller is
 // capturing nor for a problem with an attention feature (graph mode is still measured); ATTNBENCH_3D_GRAPH gates
@@ -248,7 +262,8 @@ struct UnifiedLaunchPlan {
   bool q_major = false;   // 2D: q-tile index on grid.x
   int m_tiles = 0;        // 2D: q-tiles of the longest sequence; 3D: packed-row tiles of the longest sequence
   int splits = 1;         // 3D: KV splits per (sequence, kv head, row tile)
-  int merge_group = 1;    // 3D: splits merged per group (decode_merge_group; >= splits: one level)
+  int merge_group = 1;    // 3D fused merge: splits merged per group (decode_merge_group; >= splits: one level)
+  DecodeMerge merge = DecodeMerge::fused;  // 3D with splits > 1: where the splits are merged
   int grid_x = 0, grid_y = 0, grid_z = 0;
   std::size_t workspace_bytes = 0;  // 3D with splits > 1: per-split fp32 LSE + partial O + arrival counters
   std::string summary;
@@ -302,11 +317,11 @@ const Entry* find_instance(const Entry* begin, const Entry* end, const InstanceK
 
 // Workspace layout of the 3D path with splits > 1: lse[splits][total_q * heads] (padded to decode_lse_floats, so
 // the partials that follow stay 16-byte aligned for their float4 stores) then
-// o[splits][total_q * heads][head_size], fp32, then decode_merge_counters(splits, merge_group) int32 arrival
-// counters per (sequence, kv head, row tile) (decode_counter_count): one per group of merge_group splits, and one
-// for the groups when there is more than one. The last CTA to arrive at a counter resets it to 0, so the counters are zero
-// between calls; the launcher zeroes them (cudaMemsetAsync) the first time a plan sees a workspace pointer.
-// Callers must not write a plan's workspace between its calls.
+// o[splits][total_q * heads][head_size], fp32, then, for the fused merge only, decode_merge_counters(splits,
+// merge_group) int32 arrival counters per (sequence, kv head, row tile) (decode_counter_count): one per group of
+// merge_group splits, and one for the groups when there is more than one. The last CTA to arrive at a counter resets
+// it to 0, so the counters are zero between calls; the launcher zeroes them (cudaMemsetAsync) the first time a plan
+// sees a workspace pointer. Callers must not write a plan's workspace between its calls.
 constexpr int kDecodeMergeGroup = 8;  // the group of a two-level merge
 constexpr int decode_merge_groups(int splits, int group) { return (splits + group - 1) / group; }
 constexpr int decode_merge_counters(int splits, int group) {
@@ -317,9 +332,24 @@ double decode_merge_us(int splits, int group, double partial_bytes);
 // The merge's group: all splits in one level, or kDecodeMergeGroup and a second level, whichever decode_merge_us
 // says is faster (d128 B1: 16 partials of 2 KB, one level; d256 B1: 64 of 16 KB, two).
 int decode_merge_group(int splits, double partial_bytes);
-std::size_t decode_workspace_bytes(const AttentionProblem& p, int splits, int merge_group);
+std::size_t decode_workspace_bytes(const AttentionProblem& p, int splits, int merge_group, DecodeMerge merge);
 constexpr int64_t decode_lse_floats(int64_t splits, int64_t rows) { return (splits * rows + 3) / 4 * 4; }
-int64_t decode_counter_count(const AttentionProblem& p, int splits, int merge_group);
+int64_t decode_counter_count(const AttentionProblem& p, int splits, int merge_group, DecodeMerge merge);
+// The separate merge's block (decode_merge_kernel.cuh): head_size / 4 column threads (four columns each) x
+// split_threads (thread y merges splits y, y + split_threads, ..., kDecodeMergeLoads of them loaded at once) x
+// rows (packed rows of one CTA column), kDecodeMergeThreads in all.
+constexpr int kDecodeMergeThreads = 256;
+constexpr int kDecodeMergeLoads = 16;
+struct DecodeMergeBlock {
+  int split_threads = 1, rows = 1;
+};
+constexpr DecodeMergeBlock decode_merge_block(int head_size, int splits) {
+  const int tc = head_size / 4;
+  int ts = 1;
+  while (ts * kDecodeMergeLoads < splits && 2 * ts * tc <= kDecodeMergeThreads) ts *= 2;
+  const int rows = kDecodeMergeThreads / (tc * ts);
+  return {ts, rows < kDecodeRowsPerCta ? rows : kDecodeRowsPerCta};
+}
 // Packed-row tiles (kDecodeRowsPerCta rows) of the longest sequence.
 int decode_row_tiles(const AttentionProblem& p);
 

@@ -24,8 +24,9 @@ template <DType DT, int D, int WG, DType KV, bool F, bool Q8>
 void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, const KvTensorMaps* maps,
                          cudaStream_t stream);
 
-// 3D split-KV decode (p.workspace: lp.workspace_bytes); with lp.splits > 1 the last split CTA of each
-// (sequence, kv head, row tile) merges the splits; K/V and features as launch_prefill's; with Q8 Q in KV's codes too
+// 3D split-KV decode (p.workspace: lp.workspace_bytes); with lp.splits > 1 the last split CTAs of each
+// (sequence, kv head, row tile) merge the splits, or (lp.merge == separate) a second, programmatically dependent
+// launch does; K/V and features as launch_prefill's; with Q8 Q in KV's codes too
 // (the FP8 SDPA; DT is O's dtype). Applies the output gate when p.gate is non-null.
 template <DType DT, int D, DType KV, bool F, bool Q8>
 void launch_decode(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaStream_t stream);

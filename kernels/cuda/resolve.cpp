@@ -62,6 +62,9 @@ UnifiedKnobs UnifiedKnobs::parse(const KnobValues& knobs) {
   k.gqa_pack = knobs.get_int("ATTNBENCH_SM90_GQA_PACK");
   k.q_major_grid = knobs.get_bool("ATTNBENCH_Q_MAJOR_GRID");
   k.splits_3d = knobs.get_int("ATTNBENCH_3D_SPLITS");
+  k.merge_3d = pick<MergeKnob>(knobs, "ATTNBENCH_3D_MERGE",
+                               {{"auto", MergeKnob::automatic}, {"fused", MergeKnob::fused},
+                                {"separate", MergeKnob::separate}});
   k.graph_2d = knobs.get_bool("ATTNBENCH_2D_GRAPH");
   k.graph_3d = knobs.get_bool("ATTNBENCH_3D_GRAPH");
   return k;

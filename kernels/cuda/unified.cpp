@@ -116,7 +116,8 @@ class CudaUnified final : public AttentionKernel {
     plan->workspace_bytes = lp.workspace_bytes;
     if (lp.workspace_bytes > 0) {
       plan->counter_bytes =
-          static_cast<std::size_t>(cuda::decode_counter_count(p, lp.splits, lp.merge_group)) * sizeof(int32_t);
+          static_cast<std::size_t>(cuda::decode_counter_count(p, lp.splits, lp.merge_group, lp.merge)) *
+          sizeof(int32_t);
       plan->counter_offset = lp.workspace_bytes - plan->counter_bytes;
     }
     plan->graph_replay = r.instance.graph_replay;

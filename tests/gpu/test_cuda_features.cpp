@@ -65,7 +65,7 @@ struct PathCase {
   Knobs knobs;
 };
 
-// Decode (auto, 1 and 16 splits; ragged, block size 16), speculative decode, the narrow prefill (causal and not)
+// Decode (auto, 1 and 16 splits, both merges; ragged, block size 16), speculative decode, the narrow prefill (causal and not)
 // and the wide one (TMA, the cp.async gather of block size 32, GQA-packed short q-tiles), per head size.
 std::vector<PathCase> path_cases(int d) {
   const int kvh = d == 256 ? 2 : 4;
@@ -73,7 +73,8 @@ std::vector<PathCase> path_cases(int d) {
   std::vector<PathCase> cases = {
       {{"decode", ragged, 16, kvh, d, true, 16}, {}},
       {{"decode", ragged, 16, kvh, d, true, 16}, {{"ATTNBENCH_3D_SPLITS", "1"}}},
-      {{"decode", ragged, 16, kvh, d, true, 16}, {{"ATTNBENCH_3D_SPLITS", "16"}}},
+      {{"decode", ragged, 16, kvh, d, true, 16}, {{"ATTNBENCH_3D_SPLITS", "16"}, {"ATTNBENCH_3D_MERGE", "fused"}}},
+      {{"decode", ragged, 16, kvh, d, true, 16}, {{"ATTNBENCH_3D_SPLITS", "16"}, {"ATTNBENCH_3D_MERGE", "separate"}}},
       {{"spec q6", {{6, 2048}, {6, 611}}, 16, 8, d, true, 64}, {}},
       {{"prefill", {{300, 300}, {200, 1000}}, 8, 2, d, true, 64}, {{"ATTNBENCH_SM90_PATH", "narrow"}}},
       {{"prefill non-causal", {{300, 300}, {200, 1000}}, 8, 2, d, false, 32}, {{"ATTNBENCH_SM90_PATH", "narrow"}}},

@@ -21,7 +21,12 @@ using Knobs = std::map<std::string, std::string>;
 
 std::vector<Knobs> settings_for(const AttentionProblem& p) {
   if (p.is_decode() || p.max_seqlen_q() <= 16)
-    return {{}, {{"ATTNBENCH_3D_SPLITS", "1"}}, {{"ATTNBENCH_3D_SPLITS", "7"}}, {{"ATTNBENCH_3D_SPLITS", "64"}}};
+    return {{},
+            {{"ATTNBENCH_3D_SPLITS", "1"}},
+            {{"ATTNBENCH_3D_SPLITS", "7"}, {"ATTNBENCH_3D_MERGE", "fused"}},
+            {{"ATTNBENCH_3D_SPLITS", "7"}, {"ATTNBENCH_3D_MERGE", "separate"}},
+            {{"ATTNBENCH_3D_SPLITS", "64"}, {"ATTNBENCH_3D_MERGE", "fused"}},
+            {{"ATTNBENCH_3D_SPLITS", "64"}, {"ATTNBENCH_3D_MERGE", "separate"}}};
   return {{}, {{"ATTNBENCH_SM90_PATH", "narrow"}}, {{"ATTNBENCH_SM90_PATH", "wide"}}};
 }
 
