@@ -263,9 +263,9 @@ __global__ void __launch_bounds__(DecodeTile<D, static_cast<int>(dtype_bytes(KV)
     const SplitSlots<D> w(p, splits, merge_group, seq * gridDim.y + blockIdx.y);
     const int64_t grow = static_cast<int64_t>(out_row.token()) * p.heads + out_row.head;
     auto row_g = [&](int r) -> int64_t {
-      const int prr = r0 + r;
-      if (prr >= rows_valid) return -1;
-      return static_cast<int64_t>(q_start + prr / group) * p.heads + kvh * group + prr % group;
+      if (r0 + r >= rows_valid) return -1;
+      const DecodeRow g(q_start, r0 + r, group, kvh);
+      return static_cast<int64_t>(g.token()) * p.heads + g.head;
     };
     const bool first_of_row = row_ok && threadIdx.x % kTpr == 0;
     if (row_ok) w.publish(split, grow, col0, first_of_row, acc, lse2);

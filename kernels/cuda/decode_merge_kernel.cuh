@@ -41,6 +41,15 @@ struct MergeState {
     }
     m = nm;
   }
+  // Folds in another thread's state.
+  __device__ __forceinline__ void merge(const MergeState& o) {
+    const float nm = isnan(o.m) || o.m > m ? o.m : m;
+    if (nm == -INFINITY) return;  // both empty
+    const float f = exp2_approx(m - nm), g = exp2_approx(o.m - nm);
+    w = w * f + o.w * g;
+    a = make_float4(a.x * f + o.a.x * g, a.y * f + o.a.y * g, a.z * f + o.a.z * g, a.w * f + o.a.w * g);
+    m = nm;
+  }
 };
 
 template <DType DT, int D, bool F>
@@ -51,8 +60,10 @@ __global__ void __launch_bounds__(kDecodeMergeThreads) decode_merge_kernel(const
   const int kvh = blockIdx.y % p.kv_heads, mt = blockIdx.y / p.kv_heads, seq = blockIdx.z;
   const int group = p.heads / p.kv_heads;
   const int q_start = p.cu_seqlens_q[seq];
-  const int pr = mt * kDecodeRowsPerCta + blockIdx.x * blockDim.z + tz;  // packed row of the CTA column
-  const bool valid = pr < (p.cu_seqlens_q[seq + 1] - q_start) * group;  // no early return: a barrier follows
+  const int tile_row = blockIdx.x * blockDim.z + tz;  // of the 16-row tile mt
+  const int pr = mt * kDecodeRowsPerCta + tile_row;   // packed row of the CTA column
+  // No early return: a barrier follows.
+  const bool valid = tile_row < kDecodeRowsPerCta && pr < (p.cu_seqlens_q[seq + 1] - q_start) * group;
   const DecodeRow row(q_start, pr, group, kvh);
   const SplitSlots<D> w(p, splits, splits, 0);
   const int64_t grow = static_cast<int64_t>(row.token()) * p.heads + row.head;
@@ -72,34 +83,16 @@ __global__ void __launch_bounds__(kDecodeMergeThreads) decode_merge_kernel(const
   }
 
   // The Ts states of each (row, four columns) meet: thread y == 0 folds the others into its own.
-  __shared__ float4 s_a[kDecodeMergeThreads];
-  __shared__ float2 s_mw[kDecodeMergeThreads];
-  const int tid = (tz * TS + ty) * blockDim.x + tx;
-  s_a[tid] = st.a;
-  s_mw[tid] = make_float2(st.m, st.w);
+  __shared__ MergeState s_st[kDecodeMergeThreads];
+  s_st[(tz * TS + ty) * blockDim.x + tx] = st;
   __syncthreads();
   if (!valid || ty != 0) return;
-  float m = -INFINITY;
-  for (int y = 0; y < TS; ++y) {
-    const float my = s_mw[(tz * TS + y) * blockDim.x + tx].x;
-    m = isnan(my) || my > m ? my : m;
-  }
+  for (int y = 1; y < TS; ++y) st.merge(s_st[(tz * TS + y) * blockDim.x + tx]);
   float acc[4] = {0.f, 0.f, 0.f, 0.f}, lse2 = -INFINITY;
-  if (m != -INFINITY) {  // a row whose splits all saw no key keeps 0 and -inf
-    float wsum = 0.f;
-    for (int y = 0; y < TS; ++y) {
-      const int i = (tz * TS + y) * blockDim.x + tx;
-      const float f = exp2_approx(s_mw[i].x - m);
-      wsum += f * s_mw[i].y;
-      acc[0] += f * s_a[i].x;
-      acc[1] += f * s_a[i].y;
-      acc[2] += f * s_a[i].z;
-      acc[3] += f * s_a[i].w;
-    }
-    const float inv = 1.f / wsum;  // >= 1 unless NaN: the largest split's weight
-#pragma unroll
-    for (int i = 0; i < 4; ++i) acc[i] *= inv;
-    lse2 = m + __log2f(wsum);
+  if (st.m != -INFINITY) {  // a row whose splits all saw no key keeps 0 and -inf
+    const float inv = 1.f / st.w;  // w >= 1 unless NaN: the largest split's weight
+    acc[0] = st.a.x * inv, acc[1] = st.a.y * inv, acc[2] = st.a.z * inv, acc[3] = st.a.w * inv;
+    lse2 = st.m + __log2f(st.w);
   }
   if (tx == 0) store_decode_lse(p, row, lse2);
   store_decode_row<DT, F>(p, row, 4 * tx, acc, lse2);

@@ -22,7 +22,7 @@ struct DecodeRow {
   __device__ __forceinline__ int token() const { return q_start + qi; }
 };
 
-// The row's LSE (base 2, of its keys' scores): written once per row, by the thread that passes write_lse.
+// The row's LSE to AttentionParams::lse (lse2: base 2, of its keys' scores); one thread of the row calls it.
 __device__ __forceinline__ void store_decode_lse(const AttentionParams& p, const DecodeRow& r, float lse2) {
   if (p.lse != nullptr)
     p.lse[device::lse_offset(p.lse_stride_start, p.lse_stride_row, p.lse_stride_head, r.q_start, r.qi, r.head)] =

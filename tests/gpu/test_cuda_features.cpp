@@ -74,7 +74,8 @@ std::vector<PathCase> path_cases(int d) {
       {{"decode", ragged, 16, kvh, d, true, 16}, {}},
       {{"decode", ragged, 16, kvh, d, true, 16}, {{"ATTNBENCH_3D_SPLITS", "1"}}},
       {{"decode", ragged, 16, kvh, d, true, 16}, {{"ATTNBENCH_3D_SPLITS", "16"}, {"ATTNBENCH_3D_MERGE", "fused"}}},
-      {{"decode", ragged, 16, kvh, d, true, 16}, {{"ATTNBENCH_3D_SPLITS", "16"}, {"ATTNBENCH_3D_MERGE", "separate"}}},
+      {{"decode", ragged, 16, kvh, d, true, 16},
+       {{"ATTNBENCH_3D_SPLITS", "16"}, {"ATTNBENCH_3D_MERGE", "separate"}}},
       {{"spec q6", {{6, 2048}, {6, 611}}, 16, 8, d, true, 64}, {}},
       {{"prefill", {{300, 300}, {200, 1000}}, 8, 2, d, true, 64}, {{"ATTNBENCH_SM90_PATH", "narrow"}}},
       {{"prefill non-causal", {{300, 300}, {200, 1000}}, 8, 2, d, false, 32}, {{"ATTNBENCH_SM90_PATH", "narrow"}}},
@@ -326,7 +327,8 @@ TEST(CudaFeatures, EightBitPathsSaturateQButKeepItsNan) {
           else if (t == 0 && h == 1) big_row += !finite;
           else other += !finite;
         }
-    const std::string what = pc.shape.name + (pc.knobs.empty() ? "" : " " + pc.knobs.begin()->second);
+    std::string what = pc.shape.name;
+    for (const auto& kv : pc.knobs) what += " " + kv.second;
     EXPECT_EQ(nan_row, p.head_size) << what << ": a NaN in Q must reach its row";
     EXPECT_EQ(big_row, 0) << what << ": a bf16 Q past 65504 saturates";
     EXPECT_EQ(other, 0) << what;

@@ -363,24 +363,29 @@ TEST(CudaUnifiedDecode, RepeatedCallsKeepTheSplitCounters) {
 }
 
 // The plan is made once; run() must be capturable and give the same answer from a graph replay.
+// Under each merge: the separate one is a second, programmatically dependent launch, captured with its edge.
 TEST(CudaUnifiedGraph, ReplayMatchesEagerAndAllocatesNothing) {
   const Shape sh{"decode d128 h32kv8 b2 kv3000", uniform(2, 1, 3000), 32, 8, 128};
   const AttentionProblem p = problem_of(sh, DType::bf16);
-  DeviceCase c(p, {}, 99);
-  ASSERT_TRUE(c.plan->graph_replay);
-  cuda::Stream stream;
-  c.run(stream.get());
-  stream.synchronize();
-  std::vector<uint16_t> eager(c.out_elems()), replay(c.out_elems());
-  c.out.download(eager.data(), eager.size() * 2);
-  c.poison();
-  cuda::Graph g(stream.get(), [&] { c.run(stream.get()); });
-  for (int i = 0; i < 3; ++i) {
-    g.replay(stream.get());
+  for (const char* merge : {"fused", "separate"}) {
+    DeviceCase c(p, {{"ATTNBENCH_3D_SPLITS", "12"}, {"ATTNBENCH_3D_MERGE", merge}}, 99);
+    ASSERT_TRUE(c.plan->graph_replay);
+    ASSERT_NE(c.plan->summary.find(std::string(merge) == "fused" ? "last CTAs" : "separate kernel"), std::string::npos)
+        << c.plan->summary;
+    cuda::Stream stream;
+    c.run(stream.get());
     stream.synchronize();
-    c.out.download(replay.data(), replay.size() * 2);
-    EXPECT_EQ(eager, replay) << "replay " << i;
+    std::vector<uint16_t> eager(c.out_elems()), replay(c.out_elems());
+    c.out.download(eager.data(), eager.size() * 2);
     c.poison();
+    cuda::Graph g(stream.get(), [&] { c.run(stream.get()); });
+    for (int i = 0; i < 3; ++i) {
+      g.replay(stream.get());
+      stream.synchronize();
+      c.out.download(replay.data(), replay.size() * 2);
+      EXPECT_EQ(eager, replay) << merge << " replay " << i;
+      c.poison();
+    }
   }
 }
 
