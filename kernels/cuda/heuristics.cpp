@@ -19,8 +19,6 @@ const char* path_knob_name(PathKnob k) {
   return "?";
 }
 
-const char* decode_merge_name(DecodeMerge m) { return m == DecodeMerge::fused ? "fused" : "separate"; }
-
 Support unified_supports(const AttentionProblem& p) {
   const AttentionTypes& t = p.types;
   if (const std::string types = unified_storage_conflict(p, "cuda.unified"); !types.empty()) return Support::no(types);

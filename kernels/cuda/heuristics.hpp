@@ -26,7 +26,6 @@ enum class NarrowWarps { w4, w8, w4x32 };  // 4 | 8 warps of 16 rows, or 4 of 32
 // finish (decode_merge.cuh), or by a second, programmatically dependent launch (decode_merge_kernel.cuh).
 enum class DecodeMerge { fused, separate };
 enum class MergeKnob { automatic, fused, separate };
-const char* decode_merge_name(DecodeMerge m);  // fused | separate
 const char* path_knob_name(PathKnob k);    // as the knob spells it: auto | narrow | wide
 
 // cuda.unified's knobs, each parsed once from its string; the member defaults are the knob table's.
