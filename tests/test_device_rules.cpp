@@ -1,5 +1,6 @@
 // The rules shared by the CPU and CUDA kernels (kernels/common/device/): visibility against a naive loop over
-// (row, key), the tile predicates against the same loop, paged addressing, and the work model built on the rule.
+// (row, key), the tile predicates against the same loop, paged addressing, the work model built on the rule, and the
+// launch-constant division.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "../kernels/common/device/fast_div.hpp"
 #include "../kernels/common/device/paged.hpp"
 #include "../kernels/common/device/visibility.hpp"
 #include "attnbench/attention.hpp"
@@ -242,6 +244,28 @@ TEST(DeviceVisibility, WorkModelCountsVisiblePairsAndKeys) {
         EXPECT_EQ(w.bytes, 2.0 * (2.0 * q_rows * p.heads + 2.0 * keys * p.kv_heads) * p.head_size)
             << "causal " << causal << " window " << left << "," << right;
       }
+}
+
+// The wide kernel's work walk divides by launch constants as a multiply-high and shift: exact for every dividend
+// below 2^31, at divisors 1, powers of two and their neighbours, and random ones.
+TEST(DeviceFastDiv, MatchesIntegerDivision) {
+  std::vector<int> divisors;
+  for (int d = 1; d <= 300; ++d) divisors.push_back(d);
+  for (int k = 1; k < 31; ++k)
+    for (int delta : {-1, 0, 1}) divisors.push_back((1 << k) + delta);
+  std::mt19937 rng(7);
+  for (int i = 0; i < 200; ++i) divisors.push_back(1 + static_cast<int>(rng() % 0x7ffffffeu));
+  for (int d : divisors) {
+    if (d < 1) continue;
+    const FastDiv f(d);
+    std::vector<int> ns = {0, 1, d - 1, d, d + 1, 2 * d - 1, 2 * d, 0x7fffffff, 0x7ffffffe, 0x40000000};
+    for (int i = 0; i < 64; ++i) ns.push_back(static_cast<int>(rng() % 0x80000000u));
+    for (int64_t m = 1; m <= 0x7fffffff / d; m = m * 3 + 1) ns.push_back(static_cast<int>(m * d - 1)), ns.push_back(static_cast<int>(m * d));
+    for (int n : ns) {
+      if (n < 0) continue;
+      ASSERT_EQ(f.div(n), n / d) << n << " / " << d;
+    }
+  }
 }
 
 }  // namespace

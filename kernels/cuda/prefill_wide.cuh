@@ -96,7 +96,9 @@ void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, 
   const dim3 grid(lp.grid_x, lp.grid_y, lp.grid_z);
   const WideLaunch w{lp.wide_stages, lp.wide_q_bufs, lp.q_major ? 1 : 0, lp.persistent ? 1 : 0, p.num_seqs,
                      static_cast<int>(lp.work_tiles), lp.wide_pack, lp.wide_tq, wide_pack_magic(lp.wide_tq),
-                     p.heads / lp.wide_pack};
+                     p.heads / lp.wide_pack,
+                     device::FastDiv(p.num_seqs * (p.heads / lp.wide_pack)), device::FastDiv(p.heads / lp.wide_pack),
+                     device::FastDiv(lp.wide_tq), device::FastDiv(p.heads / p.kv_heads)};
   auto go = [&](auto tma) {
     constexpr bool kTma = decltype(tma)::value;
     auto* kernel = &dev::prefill_wide_kernel<DT, D, WG, kTma, F, KV, Q8>;

@@ -66,15 +66,29 @@ __device__ __forceinline__ void wide_epilogue(const WideCtx<DT, D, WG, TMA, F, Q
   }
   if (p.lse != nullptr) wide_store_lse(cx, g, a);
   named_bar_sync(1 + cx.wg, 128);
+  constexpr int kCpr = D / 8, kChunks = RW * kCpr / 128;
+  if (gate == nullptr) {
+    // Unrolled (a thread's chunks share a column): rolled, the per-chunk row and address work took 14% of a short
+    // prefill's stall samples (kernels/NOTES.md, short units).
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      const int cidx = tid + i * 128, row = cidx / kCpr, ch = cidx % kCpr;
+      const WideRow rr = wide_row(cx.w, g, cx.wg * RW + row);
+      if (rr.valid)
+        st_global_v4(cx.out + (g.q_start + rr.tok) * p.o_stride_token + rr.head * p.o_stride_head + ch * 8,
+                     ld_shared_v4(sq + wide_swz<RW>(row, ch)));
+    }
+    named_bar_sync(1 + cx.wg, 128);  // the tile is read before a later unit's Q overwrites it
+    return;
+  }
   // Gate values: 16-byte loads where the gate's base and strides allow them (the gated block's fused projection
   // layout does), issued for a batch of chunks ahead of their tile reads; otherwise 4-byte loads per chunk (gate
   // strides are only known to be even).
   const bool gate16 =
-      gate != nullptr &&
       ((reinterpret_cast<uintptr_t>(gate) | static_cast<uintptr_t>(p.epilogue.gate_stride_token | p.epilogue.gate_stride_head) * 2) &
        15) == 0;
-  constexpr int kCpr = D / 8, kChunks = RW * kCpr / 128, kBatch = 2;
-  // Rolled: unrolled, the copies of the three gate variants would be most of the kernel's code and miss the
+  constexpr int kBatch = 2;
+  // Rolled: unrolled, the copies of the two gate variants would be most of the kernel's code and miss the
   // instruction cache on short units.
 #pragma unroll 1
   for (int i0 = 0; i0 < kChunks; i0 += kBatch) {
@@ -101,7 +115,7 @@ __device__ __forceinline__ void wide_epilogue(const WideCtx<DT, D, WG, TMA, F, Q
         v.y = gate_pair<DT>(v.y, gv[b].y);
         v.z = gate_pair<DT>(v.z, gv[b].z);
         v.w = gate_pair<DT>(v.w, gv[b].w);
-      } else if (gate != nullptr) {
+      } else {
         const uint32_t* gp = reinterpret_cast<const uint32_t*>(gate + tok * p.epilogue.gate_stride_token +
                                                                rr.head * p.epilogue.gate_stride_head + ch * 8);
         v.x = gate_pair<DT>(v.x, __ldg(gp + 0));

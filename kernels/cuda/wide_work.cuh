@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "attnbench/attention.hpp"
+#include "common/device/fast_div.hpp"
 #include "common/device/visibility.hpp"
 
 namespace attnbench::cuda {
@@ -23,6 +24,8 @@ struct WideLaunch {
   int tq;          // tokens per tile, BM / pack: row r holds token r % tq of the group's head r / tq
   uint32_t tq_magic;  // r / tq == (r * tq_magic) >> 16 for every tile row (heuristics.hpp, wide_pack_magic)
   int head_tiles;  // heads / pack
+  // The work walk's divisors (num_seqs x head_tiles, head_tiles, tq, the GQA group size) as multiply-shifts.
+  device::FastDiv per_rank_div, head_tiles_div, tq_div, group_div;
 };
 
 namespace dev {
@@ -49,10 +52,9 @@ __device__ __forceinline__ bool wide_next_work(const WideLaunch& w, int k, WideW
   const int64_t idx64 = static_cast<int64_t>(k) * g + ((k & 1) ? g - 1 - b : b);
   if (idx64 >= w.work_tiles) return false;
   const int idx = static_cast<int>(idx64);  // < work_tiles <= INT32_MAX (the plan's check)
-  const int per_rank = w.num_seqs * w.head_tiles;
-  u.rank = idx / per_rank;
-  const int rem = idx - u.rank * per_rank;
-  u.seq = rem / w.head_tiles;
+  u.rank = w.per_rank_div.div(idx);
+  const int rem = idx - u.rank * (w.num_seqs * w.head_tiles);
+  u.seq = w.head_tiles_div.div(rem);
   u.head = rem - u.seq * w.head_tiles;
   return true;
 }
@@ -71,11 +73,11 @@ struct WideGeom {
     q_start = p.cu_seqlens_q[u.seq];
     q_len = p.cu_seqlens_q[u.seq + 1] - q_start;
     kv_len = p.seqused_k[u.seq];
-    const int n_m = (q_len + w.tq - 1) / w.tq;
+    const int n_m = w.tq_div.div(q_len + w.tq - 1);
     if (u.rank >= n_m) return false;  // a shorter sequence of a ragged batch: no tile at this rank
     m0 = (n_m - 1 - u.rank) * w.tq;
     head0 = u.head * w.pack;
-    kvh = head0 / (p.heads / p.kv_heads);
+    kvh = w.group_div.div(head0);
     const device::Visibility v(q_len, kv_len, p.causal, p.top_left, -1, -1);
     diag = v.diag;
     const int n_end = max(0, v.rows_end(m0 + w.tq));
