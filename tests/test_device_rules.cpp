@@ -246,8 +246,8 @@ TEST(DeviceVisibility, WorkModelCountsVisiblePairsAndKeys) {
       }
 }
 
-// The wide kernel's work walk divides by launch constants as a multiply-high and shift: exact for every dividend
-// below 2^31, at divisors 1, powers of two and their neighbours, and random ones.
+// Division by a launch constant (page sizes, the wide kernel's work walk) as a multiply-high, add and shift: exact
+// for every dividend below 2^31, at divisors 1, powers of two and their neighbours, and random ones.
 TEST(DeviceFastDiv, MatchesIntegerDivision) {
   std::vector<int> divisors;
   for (int d = 1; d <= 300; ++d) divisors.push_back(d);

@@ -24,7 +24,7 @@ struct WideLaunch {
   int tq;          // tokens per tile, BM / pack: row r holds token r % tq of the group's head r / tq
   uint32_t tq_magic;  // r / tq == (r * tq_magic) >> 16 for every tile row (heuristics.hpp, wide_pack_magic)
   int head_tiles;  // heads / pack
-  // The work walk's divisors (num_seqs x head_tiles, head_tiles, tq, the GQA group size) as multiply-shifts.
+  // The work walk's divisors (num_seqs x head_tiles, head_tiles, tq, the GQA group size), fixed per launch.
   device::FastDiv per_rank_div, head_tiles_div, tq_div, group_div;
 };
 

@@ -1,6 +1,5 @@
-// Division by a run-time divisor fixed for a whole launch, as a multiply-high and a shift: a kernel's integer
-// division by a value it cannot know at compile time is a ~25-instruction sequence, and the wide kernel's work walk
-// divides four times per unit (kernels/NOTES.md, short units).
+// Division by a divisor fixed for a whole launch (a page size, a tile count), as a multiply-high, an add and a shift:
+// a GPU integer division by a run-time value is some twenty instructions.
 #pragma once
 #include <cstdint>
 
@@ -8,29 +7,26 @@
 
 namespace attnbench::device {
 
-// n / d for 0 <= n < 2^31 and 1 <= d < 2^31: with l = ceil(log2 d), mul = ceil(2^(31 + l) / d) < 2^32 and
-// n / d = (n mul) >> (31 + l) exactly (mul d - 2^(31 + l) < d, so the excess n (mul d - 2^(31 + l)) / 2^(31 + l) < 1
-// stays under the 1/d between n/d's fraction and the next integer). d = 1 (l = 0) is mul = 0: n itself.
+// n / d for 0 <= n < 2^31 and d >= 1, exactly: the round-up method of Granlund and Montgomery, with
+// shift = ceil(log2 d) and mul = 2^32 (2^shift - d) / d + 1, n / d = (umulhi(mul, n) + n) >> shift (the sum stays
+// below 2^32 since umulhi(mul, n) <= n < 2^31). Powers of two take mul = 1 (umulhi = 0): a plain shift.
 struct FastDiv {
-  uint32_t mul = 0;
-  uint32_t shr = 0;  // 31 + l - 32
-
+  uint32_t mul = 1, shift = 0;
   FastDiv() = default;
-  explicit FastDiv(int d) {
-    if (d <= 1) return;
-    const int l = 32 - count_leading_zeros(static_cast<unsigned>(d - 1));  // ceil(log2 d) for d >= 2
-    const uint64_t p2 = uint64_t{1} << (31 + l);
-    mul = static_cast<uint32_t>((p2 + static_cast<uint64_t>(d) - 1) / static_cast<uint64_t>(d));
-    shr = static_cast<uint32_t>(l - 1);
+  ATTNBENCH_HD_INLINE explicit FastDiv(int d) {
+    shift = d > 1 ? 32u - static_cast<uint32_t>(count_leading_zeros(static_cast<uint32_t>(d - 1))) : 0u;
+    if ((d & (d - 1)) != 0)
+      mul = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << shift) - static_cast<uint64_t>(d))) /
+                                  static_cast<uint64_t>(d)) + 1u;
   }
   ATTNBENCH_HD_INLINE int div(int n) const {
     const uint32_t u = static_cast<uint32_t>(n);
 #if defined(__CUDA_ARCH__)
-    const uint32_t hi = __umulhi(u, mul);
+    const uint32_t hi = __umulhi(mul, u);
 #else
-    const uint32_t hi = static_cast<uint32_t>((static_cast<uint64_t>(u) * mul) >> 32);
+    const uint32_t hi = static_cast<uint32_t>((static_cast<uint64_t>(mul) * u) >> 32);
 #endif
-    return mul == 0 ? n : static_cast<int>(hi >> shr);
+    return static_cast<int>((hi + u) >> shift);
   }
 };
 

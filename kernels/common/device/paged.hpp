@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "fast_div.hpp"
 #include "host_device.hpp"
 
 namespace attnbench::device {
@@ -12,28 +13,13 @@ struct PagedPos {
   int page, offset;
 };
 
-// tok / block_size by a multiply-high and a shift (the round-up method of Granlund and Montgomery, exact for
-// 0 <= tok < 2^31): the kernels split every K/V row's token into page and offset, and a GPU integer division is
-// some twenty instructions. Power-of-two block sizes (every serving engine's) take mul = 1, a plain shift.
+// tok / block_size (FastDiv): the kernels split every K/V row's token into page and offset.
 struct PageDivisor {
   int block_size = 1;
-  uint32_t mul = 1, shift = 0;
+  FastDiv div;
   PageDivisor() = default;
-  ATTNBENCH_HD_INLINE explicit PageDivisor(int bs) : block_size(bs) {
-    shift = bs > 1 ? 32u - static_cast<uint32_t>(count_leading_zeros(static_cast<uint32_t>(bs - 1))) : 0u;
-    if ((bs & (bs - 1)) != 0)
-      mul = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << shift) - static_cast<uint64_t>(bs))) /
-                                  static_cast<uint64_t>(bs)) + 1u;
-  }
-  ATTNBENCH_HD_INLINE int page(int tok) const {
-    const uint32_t n = static_cast<uint32_t>(tok);
-#if defined(__CUDA_ARCH__)
-    const uint32_t hi = __umulhi(mul, n);
-#else
-    const uint32_t hi = static_cast<uint32_t>((static_cast<uint64_t>(mul) * n) >> 32);
-#endif
-    return static_cast<int>((hi + n) >> shift);
-  }
+  ATTNBENCH_HD_INLINE explicit PageDivisor(int bs) : block_size(bs), div(bs) {}
+  ATTNBENCH_HD_INLINE int page(int tok) const { return div.div(tok); }
   ATTNBENCH_HD_INLINE PagedPos pos(int tok) const {
     const int pg = page(tok);
     return {pg, tok - pg * block_size};
