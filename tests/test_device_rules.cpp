@@ -258,11 +258,13 @@ TEST(DeviceFastDiv, MatchesIntegerDivision) {
   for (int d : divisors) {
     if (d < 1) continue;
     const FastDiv f(d);
-    std::vector<int> ns = {0, 1, d - 1, d, d + 1, 2 * d - 1, 2 * d, 0x7fffffff, 0x7ffffffe, 0x40000000};
-    for (int i = 0; i < 64; ++i) ns.push_back(static_cast<int>(rng() % 0x80000000u));
-    for (int64_t m = 1; m <= 0x7fffffff / d; m = m * 3 + 1) ns.push_back(static_cast<int>(m * d - 1)), ns.push_back(static_cast<int>(m * d));
-    for (int n : ns) {
-      if (n < 0) continue;
+    const int64_t dd = d;
+    std::vector<int64_t> ns = {0, 1, dd - 1, dd, dd + 1, 2 * dd - 1, 2 * dd, 0x7fffffff, 0x7ffffffe, 0x40000000};
+    for (int i = 0; i < 64; ++i) ns.push_back(rng() % 0x80000000u);
+    for (int64_t m = 1; m * dd <= 0x7fffffff; m = m * 3 + 1) ns.push_back(m * dd - 1), ns.push_back(m * dd);
+    for (int64_t n64 : ns) {
+      if (n64 < 0 || n64 > 0x7fffffff) continue;
+      const int n = static_cast<int>(n64);
       ASSERT_EQ(f.div(n), n / d) << n << " / " << d;
     }
   }
