@@ -255,15 +255,15 @@ TEST(DeviceFastDiv, MatchesIntegerDivision) {
     for (int delta : {-1, 0, 1}) divisors.push_back((1 << k) + delta);
   std::mt19937 rng(7);
   for (int i = 0; i < 200; ++i) divisors.push_back(1 + static_cast<int>(rng() % 0x7ffffffeu));
+  divisors.push_back(0x7fffffff);
   for (int d : divisors) {
-    if (d < 1) continue;
     const FastDiv f(d);
     const int64_t dd = d;
     std::vector<int64_t> ns = {0, 1, dd - 1, dd, dd + 1, 2 * dd - 1, 2 * dd, 0x7fffffff, 0x7ffffffe, 0x40000000};
     for (int i = 0; i < 64; ++i) ns.push_back(rng() % 0x80000000u);
     for (int64_t m = 1; m * dd <= 0x7fffffff; m = m * 3 + 1) ns.push_back(m * dd - 1), ns.push_back(m * dd);
     for (int64_t n64 : ns) {
-      if (n64 < 0 || n64 > 0x7fffffff) continue;
+      if (n64 > 0x7fffffff) continue;
       const int n = static_cast<int>(n64);
       ASSERT_EQ(f.div(n), n / d) << n << " / " << d;
     }
