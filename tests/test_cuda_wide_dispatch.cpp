@@ -218,6 +218,38 @@ TEST(CudaWideDispatch, TheQPrologueRunsInTheWideKernelOnly) {
 #endif
 }
 
+// The FP8 SDPA's K slots hold the codes its wgmma reads: half a 16-bit tile, so its ring runs deeper (or keeps a
+// second Q tile) in the same shared memory, and the plan says so.
+TEST(CudaWideDispatch, Fp8SdpaRingSlotsAreSizedByTheCodes) {
+  EXPECT_EQ(wide_k_slot_bytes(128, true), 16 * 1024);
+  EXPECT_EQ(wide_k_slot_bytes(256, true), 16 * 1024);
+  EXPECT_EQ(wide_k_slot_bytes(256, false), 32 * 1024);
+  EXPECT_EQ(wide_smem_bytes(256, 2, 3, 1, true) - wide_smem_bytes(256, 2, 3, 1, false), -3 * 16 * 1024);
+  EXPECT_GT(wide_smem_bytes(256, 2, 3), kWideSmemLimit);          // 64 KB of Q + 3 x 64 KB
+  EXPECT_LE(wide_smem_bytes(256, 2, 3, 1, true), kWideSmemLimit);  // 64 KB + 3 x 48 KB
+  EXPECT_EQ(wide_q_bufs(256, 2, 2, true, true), 2);                // 128 KB + 2 x 48 KB
+  EXPECT_EQ(wide_q_bufs(128, 2, 3, true, true), 2);                // 64 KB + 3 x 48 KB
+  auto fp8 = [](AttentionProblem p) {
+    p.types.q = p.types.kv = DType::e4m3;
+    return p;
+  };
+  // d256 persistent: 3 slots (one Q tile) by default; 2 slots leave room for Q ahead.
+  const auto d256 = fp8(uniform(1, 8192, 8192, 32, 2, 256));
+  const auto deep = make_unified_launch_plan(d256, knobs({{"ATTNBENCH_SM90_PERSISTENT", "1"}}), 132);
+  EXPECT_EQ(deep.wide_stages, 3) << deep.summary;
+  EXPECT_EQ(deep.wide_q_bufs, 1) << deep.summary;
+  const auto ahead =
+      make_unified_launch_plan(d256, knobs({{"ATTNBENCH_SM90_PERSISTENT", "1"}, {"ATTNBENCH_SM90_STAGES", "2"}}), 132);
+  EXPECT_EQ(ahead.wide_q_bufs, 2) << ahead.summary;
+  const auto d128 = make_unified_launch_plan(fp8(uniform(1, 8192, 8192, 32, 32, 128)),
+                                             knobs({{"ATTNBENCH_SM90_PERSISTENT", "1"}}), 132);
+  EXPECT_EQ(d128.wide_stages, 3) << d128.summary;
+  EXPECT_EQ(d128.wide_q_bufs, 2) << d128.summary;
+  // 4 slots of 48 KB fit beside d128's one Q tile; the knob check counts the sized slots.
+  EXPECT_EQ(wide_knob_conflict(fp8(uniform(1, 8192, 8192, 32, 32, 128)), knobs({{"ATTNBENCH_SM90_STAGES", "4"}})), "");
+  EXPECT_NE(wide_knob_conflict(uniform(1, 8192, 8192, 32, 32, 128), knobs({{"ATTNBENCH_SM90_STAGES", "4"}})), "");
+}
+
 TEST(CudaWideDispatch, PersistentCtasLoadTheNextQAheadWhereASecondTileFits) {
   // Two Q tiles where they fit beside the ring, and only for persistent CTAs (one unit per CTA has no next Q).
   EXPECT_EQ(wide_q_bufs(128, 2, 2, true), 2);   // 64 KB of Q + 128 KB of ring

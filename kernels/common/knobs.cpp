@@ -22,8 +22,9 @@ const std::vector<KnobSpec>& knob_table() {
        "cuda.unified 2D prefill, wide regime: consumer warpgroups per CTA (64 query rows each); 0 = per head size "
        "(d64 3, else 2); 3 fits the register file at head size 64 only (declined elsewhere)"},
       {"ATTNBENCH_SM90_STAGES", {"0", "2", "3", "4"}, "0",
-       "cuda.unified 2D prefill, wide regime: K and V ring slots; 0 = the deepest that fits (d64 4, d128 3, d256 2); "
-       "a depth that does not fit shared memory is declined"},
+       "cuda.unified 2D prefill, wide regime: K and V ring slots; 0 = the deepest that fits (d64 4, d128 3, d256 2; "
+       "the FP8 SDPA's K slots hold 8-bit codes, half a 16-bit tile: d256 3); a depth that does not fit shared "
+       "memory is declined"},
       {"ATTNBENCH_SM90_PERSISTENT", {"auto", "0", "1"}, "auto",
        "cuda.unified 2D prefill, wide regime: 1 = one CTA per SM walking the q-tiles heaviest first (snake order); "
        "0 = one CTA per q-tile, heaviest first in launch order; auto = 1 for equal-length batches with "

@@ -60,9 +60,10 @@ std::string wide_knob_conflict(const AttentionProblem& p, const UnifiedKnobs& kn
   if (stages != 0 && stages < wide_min_stages(p))
     return "ATTNBENCH_SM90_STAGES=" + std::to_string(stages) + ": an 8-bit cache's producer widens tile t - 1 "
            "after claiming tile t's slots, which needs at least " + std::to_string(wide_min_stages(p)) + " slots";
-  if (stages != 0 && wide_smem_bytes(p.head_size, wgs, stages) > kWideSmemLimit)
-    return "ATTNBENCH_SM90_STAGES=" + std::to_string(stages) + ": " +
-           std::to_string(wide_smem_bytes(p.head_size, wgs, stages)) + " bytes of shared memory at head size " +
+  const int smem = wide_smem_bytes(p.head_size, wgs, stages, 1, wide_k8(p));
+  if (stages != 0 && smem > kWideSmemLimit)
+    return "ATTNBENCH_SM90_STAGES=" + std::to_string(stages) + ": " + std::to_string(smem) +
+           " bytes of shared memory at head size " +
            std::to_string(p.head_size) + " with " + std::to_string(wgs) + " consumer warpgroups (limit " +
            std::to_string(kWideSmemLimit) + ")";
   const int pack = knobs.gqa_pack;
@@ -165,12 +166,15 @@ int wide_wgs(const AttentionProblem& p, const UnifiedKnobs& knobs) {
 
 int wide_stages(const AttentionProblem& p, int wgs, const UnifiedKnobs& knobs) {
   if (knobs.stages != 0) return knobs.stages;
-  const int s = wide_default_stages(p.head_size, wgs, wide_persistent(p, knobs));
+  const bool k8 = wide_k8(p);
+  const int s = wide_default_stages(p.head_size, wgs, wide_persistent(p, knobs), k8);
   if (is_16bit(p.types.kv)) return s;
   // An 8-bit cache: 3 slots where they fit (the measured FP8 SDPA at d128), else its minimum.
   const int deep = std::max(s, kWideMinStagesCodes);
-  return wide_smem_bytes(p.head_size, wgs, deep) <= kWideSmemLimit ? deep : std::max(s, wide_min_stages(p));
+  return wide_smem_bytes(p.head_size, wgs, deep, 1, k8) <= kWideSmemLimit ? deep : std::max(s, wide_min_stages(p));
 }
+
+bool wide_k8(const AttentionProblem& p) { return !is_16bit(p.types.q); }
 
 int wide_min_stages(const AttentionProblem& p) {
   if (is_16bit(p.types.kv)) return 2;
@@ -359,7 +363,7 @@ UnifiedLaunchPlan wide_launch_plan(const AttentionProblem& p, const UnifiedKnobs
   // One CTA per tile puts the m-tiles on grid.y (at most 65535) unless q-major; beyond, the CTAs walk them.
   lp.persistent = wide_persistent(p, knobs) || (!lp.q_major && lp.m_tiles > 65535);
   lp.work_tiles = static_cast<int64_t>(lp.m_tiles) * p.num_seqs() * head_tiles;  // resolve() bounds it
-  lp.wide_q_bufs = wide_q_bufs(p.head_size, lp.wide_wgs, lp.wide_stages, lp.persistent);
+  lp.wide_q_bufs = wide_q_bufs(p.head_size, lp.wide_wgs, lp.wide_stages, lp.persistent, wide_k8(p));
   if (lp.persistent) {
     lp.grid_x = wide_persistent_ctas(lp.work_tiles, num_sms);
     lp.grid_y = lp.grid_z = 1;

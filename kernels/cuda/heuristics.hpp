@@ -74,25 +74,31 @@ constexpr int kWideMinStagesCodes = 3;
 constexpr int kWideSmemLimit = 227 * 1024;  // dynamic shared memory per CTA on sm_90
 // Q (64 rows x d per consumer warpgroup; q_bufs copies) + K and V rings + 5 mbarriers per slot (FULL_K, FULL_V,
 // EMPTY_K, EMPTY_V, and LANDED for an 8-bit cache's codes) + 8 scratch bytes per warp (a store that orders the
-// softmax before a wgmma wait) + 1024 bytes to align the base for the 128-byte swizzle.
+// softmax before a wgmma wait) + 1024 bytes to align the base for the 128-byte swizzle. A slot holds a 16-bit tile,
+// except K's with k8 (the FP8 SDPA: the codes its wgmma reads, half that); an 8-bit cache's codes land in a
+// slot's second half (widened in place, or transposed into V^T). Q's tile keeps 16-bit rows: the epilogue stages O
+// there.
 constexpr int kWideScratchBytes = 8 * 4 * (kWideMaxWgs + 1);
-constexpr int wide_smem_bytes(int head_size, int wgs, int stages, int q_bufs = 1) {
-  return kWideRowsPerWg * head_size * 2 * wgs * q_bufs + stages * 2 * wide_block_n(head_size) * head_size * 2 +
-         5 * kWideMaxStages * 8 + kWideScratchBytes + 1024;
+constexpr int wide_tile_bytes(int head_size) { return wide_block_n(head_size) * head_size * 2; }
+constexpr int wide_k_slot_bytes(int head_size, bool k8) { return wide_tile_bytes(head_size) / (k8 ? 2 : 1); }
+constexpr int wide_smem_bytes(int head_size, int wgs, int stages, int q_bufs = 1, bool k8 = false) {
+  return kWideRowsPerWg * head_size * 2 * wgs * q_bufs +
+         stages * (wide_k_slot_bytes(head_size, k8) + wide_tile_bytes(head_size)) + 5 * kWideMaxStages * 8 +
+         kWideScratchBytes + 1024;
 }
 // Q tiles per consumer warpgroup: a persistent CTA loads the next unit's Q into a second tile while it computes
 // the current one, when the second tile fits beside the ring; otherwise (and one unit per CTA) one tile.
-constexpr int wide_q_bufs(int head_size, int wgs, int stages, bool persistent) {
-  return persistent && wide_smem_bytes(head_size, wgs, stages, 2) <= kWideSmemLimit ? 2 : 1;
+constexpr int wide_q_bufs(int head_size, int wgs, int stages, bool persistent, bool k8 = false) {
+  return persistent && wide_smem_bytes(head_size, wgs, stages, 2, k8) <= kWideSmemLimit ? 2 : 1;
 }
 // Default ring depth: the deepest of 2..min(kWideMaxStages, 3 at d >= 128) that fits (d64 4, d128 3, d256 2);
 // persistent CTAs first keep room for the second Q tile (d64 4, d128 2, d256 2 with one Q tile at 2 warpgroups):
 // at d128, 2 slots with Q loaded ahead measured as fast as 3 on long sequences and 7-12% faster on short ones
 // (kernels/NOTES.md, wide v5).
-constexpr int wide_default_stages(int head_size, int wgs, bool persistent = false) {
-  const int q_bufs = wide_q_bufs(head_size, wgs, 2, persistent);
+constexpr int wide_default_stages(int head_size, int wgs, bool persistent = false, bool k8 = false) {
+  const int q_bufs = wide_q_bufs(head_size, wgs, 2, persistent, k8);
   int s = head_size >= 128 ? 3 : kWideMaxStages;
-  while (s > 2 && wide_smem_bytes(head_size, wgs, s, q_bufs) > kWideSmemLimit) --s;
+  while (s > 2 && wide_smem_bytes(head_size, wgs, s, q_bufs, k8) > kWideSmemLimit) --s;
   return s;
 }
 // GQA packing (ATTNBENCH_SM90_GQA_PACK): a wide tile of BM rows holds `pack` query heads of one KV group (pack
@@ -164,6 +170,8 @@ bool wide_auto(const AttentionProblem& p);
 // Consumer warpgroups under ATTNBENCH_SM90_FLASH_WIDE (0 = wide_default_wgs, at most kWideMaxWgsQPrologue with
 // a Q prologue or an attention feature: their code beside 3 warpgroups would spill).
 int wide_wgs(const AttentionProblem& p, const UnifiedKnobs& knobs);
+// The wide kernel's K slots hold 8-bit codes (the FP8 SDPA: Q in codes too; wide_k_slot_bytes).
+bool wide_k8(const AttentionProblem& p);
 // Ring slots under ATTNBENCH_SM90_STAGES (0 = wide_default_stages).
 int wide_stages(const AttentionProblem& p, int wgs, const UnifiedKnobs& knobs);
 // The fewest ring slots a problem's wide kernel runs with: kWideMinStagesCodes for an 8-bit cache under a 16-bit

@@ -55,15 +55,17 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t base = (raw + 1023) & ~1023u;
   unsigned char* smem = smem_raw + (base - raw);
+  using Smem = WideSmem<D, WG, TMA, Q8>;
   const uint32_t k_ring = base + w.q_bufs * Tile::kQBytes;
-  const uint32_t v_ring = k_ring + S * Tile::kTileBytes;
-  uint64_t* full_k = reinterpret_cast<uint64_t*>(smem + w.q_bufs * Tile::kQBytes + 2 * S * Tile::kTileBytes);
+  const uint32_t v_ring = k_ring + S * Smem::kKSlotBytes;
+  uint64_t* full_k =
+      reinterpret_cast<uint64_t*>(smem + w.q_bufs * Tile::kQBytes + S * (Smem::kKSlotBytes + Tile::kTileBytes));
   uint64_t* full_v = full_k + kWideMaxStages;
   uint64_t* empty_k = full_v + kWideMaxStages;
   uint64_t* empty_v = empty_k + kWideMaxStages;
   uint64_t* landed = empty_v + kWideMaxStages;  // 8-bit caches: a slot's codes landed
   const uint32_t scratch = smem_u32(landed + (kCodes ? kWideMaxStages : 0));
-  const WideSmem<D, WG, TMA> sm{base, smem, k_ring, v_ring, full_k, full_v, empty_k, empty_v, scratch};
+  const Smem sm{base, smem, k_ring, v_ring, full_k, full_v, empty_k, empty_v, scratch};
   if constexpr (kCodes) {
     if (threadIdx.x == 0)
       for (int s = 0; s < S; ++s) mbar_init(&landed[s], 1);  // fenced and published by init_barriers
@@ -89,7 +91,7 @@ void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, 
   if (lp.wide_stages < 2 || lp.wide_stages > kWideMaxStages)
     throw std::invalid_argument("cuda.unified wide: " + std::to_string(lp.wide_stages) + " ring slots (2.." +
                                 std::to_string(kWideMaxStages) + ")");
-  const int smem = wide_smem_bytes(D, WG, lp.wide_stages, lp.wide_q_bufs);
+  const int smem = wide_smem_bytes(D, WG, lp.wide_stages, lp.wide_q_bufs, Q8);
   if (smem > kWideSmemLimit)
     throw std::invalid_argument("cuda.unified wide: " + std::to_string(smem) + " bytes of shared memory");
   if (lp.wide_kv_tma && maps == nullptr) throw std::invalid_argument("cuda.unified wide: TMA plan without tensor maps");

@@ -114,7 +114,7 @@ __device__ __forceinline__ void wide_consume_unit(const WideCtx<DT, D, WG, TMA, 
 // A consumer warpgroup: its register budget, its warpgroup index, then every unit of the CTA's walk.
 template <DType DT, int D, int WG, bool TMA, bool F, DType QT>
 __device__ __forceinline__ void wide_consumer(const AttentionParams& p, const WideLaunch& w,
-                                              const WideSmem<D, WG, TMA>& sm, int S) {
+                                              const WideSmem<D, WG, TMA, !is_16bit(QT)>& sm, int S) {
   using Tile = WideTile<D, WG, TMA>;
   using T = typename StorageOf<DT>::type;
   using Ctx = WideCtx<DT, D, WG, TMA, F, QT>;

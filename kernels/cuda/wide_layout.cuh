@@ -43,10 +43,13 @@ __device__ __forceinline__ uint32_t wide_swz(int row, int ch) {
 // One CTA's shared memory from the first 1024-byte boundary of the dynamic allocation: q_bufs Q tiles of WG
 // warpgroups, the K and V rings of `stages` slots, FULL / EMPTY barriers per slot and ring, 8 scratch bytes per warp
 // (the kernel lays it out: computed in a function of its own, the addresses come out of nvcc in another order and
-// ptxas allocates some kernels differently).
-template <int D, int WG, bool TMA>
+// ptxas allocates some kernels differently). K8: K's slots hold the 8-bit codes the FP8 SDPA's wgmma reads, half a
+// 16-bit tile (wide_k_slot_bytes); V's slots keep a 16-bit tile's bytes (V^T and the codes it is made from).
+template <int D, int WG, bool TMA, bool K8 = false>
 struct WideSmem {
   using Tile = WideTile<D, WG, TMA>;
+  static constexpr int kKSlotBytes = wide_k_slot_bytes(D, K8);
+  static_assert(kKSlotBytes % 1024 == 0, "every slot on a 1024-byte boundary (the 128-byte swizzle's period)");
   uint32_t base;        // shared-memory address of Q tile 0
   unsigned char* smem;  // the same byte, generic (TMA destinations)
   uint32_t k_ring, v_ring;
@@ -56,7 +59,7 @@ struct WideSmem {
   uint64_t* empty_v;
   uint32_t scratch;  // kWideScratchBytes
 
-  __device__ __forceinline__ uint32_t k_slot(int slot) const { return k_ring + slot * Tile::kTileBytes; }
+  __device__ __forceinline__ uint32_t k_slot(int slot) const { return k_ring + slot * kKSlotBytes; }
   __device__ __forceinline__ uint32_t v_slot(int slot) const { return v_ring + slot * Tile::kTileBytes; }
   // Consumer warpgroup wg's 64 rows of Q tile qb.
   __device__ __forceinline__ uint32_t q_tile(int qb, int wg) const {

@@ -54,7 +54,7 @@ struct WideCtx {
   using Acc = WideAcc<D, BN, P8>;
   const AttentionParams& p;
   const WideLaunch& w;
-  const WideSmem<D, WG, TMA>& sm;
+  const WideSmem<D, WG, TMA, P8>& sm;
   int S;
   int wg, tid, warp, lane;
   float c;

@@ -145,7 +145,7 @@ __device__ __forceinline__ void tma_codes(const AttentionParams& p, const Smem& 
 // One unit's tiles: step t claims slot t and lands its codes, then widens tile t - 1 (landed) and publishes its K,
 // then its V. Q8: K lands ready on its FULL barrier; only V is widened.
 template <DType DT, DType KV, int D, int WG, bool F, bool Q8>
-__device__ __forceinline__ void produce_unit_codes(const AttentionParams& p, const WideSmem<D, WG, true>& sm,
+__device__ __forceinline__ void produce_unit_codes(const AttentionParams& p, const WideSmem<D, WG, true, Q8>& sm,
                                                    uint64_t* landed, int S, const CUtensorMap& tmk,
                                                    const CUtensorMap& tmv,
                                                    const WideGeom<WideTile<D, WG, true>::kBN>& g,
@@ -193,7 +193,7 @@ __device__ __forceinline__ void produce_unit_codes(const AttentionParams& p, con
 // The producer warpgroup of an 8-bit cache: its register budget, then every unit of the CTA's walk.
 template <DType DT, DType KV, int D, int WG, bool F, bool Q8>
 __device__ __forceinline__ void wide_producer_codes(const AttentionParams& p, const WideLaunch& w,
-                                                    const WideSmem<D, WG, true>& sm, uint64_t* landed, int S,
+                                                    const WideSmem<D, WG, true, Q8>& sm, uint64_t* landed, int S,
                                                     const int32_t* block_table, const CUtensorMap& tmk,
                                                     const CUtensorMap& tmv) {
   using Tile = WideTile<D, WG, true>;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/heuristics.hpp"
 #include "gpu_case.hpp"
 #include "gpu_check.hpp"
 #include "gpu_shape.hpp"
@@ -180,6 +181,22 @@ TEST(CudaFeatures, EightBitCachesWithTheirScales) {
   std::printf("  %d 8-bit cache runs\n", runs);
 }
 
+// The path cases, and the FP8 SDPA's ring settings on the wide kernel: every depth its sized slots fit, one unit
+// per CTA or persistent (Q loaded ahead where a second tile fits).
+std::vector<PathCase> fp8_sdpa_cases(int d) {
+  std::vector<PathCase> cases = path_cases(d);
+  const Shape sh{"prefill", {{300, 300}, {200, 1000}}, 8, 2, d, true, 64};
+  for (int st = 2; st <= cuda::kWideMaxStages; ++st) {
+    if (cuda::wide_smem_bytes(d, 2, st, 1, true) > cuda::kWideSmemLimit) continue;
+    for (const char* persistent : {"0", "1"})
+      cases.push_back({sh,
+                       {{"ATTNBENCH_SM90_PATH", "wide"},
+                        {"ATTNBENCH_SM90_STAGES", std::to_string(st)},
+                        {"ATTNBENCH_SM90_PERSISTENT", persistent}}});
+  }
+  return cases;
+}
+
 // The FP8 SDPA: Q and K/V in one 8-bit format with their descales, on the decode kernel (1, 16 and auto splits,
 // block size 16; d128) and the wide one (every prefill case whose pages it lands; d128 and d256), plain and with a
 // window + sinks; each
@@ -190,7 +207,7 @@ TEST(CudaFeatures, Fp8SdpaWithItsDescales) {
   int runs = 0;
   for (DType qk : {DType::e4m3, DType::e5m2})
     for (int d : {128, 256})
-    for (const PathCase& pc : path_cases(d))
+    for (const PathCase& pc : fp8_sdpa_cases(d))
       for (DType dt : {DType::bf16, DType::f16})
         for (bool with_window : {false, true}) {
           AttentionProblem p = problem_of(pc.shape, dt);
@@ -210,9 +227,9 @@ TEST(CudaFeatures, Fp8SdpaWithItsDescales) {
           const Outcome unscaled = check_output(*c, 7500 + runs, nullptr, &unit);
           const Outcome o = check_output(*c, 7500 + runs);
           ++runs;
-          const std::string what = pc.shape.name + " " + p.types.name() + (with_window ? " sinks + window" : "") +
-                                   (pc.knobs.empty() ? "" : " " + pc.knobs.begin()->second) + " [" +
-                                   c->plan->summary + "]";
+          std::string what = pc.shape.name + " " + p.types.name() + (with_window ? " sinks + window" : "");
+          for (const auto& [name, value] : pc.knobs) what += " " + name.substr(10) + "=" + value;  // past ATTNBENCH_
+          what += " [" + c->plan->summary + "]";
           EXPECT_EQ(o.nonfinite, 0) << what;
           EXPECT_EQ(o.padding_written, 0) << what;
           EXPECT_TRUE(o.within) << what << ": " << o.worst;
