@@ -1,7 +1,8 @@
 // A test-only attention kernel with switchable planted bugs: the defects real kernels have (loop bounds, masks,
 // head maps, paging, pipelines, epilogues), so the gate can be shown to catch each one on every shape.
 // Written as a tensor-core kernel computes: fp32 scores over 64-key tiles, P rounded to O's dtype before P.V (to
-// e4m3 after a 2^8 scale on the FP8 SDPA's rows, as cuda.unified's wide kernel rounds it),
+// e4m3 after a 2^5 scale on the FP8 SDPA's rows: cuda.unified's wide kernel scales p by 2^5 against a max up to
+// 2^3 below the row's, so 2^5 is its coarsest rounding),
 // fp32 row sums, the output rounded once.
 #pragma once
 #include <algorithm>
@@ -208,7 +209,7 @@ class PlantedKernel {
     std::vector<float> acc(hs, 0.f);
     auto weigh = [&](float w, int j) {
       const float pw = is_16bit(p.types.q) ? half_to_float(float_to_half(w, p.types.o), p.types.o)
-                                           : fp8_to_float(float_to_fp8(w * 256.f, DType::e4m3), DType::e4m3) / 256.f;
+                                           : fp8_to_float(float_to_fp8(w * 32.f, DType::e4m3), DType::e4m3) / 32.f;
       const float* v = v_.data() + kv_offset(table, s, data_key(j), kvh);
       for (int x = 0; x < hs; ++x) acc[x] += pw * v[x] * vs;
     };

@@ -47,8 +47,10 @@ __device__ __forceinline__ void qk_tile(float (&s)[NT8][4], const uint32_t (&qf)
 // side; PARTS > 1 splits each row's max and sum into PARTS interleaved partials (dependency chains of 2 NT8 / PARTS
 // instead of 2 NT8: the wide kernel, whose softmax runs alone on its warp; the narrow kernels keep 1, whose
 // occupancy depends on every register). P_LOG2 > 0 leaves the probabilities in s scaled by 2^P_LOG2 (an 8-bit P's
-// range: the exponent's bias, free) while l stays unscaled.
-template <int NT8, int PARTS = 1, int P_LOG2 = 0, typename Rescale>
+// range: the exponent's bias, free) while l stays unscaled. SLACK_LOG2 > 0 keeps a row's max until the tile's
+// exceeds it by more than 2^SLACK_LOG2 in probability (p then reaches 2^SLACK_LOG2; m, l and O stay consistent, so
+// the result is the same): alpha is then exactly 1 on most tiles past the first and the O rescale is skipped.
+template <int NT8, int PARTS = 1, int P_LOG2 = 0, int SLACK_LOG2 = 0, typename Rescale>
 __device__ __forceinline__ void softmax_tile(float (&s)[NT8][4], float (&m)[2], float (&l)[2], float c,
                                              Rescale&& rescale) {
   constexpr int kParts = PARTS;
@@ -78,9 +80,12 @@ __device__ __forceinline__ void softmax_tile(float (&s)[NT8][4], float (&m)[2], 
     for (int r = 0; r < 2; ++r) mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], d));
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const float m_use = mx[r] == -INFINITY ? 0.f : mx[r];  // a row with nothing visible yet stays at p = 0
-    alpha[r] = exp2_approx((m[r] - m_use) * c);
-    m[r] = mx[r];
+    // Both -inf (nothing visible yet): NaN, not greater, the max stays -inf.
+    const bool move = SLACK_LOG2 == 0 || (mx[r] - m[r]) * c > static_cast<float>(SLACK_LOG2);
+    const float m_new = move ? mx[r] : m[r];
+    const float m_use = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing visible yet stays at p = 0
+    alpha[r] = move ? exp2_approx((m[r] - m_use) * c) : 1.f;
+    m[r] = m_new;
     ms[r] = m_use * c - static_cast<float>(P_LOG2);
   }
 #pragma unroll

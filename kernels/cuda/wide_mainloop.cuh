@@ -50,7 +50,10 @@ struct WideCtx {
   using T = typename StorageOf<DT>::type;
   using QS = std::conditional_t<is_16bit(QT), T, uint8_t>;  // Q's elements
   static constexpr bool P8 = !is_16bit(QT);                  // the FP8 SDPA: P in e4m3 against V^T codes
-  static constexpr int kPLog2 = P8 ? 8 : 0;                  // P scaled by 2^8 into e4m3's range (<= 256 < 448)
+  // A row's max moves only when a tile's exceeds it by more than 2^kSlackLog2 (softmax_tile): p <= 2^kSlackLog2.
+  // An 8-bit P is scaled by 2^kPLog2 into e4m3's range: p 2^kPLog2 <= 2^8 < 448.
+  static constexpr int kSlackLog2 = P8 ? 3 : 8;
+  static constexpr int kPLog2 = P8 ? 8 - kSlackLog2 : 0;
   using Acc = WideAcc<D, BN, P8>;
   const AttentionParams& p;
   const WideLaunch& w;
@@ -220,8 +223,8 @@ __device__ __forceinline__ void wide_step(const WideCtx<DT, D, WG, TMA, F, QT>& 
     wide_mask<BN>(s, n0, mask_from, limit, cx.lane);
   }
   float alpha[2];
-  softmax_tile<BN / 8, 4, WideCtx<DT, D, WG, TMA, F, QT>::kPLog2>(s, a.m, a.l, cx.c,
-                                                                 [&](int r, float al) { alpha[r] = al; });
+  using Ctx = WideCtx<DT, D, WG, TMA, F, QT>;
+  softmax_tile<BN / 8, 4, Ctx::kPLog2, Ctx::kSlackLog2>(s, a.m, a.l, cx.c, [&](int r, float al) { alpha[r] = al; });
   if constexpr (!kFirst) {
     // ptxas hoists a wgmma wait above independent ALU work (here: the whole softmax, which then no longer
     // overlaps P V) but keeps it after a shared-memory store: lane 0 of each warp stores its row sums, which

@@ -240,6 +240,37 @@ TEST(CudaFeatures, Fp8SdpaWithItsDescales) {
   std::printf("  %d FP8 SDPA runs\n", runs);
 }
 
+// Logits far wider than 1/sqrt(d) gives: a row's max moves past the wide kernel's slack (2^8 in probability, 2^3 for
+// an 8-bit P) on some tiles and within it on others, so both the kept and the moved max run, and an 8-bit P meets
+// values up to its slack. Every path case, 16-bit and FP8, with and without sinks (which read the final max).
+TEST(CudaFeatures, LogitsWideEnoughToMoveTheMaxPastTheSlack) {
+  int runs = 0;
+  for (int d : {64, 128, 256})
+    for (const PathCase& pc : path_cases(d))
+      for (DType qk : {DType::bf16, DType::e4m3})
+        for (float widen : {4.f, 16.f})
+          for (bool sinks : {false, true}) {
+            AttentionProblem p = problem_of(pc.shape, DType::bf16);
+            p.scale = widen / std::sqrt(static_cast<float>(d));
+            if (qk == DType::e4m3) {
+              p.types.q = p.types.kv = qk;
+              p.features.q_scale = 0.25f, p.features.k_scale = 0.0625f, p.features.v_scale = 0.03125f;
+            }
+            if (sinks) p.features.sinks = spread(pc.shape.heads, 1.f, 4.f);
+            if (!make_cuda_unified()->supports(p, KnobValues::resolve(pc.knobs, false)).ok) continue;
+            const auto c = run_path(pc, p, 7700 + runs);
+            const Outcome o = check_output(*c, 7700 + runs);
+            ++runs;
+            std::string what = pc.shape.name + " d" + std::to_string(d) + " " + p.types.name() + " scale x" +
+                               std::to_string(static_cast<int>(widen)) + (sinks ? " sinks" : "");
+            for (const auto& kv : pc.knobs) what += " " + kv.second;
+            EXPECT_EQ(o.nonfinite, 0) << what;
+            EXPECT_TRUE(o.within) << what << " [" << c->plan->summary << "]: " << o.worst;
+          }
+  EXPECT_GT(runs, 100);
+  std::printf("  %d wide-logit runs\n", runs);
+}
+
 // The d128 path cases an 8-bit cache runs on (the 8-bit prefill reads whole 64-token pages).
 bool eight_bit_path(const PathCase& pc, int d) {
   return d == 128 && !(pc.knobs.count("ATTNBENCH_SM90_PATH") && pc.shape.block_size % 64 != 0);
