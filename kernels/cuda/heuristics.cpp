@@ -60,12 +60,10 @@ std::string wide_knob_conflict(const AttentionProblem& p, const UnifiedKnobs& kn
   if (stages != 0 && stages < wide_min_stages(p))
     return "ATTNBENCH_SM90_STAGES=" + std::to_string(stages) + ": an 8-bit cache's producer widens tile t - 1 "
            "after claiming tile t's slots, which needs at least " + std::to_string(wide_min_stages(p)) + " slots";
-  const int smem = wide_smem_bytes(p.head_size, wgs, stages, 1, wide_k8(p));
-  if (stages != 0 && smem > kWideSmemLimit)
+  if (const int smem = wide_smem_bytes(p.head_size, wgs, stages, 1, wide_k8(p)); stages != 0 && smem > kWideSmemLimit)
     return "ATTNBENCH_SM90_STAGES=" + std::to_string(stages) + ": " + std::to_string(smem) +
-           " bytes of shared memory at head size " +
-           std::to_string(p.head_size) + " with " + std::to_string(wgs) + " consumer warpgroups (limit " +
-           std::to_string(kWideSmemLimit) + ")";
+           " bytes of shared memory at head size " + std::to_string(p.head_size) + " with " + std::to_string(wgs) +
+           " consumer warpgroups (limit " + std::to_string(kWideSmemLimit) + ")";
   const int pack = knobs.gqa_pack;
   if (pack > kWidePackMax || (pack > 0 && p.group_size() % pack != 0))
     return "ATTNBENCH_SM90_GQA_PACK=" + std::to_string(pack) + ": a tile packs heads of one KV group, a divisor of " +

@@ -91,7 +91,8 @@ constexpr int wide_smem_bytes(int head_size, int wgs, int stages, int q_bufs = 1
 constexpr int wide_q_bufs(int head_size, int wgs, int stages, bool persistent, bool k8 = false) {
   return persistent && wide_smem_bytes(head_size, wgs, stages, 2, k8) <= kWideSmemLimit ? 2 : 1;
 }
-// Default ring depth: the deepest of 2..min(kWideMaxStages, 3 at d >= 128) that fits (d64 4, d128 3, d256 2);
+// Default ring depth: the deepest of 2..min(kWideMaxStages, 3 at d >= 128) that fits (d64 4, d128 3, d256 2; with
+// k8's sized K slots d256 3);
 // persistent CTAs first keep room for the second Q tile (d64 4, d128 2, d256 2 with one Q tile at 2 warpgroups):
 // at d128, 2 slots with Q loaded ahead measured as fast as 3 on long sequences and 7-12% faster on short ones
 // (kernels/NOTES.md, wide v5).

@@ -66,6 +66,13 @@ struct PathCase {
   Knobs knobs;
 };
 
+// The case's knobs for a failure message: " NAME=value" each, without the ATTNBENCH_ prefix.
+std::string knobs_text(const PathCase& pc) {
+  std::string t;
+  for (const auto& [name, value] : pc.knobs) t += " " + name.substr(std::string("ATTNBENCH_").size()) + "=" + value;
+  return t;
+}
+
 // Decode (auto, 1 and 16 splits, both merges; ragged, block size 16), speculative decode, the narrow prefill (causal and not)
 // and the wide one (TMA, the cp.async gather of block size 32, GQA-packed short q-tiles), per head size.
 std::vector<PathCase> path_cases(int d) {
@@ -121,8 +128,8 @@ TEST(CudaFeatures, EachFeatureOnEveryPathPassesTheGateAndMatters) {
           Outcome without;
           const Outcome o = run_features(pc, dt, fr.features, dt, 9000 + runs, &without);
           ++runs;
-          const std::string what = pc.shape.name + " d" + std::to_string(d) + " " + dtype_name(dt) + " " + fr.name +
-                                   (pc.knobs.empty() ? "" : " " + pc.knobs.begin()->second);
+          const std::string what =
+              pc.shape.name + " d" + std::to_string(d) + " " + dtype_name(dt) + " " + fr.name + knobs_text(pc);
           EXPECT_EQ(o.nonfinite, 0) << what;
           EXPECT_EQ(o.padding_written, 0) << what;
           EXPECT_TRUE(o.within) << what << ": " << o.worst;
@@ -171,8 +178,7 @@ TEST(CudaFeatures, EightBitCachesWithTheirScales) {
           const Outcome o = check_output(*c, 7000 + runs);
           ++runs;
           const std::string what = pc.shape.name + " " + dtype_name(dt) + "-" + dtype_name(kv) +
-                                   (with_window ? " sinks + window" : "") +
-                                   (pc.knobs.empty() ? "" : " " + pc.knobs.begin()->second);
+                                   (with_window ? " sinks + window" : "") + knobs_text(pc);
           EXPECT_EQ(o.nonfinite, 0) << what;
           EXPECT_TRUE(o.within) << what << ": " << o.worst;
           EXPECT_FALSE(unscaled.within) << what << ": the output also passes with unit scales";
@@ -227,9 +233,8 @@ TEST(CudaFeatures, Fp8SdpaWithItsDescales) {
           const Outcome unscaled = check_output(*c, 7500 + runs, nullptr, &unit);
           const Outcome o = check_output(*c, 7500 + runs);
           ++runs;
-          std::string what = pc.shape.name + " " + p.types.name() + (with_window ? " sinks + window" : "");
-          for (const auto& [name, value] : pc.knobs) what += " " + name.substr(10) + "=" + value;  // past ATTNBENCH_
-          what += " [" + c->plan->summary + "]";
+          const std::string what = pc.shape.name + " " + p.types.name() + (with_window ? " sinks + window" : "") +
+                                   knobs_text(pc) + " [" + c->plan->summary + "]";
           EXPECT_EQ(o.nonfinite, 0) << what;
           EXPECT_EQ(o.padding_written, 0) << what;
           EXPECT_TRUE(o.within) << what << ": " << o.worst;
@@ -261,9 +266,8 @@ TEST(CudaFeatures, LogitsWideEnoughToMoveTheMaxPastTheSlack) {
             const auto c = run_path(pc, p, 7700 + runs);
             const Outcome o = check_output(*c, 7700 + runs);
             ++runs;
-            std::string what = pc.shape.name + " d" + std::to_string(d) + " " + p.types.name() + " scale x" +
-                               std::to_string(static_cast<int>(widen)) + (sinks ? " sinks" : "");
-            for (const auto& kv : pc.knobs) what += " " + kv.second;
+            const std::string what = pc.shape.name + " d" + std::to_string(d) + " " + p.types.name() + " scale x" +
+                                     std::to_string(static_cast<int>(widen)) + (sinks ? " sinks" : "") + knobs_text(pc);
             EXPECT_EQ(o.nonfinite, 0) << what;
             EXPECT_TRUE(o.within) << what << " [" << c->plan->summary << "]: " << o.worst;
           }
@@ -277,8 +281,7 @@ bool eight_bit_path(const PathCase& pc, int d) {
 }
 
 std::string path_run_name(const PathCase& pc, int d, int variant) {
-  return pc.shape.name + " d" + std::to_string(d) + " variant " + std::to_string(variant) +
-         (pc.knobs.empty() ? "" : " " + pc.knobs.begin()->second);
+  return pc.shape.name + " d" + std::to_string(d) + " variant " + std::to_string(variant) + knobs_text(pc);
 }
 
 // Rows aligned top-left with their keys (AttentionProblem::top_left) on every path and head size, plain and under
@@ -375,8 +378,7 @@ TEST(CudaFeatures, EightBitPathsSaturateQButKeepItsNan) {
           else if (t == 0 && h == 1) big_row += !finite;
           else other += !finite;
         }
-    std::string what = pc.shape.name;
-    for (const auto& kv : pc.knobs) what += " " + kv.second;
+    const std::string what = pc.shape.name + knobs_text(pc);
     EXPECT_EQ(nan_row, p.head_size) << what << ": a NaN in Q must reach its row";
     EXPECT_EQ(big_row, 0) << what << ": a bf16 Q past 65504 saturates";
     EXPECT_EQ(other, 0) << what;
