@@ -393,7 +393,7 @@ TEST(CudaUnifiedKernel, PlanCarriesWorkspaceGraphAndSummary) {
   EXPECT_FALSE(three.ok);
   EXPECT_NE(three.reason.find("ATTNBENCH_SM90_FLASH_WIDE=3"), std::string::npos) << three.reason;
   EXPECT_NE(k->plan(uniform(1, 2048, 2048, 8, 8, 256), values({{"ATTNBENCH_SM90_PATH", "wide"}}))
-                ->summary.find("2d wide wgmma consumer-wgs=2 tile=128x64 kv=tma stages=2"),
+                ->summary.find("2d wide wgmma consumer-wgs=2 tile=128x64 kv=tma qo=tma stages=2"),
             std::string::npos);
 }
 #endif

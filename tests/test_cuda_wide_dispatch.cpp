@@ -250,6 +250,33 @@ TEST(CudaWideDispatch, Fp8SdpaRingSlotsAreSizedByTheCodes) {
   EXPECT_NE(wide_knob_conflict(uniform(1, 8192, 8192, 32, 32, 128), knobs({{"ATTNBENCH_SM90_STAGES", "4"}})), "");
 }
 
+// Q and O by TMA: a warpgroup's 64 rows are one box when its tokens per head divide 64 or are a multiple of it.
+TEST(CudaWideDispatch, QoByTmaWhereAWarpgroupsRowsAreOneBox) {
+  for (int tq : {1, 2, 4, 8, 16, 32, 64, 128, 192}) EXPECT_TRUE(wide_qo_boxes(tq)) << tq;
+  for (int tq : {0, 3, 21, 42, 96}) EXPECT_FALSE(wide_qo_boxes(tq)) << tq;
+  const auto plan = [](const AttentionProblem& p, std::map<std::string, std::string> o) {
+    o["ATTNBENCH_SM90_PATH"] = "wide";
+    return make_unified_launch_plan(p, knobs(o), 132);
+  };
+  const AttentionProblem gqa = uniform(1, 4096, 4096, 12, 4, 128);  // group 3, long: no packing
+  EXPECT_TRUE(plan(gqa, {}).wide_qo_tma);
+  EXPECT_FALSE(plan(gqa, {{"ATTNBENCH_SM90_QO", "threads"}}).wide_qo_tma);
+  const auto three = plan(gqa, {{"ATTNBENCH_SM90_GQA_PACK", "3"}});  // 42 tokens per head
+  EXPECT_FALSE(three.wide_qo_tma) << three.summary;
+  EXPECT_NE(three.summary.find("qo=threads"), std::string::npos) << three.summary;
+  const auto d64 = plan(uniform(1, 700, 700, 16, 8, 64), {{"ATTNBENCH_SM90_GQA_PACK", "2"}});  // 192 / 2 = 96
+  EXPECT_EQ(d64.wide_tq, 96);
+  EXPECT_FALSE(d64.wide_qo_tma) << d64.summary;
+  AttentionProblem fp8 = uniform(1, 4096, 4096, 16, 16, 128);
+  fp8.types.q = fp8.types.kv = DType::e4m3;
+  EXPECT_FALSE(plan(fp8, {}).wide_qo_tma);
+  // The Q tiles' barriers fit in the bytes the plan counts, without moving a default depth or Q-ahead choice.
+  EXPECT_EQ(wide_default_stages(128, 2), 3);
+  EXPECT_EQ(wide_default_stages(128, 2, true), 2);
+  EXPECT_EQ(wide_default_stages(64, 3, true), 4);
+  EXPECT_EQ(wide_q_bufs(128, 2, 2, true), 2);
+}
+
 TEST(CudaWideDispatch, PersistentCtasLoadTheNextQAheadWhereASecondTileFits) {
   // Two Q tiles where they fit beside the ring, and only for persistent CTAs (one unit per CTA has no next Q).
   EXPECT_EQ(wide_q_bufs(128, 2, 2, true), 2);   // 64 KB of Q + 128 KB of ring
@@ -285,7 +312,7 @@ TEST(CudaWideDispatch, DecodeStays3D) {
 
 TEST(CudaWideDispatch, AutoFollowsTheMeasurement) {
   // auto (kernels/NOTES.md, wide v3/v4): wide with TMA K/V (block_size % 64 == 0) from max_seqlen_q 128 at d128 and
-  // d256 and from 512 at d64, where it measured faster than the narrow kernel; narrow elsewhere (cp.async K/V at
+  // d256 and from 256 at d64, where it measured faster than the narrow kernel; narrow elsewhere (cp.async K/V at
   // block_size 32 measured slower; shorter queries measured slower at d64 and not measured at d128/d256).
   const auto k = knobs();
   EXPECT_EQ(k.path, PathKnob::automatic);
@@ -313,12 +340,15 @@ TEST(CudaWideDispatch, AutoFollowsTheMeasurement) {
     EXPECT_NE(lp.summary.find("kv=cp.async"), std::string::npos);
   }
   EXPECT_FALSE(choose_wide(uniform(16, 127, 127, 32, 8, 128), k));  // below the measured range
-  // d64: wide from S512 (lost at B32 S128), with 3 consumer warpgroups; d256: wide from S128.
+  // d64: wide from S256 (lost at B32 S128), with 3 consumer warpgroups, 2 up to S256; d256: wide from S128.
   EXPECT_TRUE(choose_wide(uniform(1, 4096, 4096, 16, 16, 64), k));
-  EXPECT_TRUE(choose_wide(uniform(8, 512, 512, 16, 16, 64), k));
+  EXPECT_TRUE(choose_wide(uniform(16, 256, 256, 16, 16, 64), k));
   EXPECT_FALSE(choose_wide(uniform(32, 128, 128, 16, 16, 64), k));
-  EXPECT_FALSE(choose_wide(uniform(8, 511, 511, 16, 16, 64), k));
+  EXPECT_FALSE(choose_wide(uniform(8, 255, 255, 16, 16, 64), k));
   EXPECT_EQ(make_unified_launch_plan(uniform(2, 8192, 8192, 32, 32, 64), k, 132).wide_wgs, 3);
+  EXPECT_EQ(make_unified_launch_plan(uniform(8, 257, 257, 32, 32, 64), k, 132).wide_wgs, 3);
+  EXPECT_EQ(make_unified_launch_plan(uniform(16, 256, 256, 16, 16, 64), k, 132).wide_wgs, 2);
+  EXPECT_EQ(make_unified_launch_plan(uniform(16, 256, 256, 16, 16, 128), k, 132).wide_wgs, 2);
   EXPECT_TRUE(choose_wide(uniform(1, 4096, 4096, 16, 16, 256), k));
   EXPECT_TRUE(choose_wide(uniform(1, 2048, 2048, 32, 2, 256), k));  // the gated block's SDPA at S2048
   auto p256 = uniform(1, 4096, 4096, 16, 16, 256);

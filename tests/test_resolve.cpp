@@ -142,6 +142,16 @@ TEST(Resolve, DeclinesForcedWideKnobsTheGeometryCannotHold) {
             "ATTNBENCH_SM90_GQA_PACK=4: a tile packs heads of one KV group, a divisor of the group size 7 up to 16");
   EXPECT_EQ(reason(seqs({{70, 70}}, 64, 2, 128), wide({{"ATTNBENCH_SM90_GQA_PACK", "32"}})),
             "ATTNBENCH_SM90_GQA_PACK=32: a tile packs heads of one KV group, a divisor of the group size 32 up to 16");
+  // Q and O by TMA need a warpgroup's 64 rows to be one box: 128 / 3 = 42 tokens per head puts a head change inside.
+  EXPECT_EQ(reason(seqs({{700, 700}}, 12, 4, 128),
+                   wide({{"ATTNBENCH_SM90_GQA_PACK", "3"}, {"ATTNBENCH_SM90_QO", "tma"}})),
+            "ATTNBENCH_SM90_QO=tma: a tile of 42 tokens per head (GQA pack 3) puts a head change inside a warpgroup's "
+            "64 rows, which one TMA box cannot hold");
+  AttentionProblem fp8 = d128;
+  fp8.types = {DType::e4m3, DType::e4m3, DType::bf16};
+  EXPECT_EQ(reason(fp8, wide({{"ATTNBENCH_SM90_QO", "tma"}})),
+            "an 8-bit Q (e4m3) prefill runs on the wide 2D kernel only, which cannot run it: ATTNBENCH_SM90_QO=tma: an "
+            "8-bit Q (e4m3) is copied by the threads");
   EXPECT_EQ(resolve_all_built(d128, wide({{"ATTNBENCH_SM90_FLASH_WIDE", "3"}})).support.kind,
             DeclineKind::unsupported);
   // Under auto the same knobs keep the narrow kernel; decode never reaches the wide kernel.
@@ -211,9 +221,9 @@ TEST(Resolve, KnobsParseToTypedValues) {
   const UnifiedKnobs d = knobs(), def;
   auto same = [](const UnifiedKnobs& a, const UnifiedKnobs& b) {
     return std::tie(a.path, a.narrow_warps, a.flash_wide, a.stages, a.persistent, a.gqa_pack, a.q_major_grid,
-                    a.splits_3d, a.merge_3d, a.graph_2d, a.graph_3d) ==
+                    a.splits_3d, a.merge_3d, a.graph_2d, a.graph_3d, a.qo) ==
            std::tie(b.path, b.narrow_warps, b.flash_wide, b.stages, b.persistent, b.gqa_pack, b.q_major_grid,
-                    b.splits_3d, b.merge_3d, b.graph_2d, b.graph_3d);
+                    b.splits_3d, b.merge_3d, b.graph_2d, b.graph_3d, b.qo);
   };
   EXPECT_TRUE(same(d, def));
   EXPECT_EQ(knobs({{"ATTNBENCH_SM90_PATH", "auto"}}).path, PathKnob::automatic);
@@ -235,6 +245,9 @@ TEST(Resolve, KnobsParseToTypedValues) {
   EXPECT_EQ(knobs({{"ATTNBENCH_3D_MERGE", "auto"}}).merge_3d, cuda::MergeKnob::automatic);
   EXPECT_EQ(knobs({{"ATTNBENCH_3D_MERGE", "fused"}}).merge_3d, cuda::MergeKnob::fused);
   EXPECT_EQ(knobs({{"ATTNBENCH_3D_MERGE", "separate"}}).merge_3d, cuda::MergeKnob::separate);
+  EXPECT_EQ(knobs({{"ATTNBENCH_SM90_QO", "auto"}}).qo, cuda::QoKnob::automatic);
+  EXPECT_EQ(knobs({{"ATTNBENCH_SM90_QO", "tma"}}).qo, cuda::QoKnob::tma);
+  EXPECT_EQ(knobs({{"ATTNBENCH_SM90_QO", "threads"}}).qo, cuda::QoKnob::threads);
   EXPECT_FALSE(knobs({{"ATTNBENCH_2D_GRAPH", "0"}}).graph_2d);
   EXPECT_FALSE(knobs({{"ATTNBENCH_3D_GRAPH", "0"}}).graph_3d);
   EXPECT_EQ(cpu::CpuKnobs::parse(values()).max_gflop, cpu::CpuKnobs{}.max_gflop);

@@ -34,6 +34,11 @@ const std::vector<KnobSpec>& knob_table() {
        "group size up to 16, each head 64*wgs/pack tokens), so short q-tiles share their K/V tile loads; 0 = auto: "
        "the pack with the fewest KV-tile steps + units (kernels/NOTES.md, wide v6); a value that does not divide the "
        "group keeps the problem off the wide kernel (declined where ATTNBENCH_SM90_PATH=wide)"},
+      {"ATTNBENCH_SM90_QO", {"auto", "tma", "threads"}, "auto",
+       "cuda.unified 2D prefill, wide regime: how a unit's Q comes in and its O goes out: tma = one TMA box per "
+       "64-column slab of a warpgroup's rows (O by a TMA store where the rows are all in their sequence and there is "
+       "no output gate; the threads' copies otherwise); threads = the consumer threads' 16-byte copies; auto = tma "
+       "where the rows are boxes (a 16-bit Q, and a GQA pack whose tokens per head divide 64 or are a multiple of it)"},
       {"ATTNBENCH_Q_MAJOR_GRID", {"0", "1"}, "0",
        "cuda.unified and hip.unified 2D prefill: 1 puts the q-tile index on grid.x (q-major order), 0 puts heads "
        "(hip: kv heads) first"},

@@ -68,7 +68,20 @@ std::string wide_knob_conflict(const AttentionProblem& p, const UnifiedKnobs& kn
   if (pack > kWidePackMax || (pack > 0 && p.group_size() % pack != 0))
     return "ATTNBENCH_SM90_GQA_PACK=" + std::to_string(pack) + ": a tile packs heads of one KV group, a divisor of " +
            "the group size " + std::to_string(p.group_size()) + " up to " + std::to_string(kWidePackMax);
+  if (knobs.qo == QoKnob::tma) {
+    if (!is_16bit(p.types.q))
+      return std::string("ATTNBENCH_SM90_QO=tma: an 8-bit Q (") + dtype_name(p.types.q) + ") is copied by the threads";
+    const int tq = kWideRowsPerWg * wgs / wide_pack(p, kWideRowsPerWg * wgs, knobs);
+    if (!wide_qo_boxes(tq))
+      return "ATTNBENCH_SM90_QO=tma: a tile of " + std::to_string(tq) + " tokens per head (GQA pack " +
+             std::to_string(wide_pack(p, kWideRowsPerWg * wgs, knobs)) + ") puts a head change inside a warpgroup's "
+             "64 rows, which one TMA box cannot hold";
+  }
   return "";
+}
+
+bool wide_qo_tma(const AttentionProblem& p, int tq, const UnifiedKnobs& knobs) {
+  return knobs.qo != QoKnob::threads && is_16bit(p.types.q) && wide_qo_boxes(tq);
 }
 
 int64_t wide_pack_cost(const AttentionProblem& p, int block_m, int pack) {
@@ -150,16 +163,17 @@ bool choose_wide(const AttentionProblem& p, const UnifiedKnobs& knobs) {
 bool wide_auto(const AttentionProblem& p) {
   // kernels/NOTES.md, wide v3/v4: with TMA K/V (block_size % 64 == 0) the wide kernel beat the narrow one on every
   // shape measured from max_seqlen_q 128 at d128 (1.07x at B16 S128, 2.1x at S8192) and d256 (2.7x at S8192); at
-  // d64 it lost at B32 S128 (24.3 vs 19.4 us) and won from S512 on (1.56x at S8192 with 3 warpgroups). The cp.async
-  // gather (other block sizes) lost to the narrow kernel (237 vs 262 TFLOP/s at d128): narrow there.
+  // d64 (Q and O by TMA) it still loses at B32 S128 (17.3 vs 16.4 us) and wins from S256 on (1.17x at B16 S256,
+  // 1.31x at H32/KV8 B8 S384, 1.56x at S8192 with 3 warpgroups). The cp.async gather (other block sizes) lost to the
+  // narrow kernel (237 vs 262 TFLOP/s at d128): narrow there.
   if (!wide_supports(p) || !wide_kv_tma(p.block_size)) return false;
-  return p.max_seqlen_q() >= (p.head_size == 64 ? 512 : 128);
+  return p.max_seqlen_q() >= (p.head_size == 64 ? kWideShortD64 : 128);
 }
 
 int wide_wgs(const AttentionProblem& p, const UnifiedKnobs& knobs) {
   if (knobs.flash_wide != 0) return knobs.flash_wide;
-  return p.fusion.has_q_prologue() || runs_features(p) ? std::min(wide_default_wgs(p.head_size), kWideMaxWgsQPrologue)
-                                                       : wide_default_wgs(p.head_size);
+  const int wgs = wide_default_wgs(p.head_size, p.max_seqlen_q());
+  return p.fusion.has_q_prologue() || runs_features(p) ? std::min(wgs, kWideMaxWgsQPrologue) : wgs;
 }
 
 int wide_stages(const AttentionProblem& p, int wgs, const UnifiedKnobs& knobs) {
@@ -338,7 +352,8 @@ std::string wide_summary(const UnifiedLaunchPlan& lp) {
          std::to_string(lp.block_n) +
          (lp.wide_pack > 1 ? " gqa-pack=" + std::to_string(lp.wide_pack) + "x" + std::to_string(lp.wide_tq)
                            : std::string()) +
-         (lp.wide_kv_tma ? " kv=tma" : " kv=cp.async") + " stages=" + std::to_string(lp.wide_stages) +
+         (lp.wide_kv_tma ? " kv=tma" : " kv=cp.async") + (lp.wide_qo_tma ? " qo=tma" : " qo=threads") +
+         " stages=" + std::to_string(lp.wide_stages) +
          (lp.persistent ? " persistent ctas=" + std::to_string(lp.grid_x) + (lp.wide_q_bufs == 2 ? " q-ahead" : "")
                         : std::string(lp.q_major ? " q-major" : " head-major"));
 }
@@ -356,6 +371,7 @@ UnifiedLaunchPlan wide_launch_plan(const AttentionProblem& p, const UnifiedKnobs
   lp.q_major = knobs.q_major_grid;
   lp.wide_pack = wide_pack(p, lp.block_m, knobs);
   lp.wide_tq = lp.block_m / lp.wide_pack;
+  lp.wide_qo_tma = wide_qo_tma(p, lp.wide_tq, knobs);
   const int head_tiles = p.heads / lp.wide_pack;
   lp.m_tiles = (p.max_seqlen_q() + lp.wide_tq - 1) / lp.wide_tq;
   // One CTA per tile puts the m-tiles on grid.y (at most 65535) unless q-major; beyond, the CTAs walk them.

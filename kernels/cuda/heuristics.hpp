@@ -26,6 +26,9 @@ enum class NarrowWarps { w4, w8, w4x32 };  // 4 | 8 warps of 16 rows, or 4 of 32
 // finish (decode_merge.cuh), or by a second, programmatically dependent launch (decode_merge_kernel.cuh).
 enum class DecodeMerge { fused, separate };
 enum class MergeKnob { automatic, fused, separate };
+// How the wide kernel moves a unit's Q in and its O out (ATTNBENCH_SM90_QO): TMA boxes where the tile's rows are
+// one, else (or forced) the consumer threads' 16-byte copies.
+enum class QoKnob { automatic, tma, threads };
 const char* path_knob_name(PathKnob k);    // as the knob spells it: auto | narrow | wide
 
 // cuda.unified's knobs, each parsed once from its string; the member defaults are the knob table's.
@@ -39,6 +42,7 @@ struct UnifiedKnobs {
   bool q_major_grid = false;                              // ATTNBENCH_Q_MAJOR_GRID
   int splits_3d = 0;                                      // ATTNBENCH_3D_SPLITS; 0 = heuristic
   MergeKnob merge_3d = MergeKnob::automatic;              // ATTNBENCH_3D_MERGE
+  QoKnob qo = QoKnob::automatic;                          // ATTNBENCH_SM90_QO
   bool graph_2d = true;                                   // ATTNBENCH_2D_GRAPH
   bool graph_3d = true;                                   // ATTNBENCH_3D_GRAPH
   // The one reader of these knobs' strings (resolve.cpp); KnobValues::resolve has already checked them.
@@ -60,10 +64,15 @@ constexpr int wide_block_n(int head_size) {
   return head_size == 256 ? 64 : (head_size == 64 || head_size == 128) ? 128 : 0;
 }
 // Consumer warpgroups that fit the register file (setmaxnreg budgets, prefill_wide.cuh): 3 only at d64; the
-// default (ATTNBENCH_SM90_FLASH_WIDE=0) is the most that fit, the fastest measured (kernels/NOTES.md, wide v4).
+// default (ATTNBENCH_SM90_FLASH_WIDE=0) is the most that fit, the fastest measured (kernels/NOTES.md, wide v4),
+// except d64 sequences of at most 256 tokens: 2 (a 192-row tile leaves a third of a 256-token sequence's second
+// tile empty; measured 19.7 against 20.8 us at B16 S256, kernels/NOTES.md, Q and O by TMA).
 constexpr int kWideMaxWgs = 3;
 constexpr int wide_max_wgs(int head_size) { return head_size == 64 ? kWideMaxWgs : 2; }
-constexpr int wide_default_wgs(int head_size) { return wide_max_wgs(head_size); }
+constexpr int kWideShortD64 = 256;
+constexpr int wide_default_wgs(int head_size, int max_seqlen_q = kWideShortD64 + 1) {
+  return head_size == 64 && max_seqlen_q <= kWideShortD64 ? 2 : wide_max_wgs(head_size);
+}
 // The Q prologue (AttentionProblem::q_norm / q_rope_dim) is compiled into the kernels of up to 2 consumer
 // warpgroups: beside 3 its code cost the d64 tile loop a register spill. A Q-prologue problem defaults to 2.
 constexpr int kWideMaxWgsQPrologue = 2;
@@ -73,18 +82,18 @@ constexpr int kWideMaxStages = 4;
 constexpr int kWideMinStagesCodes = 3;
 constexpr int kWideSmemLimit = 227 * 1024;  // dynamic shared memory per CTA on sm_90
 // Q (64 rows x d per consumer warpgroup; q_bufs copies) + K and V rings + 5 mbarriers per slot (FULL_K, FULL_V,
-// EMPTY_K, EMPTY_V, and LANDED for an 8-bit cache's codes) + 8 scratch bytes per warp (a store that orders the
-// softmax before a wgmma wait) + 1024 bytes to align the base for the 128-byte swizzle. A slot holds a 16-bit tile,
-// except K's with k8 (the FP8 SDPA: the codes its wgmma reads, half that); an 8-bit cache's codes land in a
-// slot's second half (widened in place, or transposed into V^T). Q's tile keeps 16-bit rows: the epilogue stages O
-// there.
+// EMPTY_K, EMPTY_V, and LANDED for an 8-bit cache's codes) + one mbarrier per Q tile (Q by TMA) + 8 scratch bytes
+// per warp (a store that orders the softmax before a wgmma wait) + 1024 bytes to align the base for the 128-byte
+// swizzle. A slot holds a 16-bit tile, except K's with k8 (the FP8 SDPA: the codes its wgmma reads, half that); an
+// 8-bit cache's codes land in a slot's second half (widened in place, or transposed into V^T). Q's tile keeps
+// 16-bit rows: the epilogue stages O there.
 constexpr int kWideScratchBytes = 8 * 4 * (kWideMaxWgs + 1);
 constexpr int wide_tile_bytes(int head_size) { return wide_block_n(head_size) * head_size * 2; }
 constexpr int wide_k_slot_bytes(int head_size, bool k8) { return wide_tile_bytes(head_size) / (k8 ? 2 : 1); }
 constexpr int wide_smem_bytes(int head_size, int wgs, int stages, int q_bufs = 1, bool k8 = false) {
   return kWideRowsPerWg * head_size * 2 * wgs * q_bufs +
-         stages * (wide_k_slot_bytes(head_size, k8) + wide_tile_bytes(head_size)) + 5 * kWideMaxStages * 8 +
-         kWideScratchBytes + 1024;
+         stages * (wide_k_slot_bytes(head_size, k8) + wide_tile_bytes(head_size)) +
+         (5 * kWideMaxStages + 2 * kWideMaxWgs) * 8 + kWideScratchBytes + 1024;
 }
 // Q tiles per consumer warpgroup: a persistent CTA loads the next unit's Q into a second tile while it computes
 // the current one, when the second tile fits beside the ring; otherwise (and one unit per CTA) one tile.
@@ -117,6 +126,11 @@ int64_t wide_pack_cost(const AttentionProblem& p, int block_m, int pack);
 int wide_pack(const AttentionProblem& p, int block_m, const UnifiedKnobs& knobs);
 // Wide K/V by TMA when a 64-token box never crosses a page (block_size % 64 == 0), else a cp.async gather.
 constexpr bool wide_kv_tma(int block_size) { return block_size % 64 == 0; }
+// A consumer warpgroup's 64 rows are one TMA box over (d, token, head) when a row's head changes only at a multiple
+// of 64 rows (tq % 64 == 0: 64 tokens of one head) or every 64 rows hold whole heads (64 % tq == 0).
+constexpr bool wide_qo_boxes(int tq) { return tq > 0 && (tq % kWideRowsPerWg == 0 || kWideRowsPerWg % tq == 0); }
+// Q in and O out by TMA (ATTNBENCH_SM90_QO): a 16-bit Q whose warpgroup rows are boxes, unless the knob says threads.
+bool wide_qo_tma(const AttentionProblem& p, int tq, const UnifiedKnobs& knobs);
 // 3D decode: 16 packed (query token x group head) rows per CTA; key warps each take a slice of a K/V tile. A
 // 16-bit cache: 4 key warps, and at d >= 128 two warps share each key slice, one per half of the head (P.V and O
 // split by columns; both compute the slice's scores), so a CTA has 8 warps to hide the latency of its dependent
@@ -258,6 +272,7 @@ struct UnifiedLaunchPlan {
   int warps = 8;          // 2D: warps per CTA (ATTNBENCH_SM90_NARROW_WARPS); 3D: decode_warps
   int wide_wgs = 0;       // 2D: consumer warpgroups of the wide (wgmma) kernel; 0 = narrow (mma.sync) kernel
   bool wide_kv_tma = false;  // 2D wide: K/V tiles by TMA (block_size % 64 == 0), else the cp.async gather
+  bool wide_qo_tma = false;  // 2D wide: Q by TMA, and O by a TMA store where a warpgroup's rows are all in its sequence
   int wide_stages = 0;       // 2D wide: K and V ring slots
   int wide_q_bufs = 1;       // 2D wide: Q tiles per consumer warpgroup (2: the next unit's Q loads ahead)
   bool persistent = false;   // 2D wide: grid_x persistent CTAs walk work_tiles (q-tile rank, sequence, head)

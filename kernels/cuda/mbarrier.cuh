@@ -34,8 +34,29 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const void* tmap, int c0,
   const int32_t coords[4] = {c0, c1, c2, c3};
   ::cuda::ptx::cp_async_bulk_tensor(::cuda::ptx::space_cluster, ::cuda::ptx::space_global, dst, tmap, coords, bar);
 }
+// The 3D form (the wide kernel's Q rows: {d, token, head}).
+__device__ __forceinline__ void tma_load_3d(void* dst, const void* tmap, int c0, int c1, int c2, uint64_t* bar) {
+  const int32_t coords[3] = {c0, c1, c2};
+  ::cuda::ptx::cp_async_bulk_tensor(::cuda::ptx::space_cluster, ::cuda::ptx::space_global, dst, tmap, coords, bar);
+}
+// cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [tmap, {c0, c1, c2}], [src]: one TMA box from shared
+// memory to global (elements past the tensor's extent are not written), in this thread's current bulk group.
+__device__ __forceinline__ void tma_store_3d(const void* tmap, int c0, int c1, int c2, const void* src) {
+  const int32_t coords[3] = {c0, c1, c2};
+  ::cuda::ptx::cp_async_bulk_tensor(::cuda::ptx::space_global, ::cuda::ptx::space_shared, tmap, coords, src);
+}
+// cp.async.bulk.commit_group: closes this thread's bulk group of TMA stores.
+__device__ __forceinline__ void bulk_commit() { ::cuda::ptx::cp_async_bulk_commit_group(); }
+// cp.async.bulk.wait_group.read N: at most N of this thread's bulk groups still read their shared-memory source.
+template <int N> __device__ __forceinline__ void bulk_wait_read() {
+  ::cuda::ptx::cp_async_bulk_wait_group_read(::cuda::ptx::n32_t<N>{});
+}
+// cp.async.bulk.wait_group N: at most N of this thread's bulk groups still incomplete (their writes not performed).
+template <int N> __device__ __forceinline__ void bulk_wait() {
+  ::cuda::ptx::cp_async_bulk_wait_group(::cuda::ptx::n32_t<N>{});
+}
 // fence.proxy.async.shared::cta: this thread's generic-proxy shared-memory writes (cp.async included) become
-// visible to the async proxy (wgmma operand reads).
+// visible to the async proxy (wgmma operand reads, TMA stores) and ordered before its later writes (TMA loads).
 __device__ __forceinline__ void fence_proxy_async_smem() { ::cuda::ptx::fence_proxy_async(::cuda::ptx::space_shared); }
 
 // bar.sync id, threads: named barrier among `threads` threads (a multiple of 32).

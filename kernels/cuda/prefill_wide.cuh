@@ -2,7 +2,8 @@
 // The producer (wide_producer.cuh) fills separate K and V rings (`stages` slots each, 128B-swizzled tiles,
 // wide_layout.cuh) through the block table: one thread issuing TMA boxes (block_size % 64 == 0; V one tile behind
 // K) or 128 threads gathering with cp.async (other block sizes). Consumers (wide_consumer.cuh): per unit, Q into
-// their tile, then the main loop (wide_mainloop.cuh): S = Q K^T by SS wgmma into registers, base-2 online softmax
+// their tile (one TMA box per 64-column slab where a warpgroup's rows are one, else the threads' cp.async), then the
+// main loop (wide_mainloop.cuh): S = Q K^T by SS wgmma into registers, base-2 online softmax
 // in registers, P converted to 16-bit in registers as the RS A operand of O += P V (V MN-major, trans-b); iteration
 // t issues S(t) with P(t-1) V(t-1) (FA3's intra-warpgroup overlap); with WG >= 2 the warpgroups take turns issuing
 // (named barriers), so one's softmax runs under another's wgmmas. K(t) is released as soon as S(t) is done, V(t-1)
@@ -45,7 +46,8 @@ namespace dev {
 template <DType DT, int D, int WG, bool TMA, bool F, DType KV, bool Q8>
 __global__ void __launch_bounds__(128 * (WG + 1), 1)
     prefill_wide_kernel(const __grid_constant__ AttentionParams p, const WideLaunch w,
-                        const __grid_constant__ CUtensorMap tmk, const __grid_constant__ CUtensorMap tmv) {
+                        const __grid_constant__ CUtensorMap tmk, const __grid_constant__ CUtensorMap tmv,
+                        const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtensorMap tmo) {
   using Tile = WideTile<D, WG, TMA>;
   constexpr bool kCodes = !is_16bit(KV);
   static_assert(!kCodes || (TMA && F), "an 8-bit cache lands by TMA and has scales: a features instance");
@@ -64,8 +66,9 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
   uint64_t* empty_k = full_v + kWideMaxStages;
   uint64_t* empty_v = empty_k + kWideMaxStages;
   uint64_t* landed = empty_v + kWideMaxStages;  // 8-bit caches: a slot's codes landed
-  const uint32_t scratch = smem_u32(landed + (kCodes ? kWideMaxStages : 0));
-  const Smem sm{base, smem, k_ring, v_ring, full_k, full_v, empty_k, empty_v, scratch};
+  uint64_t* q_full = landed + (kCodes ? kWideMaxStages : 0);
+  const uint32_t scratch = smem_u32(q_full + 2 * WG);
+  const Smem sm{base, smem, k_ring, v_ring, full_k, full_v, empty_k, empty_v, q_full, scratch};
   if constexpr (kCodes) {
     if (threadIdx.x == 0)
       for (int s = 0; s < S; ++s) mbar_init(&landed[s], 1);  // fenced and published by init_barriers
@@ -80,23 +83,27 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
     }
     return;
   }
-  wide_consumer<DT, D, WG, TMA, F, Q8 ? KV : DT>(p, w, sm, S);
+  wide_consumer<DT, D, WG, TMA, F, Q8 ? KV : DT>(p, w, sm, S, &tmq, &tmo);
 }
 
 }  // namespace dev
 
 template <DType DT, int D, int WG, DType KV, bool F, bool Q8>
-void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, const KvTensorMaps* maps,
-                         cudaStream_t stream) {
+void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, const KvTensorMaps* kv,
+                         const QoTensorMaps* qo, cudaStream_t stream) {
   if (lp.wide_stages < 2 || lp.wide_stages > kWideMaxStages)
     throw std::invalid_argument("cuda.unified wide: " + std::to_string(lp.wide_stages) + " ring slots (2.." +
                                 std::to_string(kWideMaxStages) + ")");
   const int smem = wide_smem_bytes(D, WG, lp.wide_stages, lp.wide_q_bufs, Q8);
   if (smem > kWideSmemLimit)
     throw std::invalid_argument("cuda.unified wide: " + std::to_string(smem) + " bytes of shared memory");
-  if (lp.wide_kv_tma && maps == nullptr) throw std::invalid_argument("cuda.unified wide: TMA plan without tensor maps");
+  if ((lp.wide_kv_tma && kv == nullptr) || (lp.wide_qo_tma && qo == nullptr))
+    throw std::invalid_argument("cuda.unified wide: TMA plan without tensor maps");
+  if (lp.wide_qo_tma && (!is_16bit(p.types.q) || !wide_qo_boxes(lp.wide_tq)))
+    throw std::invalid_argument("cuda.unified wide: Q and O by TMA need a 16-bit Q in boxes of whole rows");
   const dim3 grid(lp.grid_x, lp.grid_y, lp.grid_z);
-  const WideLaunch w{lp.wide_stages, lp.wide_q_bufs, lp.q_major ? 1 : 0, lp.persistent ? 1 : 0, p.num_seqs,
+  const WideLaunch w{lp.wide_stages, lp.wide_q_bufs, lp.q_major ? 1 : 0, lp.persistent ? 1 : 0,
+                     lp.wide_qo_tma ? 1 : 0, p.num_seqs,
                      static_cast<int>(lp.work_tiles), lp.wide_pack, lp.wide_tq, wide_pack_magic(lp.wide_tq),
                      p.heads / lp.wide_pack,
                      device::FastDiv(p.num_seqs * (p.heads / lp.wide_pack)), device::FastDiv(p.heads / lp.wide_pack),
@@ -109,10 +116,13 @@ void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, 
       return true;
     }();
     (void)configured;
-    KvTensorMaps none;
-    if constexpr (!kTma) std::memset(&none, 0, sizeof(none));
-    const KvTensorMaps& m = kTma ? *maps : none;
-    kernel<<<grid, WideTile<D, WG, kTma>::kThreads, smem, stream>>>(p, w, m.k, m.v);
+    KvTensorMaps no_kv;
+    QoTensorMaps no_qo;
+    std::memset(&no_kv, 0, sizeof(no_kv));
+    std::memset(&no_qo, 0, sizeof(no_qo));
+    const KvTensorMaps& m = kTma ? *kv : no_kv;
+    const QoTensorMaps& r = lp.wide_qo_tma ? *qo : no_qo;
+    kernel<<<grid, WideTile<D, WG, kTma>::kThreads, smem, stream>>>(p, w, m.k, m.v, r.q, r.o);
   };
   if constexpr (!is_16bit(KV)) {
     if (!lp.wide_kv_tma) throw std::invalid_argument("cuda.unified wide: an 8-bit K/V cache lands by TMA only");
@@ -128,6 +138,6 @@ void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, 
 // One .cu per (dtype, head size): every consumer-warpgroup count that head size allows.
 #define ATTNBENCH_INSTANTIATE_PREFILL_WIDE_WG(DT, D, WG, KV, F, Q8) \
   template void launch_prefill_wide<DT, D, WG, KV, F, Q8>(const AttentionParams&, const UnifiedLaunchPlan&, \
-                                                   const KvTensorMaps*, cudaStream_t);
+                                                   const KvTensorMaps*, const QoTensorMaps*, cudaStream_t);
 
 }  // namespace attnbench::cuda

@@ -65,6 +65,8 @@ UnifiedKnobs UnifiedKnobs::parse(const KnobValues& knobs) {
   k.merge_3d = pick<MergeKnob>(knobs, "ATTNBENCH_3D_MERGE",
                                {{"auto", MergeKnob::automatic}, {"fused", MergeKnob::fused},
                                 {"separate", MergeKnob::separate}});
+  k.qo = pick<QoKnob>(knobs, "ATTNBENCH_SM90_QO",
+                      {{"auto", QoKnob::automatic}, {"tma", QoKnob::tma}, {"threads", QoKnob::threads}});
   k.graph_2d = knobs.get_bool("ATTNBENCH_2D_GRAPH");
   k.graph_3d = knobs.get_bool("ATTNBENCH_3D_GRAPH");
   return k;

@@ -27,4 +27,17 @@ struct KvTensorMaps {
 // The codes swizzled when Q is 8-bit too (the FP8 SDPA: K read as is, V transposed), else an 8-bit cache's plain.
 KvTensorMaps encode_kv_maps(const AttentionParams& p);
 
+// Q or O [tokens][heads][head_size] at `base` (16-bit, element strides) as a 3D map, innermost first {d, token,
+// head}, box {64, box_tokens, box_heads}, 128-byte swizzle: one box = one 64-column slab of a wide tile's rows
+// (row r: token r % box_tokens of head r / box_tokens), the [d/64][row][64] shared-memory layout. Boxes past the
+// last token or head read zeros and write nothing. Throws as encode_paged_kv_map.
+CUtensorMap encode_rows_map(const void* base, DType dt, int head_size, int64_t tokens, int heads, int64_t stride_token,
+                            int64_t stride_head, int box_tokens, int box_heads);
+// Q's and O's maps of one call for tiles of tq tokens per head (wide_qo_boxes(tq)): a consumer warpgroup's 64 rows
+// are 64 tokens of one head, or 64 / tq heads of tq tokens.
+struct QoTensorMaps {
+  CUtensorMap q, o;
+};
+QoTensorMaps encode_qo_maps(const AttentionParams& p, int tq);
+
 }  // namespace attnbench::cuda

@@ -21,17 +21,17 @@ namespace {
 
 using cuda::UnifiedLaunchPlan;
 
-// The wide kernel's TMA maps describe the K/V pointers and layout of a call: encoded the first time a plan runs on
+// The wide kernel's TMA maps describe the pointers and layout of a call: encoded the first time a plan runs on
 // them and reused while they stay the same (the usual case: one set of buffers per plan), so the host encode is
-// not on every call's path.
-class KvMapCache {
+// not on every call's path. Key: what the maps encode; Encode: (params) -> maps.
+template <typename Maps, typename Key>
+class MapCache {
  public:
-  cuda::KvTensorMaps get(const AttentionParams& a) const {
-    const Key key{a.k_cache, a.v_cache, a.kv_stride_head, a.kv_stride_token, a.kv_stride_block, a.kv_heads,
-                  a.block_size};
+  template <typename Encode>
+  Maps get(const Key& key, Encode encode) const {
     std::lock_guard<std::mutex> lock(mu_);
     if (!valid_ || key != key_) {
-      maps_ = cuda::encode_kv_maps(a);
+      maps_ = encode();
       key_ = key;
       valid_ = true;
     }
@@ -39,12 +39,13 @@ class KvMapCache {
   }
 
  private:
-  using Key = std::tuple<const void*, const void*, int64_t, int64_t, int64_t, int, int>;
   mutable std::mutex mu_;
   mutable bool valid_ = false;
   mutable Key key_;
-  mutable cuda::KvTensorMaps maps_;
+  mutable Maps maps_;
 };
+using KvMapKey = std::tuple<const void*, const void*, int64_t, int64_t, int64_t, int, int>;
+using QoMapKey = std::tuple<const void*, const void*, int64_t, int64_t, int64_t, int64_t, int64_t, int>;
 
 struct CudaUnifiedPlan : AttentionPlan {
   cuda::UnifiedInstance instance;  // what runs: key, launch geometry, features
@@ -52,7 +53,8 @@ struct CudaUnifiedPlan : AttentionPlan {
   // time this plan runs on a workspace pointer; the kernel leaves them zero after every call.
   std::size_t counter_offset = 0, counter_bytes = 0;
   mutable std::atomic<const void*> counters_zeroed_for{nullptr};
-  KvMapCache kv_maps;  // 2D wide with TMA K/V
+  MapCache<cuda::KvTensorMaps, KvMapKey> kv_maps;  // 2D wide with TMA K/V
+  MapCache<cuda::QoTensorMaps, QoMapKey> qo_maps;  // 2D wide with TMA Q and O
   const cuda::InstanceLauncher* launcher = nullptr;  // the instance's entry in built_instances()
   bool return_lse = false;  // the problem's: params.lse must be set exactly then
 };
@@ -79,13 +81,21 @@ cuda::Resolution resolve_in_build(const AttentionProblem& p, const KnobValues& k
                        [](const cuda::InstanceKey& key) { return find_launcher(key) != nullptr; });
 }
 
-// The one dispatch point: the plan's instance; the wide kernel also gets the K/V tensor maps.
+// The one dispatch point: the plan's instance; the wide kernel also gets the tensor maps its plan reads by TMA.
 void launch(const CudaUnifiedPlan& plan, const AttentionParams& a, cudaStream_t s) {
   const UnifiedLaunchPlan& lp = plan.instance.launch;
   if (!plan.launcher->wide) return plan.launcher->plain(a, lp, s);
-  cuda::KvTensorMaps maps;
-  if (lp.wide_kv_tma) maps = plan.kv_maps.get(a);
-  plan.launcher->wide(a, lp, lp.wide_kv_tma ? &maps : nullptr, s);
+  cuda::KvTensorMaps kv;
+  cuda::QoTensorMaps qo;
+  if (lp.wide_kv_tma)
+    kv = plan.kv_maps.get(KvMapKey{a.k_cache, a.v_cache, a.kv_stride_head, a.kv_stride_token, a.kv_stride_block,
+                                   a.kv_heads, a.block_size},
+                          [&] { return cuda::encode_kv_maps(a); });
+  if (lp.wide_qo_tma)
+    qo = plan.qo_maps.get(QoMapKey{a.q, a.out, a.q_stride_token, a.q_stride_head, a.o_stride_token,
+                                   a.o_stride_head, a.total_q, a.heads},
+                          [&] { return cuda::encode_qo_maps(a, lp.wide_tq); });
+  plan.launcher->wide(a, lp, lp.wide_kv_tma ? &kv : nullptr, lp.wide_qo_tma ? &qo : nullptr, s);
 }
 
 // The Q prologue's params against the plan, 16-byte aligned (the kernel reads weight, cos and sin rows in 16-byte

@@ -19,17 +19,22 @@
 
 namespace attnbench::cuda::dev {
 
-// The unit's Q (its cp.async group issued) in the tile at sq made visible to the async proxy, then the Q prologue in
-// place before any wgmma reads it. The prologue is
-// not compiled beside 3 consumer warpgroups (it would make that kernel's tile loop spill); the plan keeps
-// Q-prologue problems at <= kWideMaxWgsQPrologue.
+// The unit's Q in Q tile qb, its `use`-th load there: by TMA, its barrier's phase of that parity; by cp.async, this
+// thread's group waited for, made visible to the async proxy and met by the warpgroup. Then the Q prologue in place
+// before any wgmma reads it. The prologue is not compiled beside 3 consumer warpgroups (it would make that kernel's
+// tile loop spill); the plan keeps Q-prologue problems at <= kWideMaxWgsQPrologue.
 template <DType DT, int D, int WG, bool TMA, bool F, DType QT>
 __device__ __forceinline__ void wide_q_ready(const WideCtx<DT, D, WG, TMA, F, QT>& cx,
-                                             const WideGeom<WideTile<D, WG, TMA>::kBN>& g, uint32_t sq) {
+                                             const WideGeom<WideTile<D, WG, TMA>::kBN>& g, int qb, int use) {
   constexpr int RW = kWideRowsPerWg;
-  cp_async_wait<0>();
-  fence_proxy_async_smem();
-  named_bar_sync(1 + cx.wg, 128);
+  const uint32_t sq = cx.sm.q_tile(qb, cx.wg);
+  if (WideCtx<DT, D, WG, TMA, F, QT>::kQoTma && cx.w.qo_tma) {
+    mbar_wait(cx.sm.q_bar(qb, cx.wg), static_cast<uint32_t>(use) & 1u);
+  } else {
+    cp_async_wait<0>();
+    fence_proxy_async_smem();
+    named_bar_sync(1 + cx.wg, 128);
+  }
   if constexpr (WG <= kWideMaxWgsQPrologue && is_16bit(QT)) {  // an 8-bit Q has no prologue (validate)
     if (cx.p.prologue.q_norm_weight != nullptr || cx.p.prologue.q_rope_dim > 0) {
       q_prologue<DT, D, RW>(cx.p, cx.w, g, sq, cx.wg * RW, cx.tid, [](int row, int ch) { return wide_swz<RW>(row, ch); });
@@ -47,7 +52,7 @@ __device__ __forceinline__ void wide_load_next_q(const WideCtx<DT, D, WG, TMA, F
   int k_next = k + 1;
   WideWork u_next;
   WideGeom<WideTile<D, WG, TMA>::kBN> g_next;
-  if (wide_next_unit(cx.p, cx.w, k_next, u_next, g_next)) wide_load_q(cx, cx.sm.q_tile(qb ^ 1, cx.wg), g_next);
+  if (wide_next_unit(cx.p, cx.w, k_next, u_next, g_next)) wide_load_q(cx, qb ^ 1, g_next);
 }
 
 // Unit k (n_done-th of this CTA): with two Q tiles, unit n uses tile n % 2.
@@ -60,8 +65,8 @@ __device__ __forceinline__ void wide_consume_unit(const WideCtx<DT, D, WG, TMA, 
   const int qb = w.q_bufs == 2 ? n_done & 1 : 0;
   const uint32_t sq = cx.sm.q_tile(qb, cx.wg);
   // Q: own 64 rows (every earlier wgmma reading this tile has been waited for, and its epilogue reads are done)
-  if (w.q_bufs == 1 || n_done == 0) wide_load_q(cx, sq, g);
-  wide_q_ready(cx, g, sq);
+  if (w.q_bufs == 1 || n_done == 0) wide_load_q(cx, qb, g);
+  wide_q_ready(cx, g, qb, w.q_bufs == 2 ? n_done >> 1 : n_done);
   // This warpgroup's rows hold tokens [t_lo, t_hi] of the unit: a slice of one head's tokens, or (rows of two heads
   // or more, GQA packing) all of them. It computes the tiles its rows can see; the CTA's later tiles it waits for
   // and releases without math. Only `any_rows` stays live through the tiles (the epilogue finds the rows again).
@@ -114,7 +119,8 @@ __device__ __forceinline__ void wide_consume_unit(const WideCtx<DT, D, WG, TMA, 
 // A consumer warpgroup: its register budget, its warpgroup index, then every unit of the CTA's walk.
 template <DType DT, int D, int WG, bool TMA, bool F, DType QT>
 __device__ __forceinline__ void wide_consumer(const AttentionParams& p, const WideLaunch& w,
-                                              const WideSmem<D, WG, TMA, !is_16bit(QT)>& sm, int S) {
+                                              const WideSmem<D, WG, TMA, !is_16bit(QT)>& sm, int S, const void* tmq,
+                                              const void* tmo) {
   using Tile = WideTile<D, WG, TMA>;
   using T = typename StorageOf<DT>::type;
   using Ctx = WideCtx<DT, D, WG, TMA, F, QT>;
@@ -130,7 +136,7 @@ __device__ __forceinline__ void wide_consumer(const AttentionParams& p, const Wi
   const Ctx cx{p,    w,    sm,   S,
                wg,   tid,  warp, lane,
                softmax_c<F>(p), static_cast<T*>(p.out), static_cast<const T*>(p.epilogue.gate),
-               static_cast<const QS*>(p.q)};
+               static_cast<const QS*>(p.q), tmq, tmo};
   RingPos cur;  // ring position of the next K tile (V of a tile sits at the same position)
   int k = 0, n_done = 0;
   WideWork u;
@@ -140,6 +146,7 @@ __device__ __forceinline__ void wide_consumer(const AttentionParams& p, const Wi
   if constexpr (WG >= 2) {
     if (wg == 0) named_bar_sync(Ctx::kSchedBar + 0, 256);
   }
+  if (Ctx::kQoTma && w.qo_tma && tid == 0) bulk_wait<0>();  // the last O store read its tile and wrote
 }
 
 }  // namespace attnbench::cuda::dev

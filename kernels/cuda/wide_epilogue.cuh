@@ -1,5 +1,6 @@
 // The wide prefill kernel's epilogue (prefill_wide.cuh): O / l rounded to 16 bit into the warpgroup's Q tile, then
-// 16-byte row-contiguous reads and global stores, times sigmoid(gate) when the problem has an output gate.
+// out by TMA stores where the warpgroup's rows are all in their sequence (w.qo_tma, no output gate), else 16-byte
+// row-contiguous reads and global stores, times sigmoid(gate) when the problem has an output gate.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -64,10 +65,25 @@ __device__ __forceinline__ void wide_epilogue(const WideCtx<DT, D, WG, TMA, F, Q
       st_shared_u32(sq + wide_swz<RW>(lrow, d) + (lane % 4) * 4,
                     pack2<DT>(a.o[d][2 * r] * inv, a.o[d][2 * r + 1] * inv));
   }
+  constexpr bool kQoTma = WideCtx<DT, D, WG, TMA, F, QT>::kQoTma;
+  if (kQoTma && cx.w.qo_tma) fence_proxy_async_smem();  // O's rows before a TMA store reads or a Q load overwrites them
   if (p.lse != nullptr) wide_store_lse(cx, g, a);
   named_bar_sync(1 + cx.wg, 128);
   constexpr int kCpr = D / 8, kChunks = RW * kCpr / 128;
   if (gate == nullptr) {
+    if (kQoTma && cx.w.qo_tma && wide_rows_full(cx.w, g, cx.wg * RW)) {
+      // One TMA store per 64-column slab; the tile's next Q load waits for it to have read the tile (wide_load_q).
+      // Inside the no-gate branch: as a branch of its own before it, it cost the d256 features kernel 56 more spill
+      // bytes (kernels/NOTES.md, Q and O by TMA).
+      if (tid == 0) {
+        const WideRow r0 = wide_row(cx.w, g, cx.wg * RW);
+#pragma unroll
+        for (int c = 0; c < D / 64; ++c)
+          tma_store_3d(cx.tmo, c * 64, g.q_start + r0.tok, r0.head, cx.sm.smem + (sq - cx.sm.base) + c * (RW * 128));
+        bulk_commit();
+      }
+      return;
+    }
     // Unrolled (a thread's chunks share a column): rolled, the per-chunk row and address work took 14% of a short
     // prefill's stall samples (kernels/NOTES.md, short units).
 #pragma unroll

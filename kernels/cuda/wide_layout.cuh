@@ -57,6 +57,7 @@ struct WideSmem {
   uint64_t* full_v;
   uint64_t* empty_k;
   uint64_t* empty_v;
+  uint64_t* q_full;  // Q by TMA: Q tile qb of warpgroup wg landed (q_bar)
   uint32_t scratch;  // kWideScratchBytes
 
   __device__ __forceinline__ uint32_t k_slot(int slot) const { return k_ring + slot * kKSlotBytes; }
@@ -66,9 +67,12 @@ struct WideSmem {
     return base + qb * Tile::kQBytes + wg * Tile::kQBytesPerWg;
   }
 
-  // Thread 0 initialises the ring barriers; every thread waits for it.
+  __device__ __forceinline__ uint64_t* q_bar(int qb, int wg) const { return &q_full[qb * WG + wg]; }
+
+  // Thread 0 initialises the ring and Q barriers; every thread waits for it.
   __device__ __forceinline__ void init_barriers(int stages) const {
     if (threadIdx.x == 0) {
+      for (int i = 0; i < 2 * WG; ++i) mbar_init(&q_full[i], 1);  // the one arrive.expect_tx of its TMA boxes
       for (int s = 0; s < stages; ++s) {
         // TMA: one arrive.expect_tx (or the tail tile's one arrival); cp.async: every producer thread once its data landed
         mbar_init(&full_k[s], TMA ? 1 : 128);

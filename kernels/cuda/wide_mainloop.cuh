@@ -32,8 +32,9 @@ struct WideAcc {
 };
 
 // A consumer thread's fixed context: the kernel's inputs, the ring depth, its warpgroup (warp-uniform), its thread,
-// warp and lane in the warpgroup, the softmax scale in base 2 and the Q / O / gate pointers; F: the attention
-// features are applied (feature_tile.cuh); QT: Q's storage, DT or (the FP8 SDPA) the cache's 8-bit code, K's too.
+// warp and lane in the warpgroup, the softmax scale in base 2, the Q / O / gate pointers and Q's and O's maps; F:
+// the attention features are applied (feature_tile.cuh); QT: Q's storage, DT or (the FP8 SDPA) the cache's 8-bit
+// code, K's too.
 // Values read from the parameters once, before the unit loop: read inside it, the asm statements' memory clobbers
 // make nvcc reload them.
 template <DType DT, int D, int WG, bool TMA, bool F, DType QT>
@@ -54,6 +55,7 @@ struct WideCtx {
   // An 8-bit P is scaled by 2^kPLog2 into e4m3's range: p 2^kPLog2 <= 2^8 < 448.
   static constexpr int kSlackLog2 = P8 ? 3 : 8;
   static constexpr int kPLog2 = P8 ? 8 - kSlackLog2 : 0;
+  static constexpr bool kQoTma = !P8;  // Q and O may move by TMA (w.qo_tma): a 16-bit Q's rows
   using Acc = WideAcc<D, BN, P8>;
   const AttentionParams& p;
   const WideLaunch& w;
@@ -64,6 +66,8 @@ struct WideCtx {
   T* out;
   const T* gate;
   const QS* q;
+  const void* tmq;  // Q's and O's tensor maps (w.qo_tma): the kernel's __grid_constant__ parameters
+  const void* tmo;
 
   __device__ __forceinline__ void sched_sync() const {
     if constexpr (WG >= 2) named_bar_sync(kSchedBar + wg, 256);
@@ -76,13 +80,30 @@ struct WideCtx {
   }
 };
 
-// This warpgroup's 64 Q rows of a unit into the swizzled tile at dst (zero past q_len), one cp.async group. 8-bit
+// This warpgroup's 64 Q rows of a unit into its Q tile qb. By TMA (w.qo_tma): thread 0, once the tile's last O
+// store has read it, puts one box per 64-column slab on the tile's barrier (rows past q_len hold the next
+// sequence's tokens or zeros, never stored). Otherwise the threads' cp.async, zero past q_len, one group; 8-bit
 // codes: one 128-byte row per query and d slab (one at d128, two at d256), the 16-bit tile's first slabs' swizzle.
 template <DType DT, int D, int WG, bool TMA, bool F, DType QT>
-__device__ __forceinline__ void wide_load_q(const WideCtx<DT, D, WG, TMA, F, QT>& cx, uint32_t dst,
+__device__ __forceinline__ void wide_load_q(const WideCtx<DT, D, WG, TMA, F, QT>& cx, int qb,
                                             const WideGeom<WideTile<D, WG, TMA>::kBN>& gg) {
-  constexpr int kEl = 16 / sizeof(typename WideCtx<DT, D, WG, TMA, F, QT>::QS);  // elements per 16-byte chunk
+  using Ctx = WideCtx<DT, D, WG, TMA, F, QT>;
+  constexpr int kEl = 16 / sizeof(typename Ctx::QS);  // elements per 16-byte chunk
   constexpr int kCpr = D / kEl, RW = kWideRowsPerWg;
+  const uint32_t dst = cx.sm.q_tile(qb, cx.wg);
+  if (Ctx::kQoTma && cx.w.qo_tma) {
+    if (cx.tid == 0) {
+      bulk_wait_read<0>();
+      uint64_t* bar = cx.sm.q_bar(qb, cx.wg);
+      const WideRow r0 = wide_row(cx.w, gg, cx.wg * RW);
+      mbar_arrive_expect_tx(bar, RW * D * 2);
+#pragma unroll
+      for (int c = 0; c < D / 64; ++c)
+        tma_load_3d(cx.sm.smem + (dst - cx.sm.base) + c * (RW * 128), cx.tmq, c * 64, gg.q_start + r0.tok, r0.head,
+                    bar);
+    }
+    return;
+  }
 #pragma unroll
   for (int i = 0; i < RW * kCpr / 128; ++i) {
     const int cidx = cx.tid + i * 128;

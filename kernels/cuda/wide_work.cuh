@@ -18,6 +18,7 @@ struct WideLaunch {
   int q_bufs;      // Q tiles per consumer warpgroup: 2 = the next unit's Q loads while this one computes
   int q_major;     // non-persistent: the q-tile index on grid.x
   int persistent;  // 1: gridDim.x CTAs walk work_tiles in snake order
+  int qo_tma;      // 1: Q in by TMA (one mbarrier per Q tile), O out by a TMA store where a warpgroup's rows are full
   int num_seqs;
   int work_tiles;  // persistent: m_tiles x num_seqs x head_tiles, rank-major (heaviest q-tiles first)
   int pack;        // query heads of one KV group per tile (1: the tile's rows are tokens of one head)
@@ -97,6 +98,13 @@ __device__ __forceinline__ WideRow wide_row(const WideLaunch& w, const WideGeom<
   const int h = static_cast<int>((static_cast<uint32_t>(r) * w.tq_magic) >> 16);
   const int tok = g.m0 + r - h * w.tq;
   return {tok, g.head0 + h, h < w.pack && tok < g.q_len};
+}
+
+// Whether a consumer warpgroup's 64 tile rows from r0 (a TMA box: wide_qo_boxes) all hold tokens of the sequence:
+// its last row holds the box's last token of its last head.
+template <int BN>
+__device__ __forceinline__ bool wide_rows_full(const WideLaunch& w, const WideGeom<BN>& g, int r0) {
+  return wide_row(w, g, r0 + 63).valid;
 }
 
 // A consumer warpgroup's RW tile rows [r0, r0 + RW) of a unit hold tokens [t_lo, t_hi]: a slice of one head's

@@ -97,7 +97,8 @@ TEST_P(Prefill2D, MatchesReferenceForEveryKnob) {
 // each consumer-warpgroup count the head size allows (ATTNBENCH_SM90_FLASH_WIDE), one CTA per tile in both grid
 // orders and persistent CTAs (ATTNBENCH_SM90_PERSISTENT) with one and, where it fits, two Q tiles (2 ring slots),
 // every ring depth that fits (ATTNBENCH_SM90_STAGES), and GQA packing (ATTNBENCH_SM90_GQA_PACK) at the largest
-// pack the group allows and at 2, one CTA per tile and persistent with Q ahead, for every warpgroup count.
+// pack the group allows and at 2, one CTA per tile and persistent with Q ahead, for every warpgroup count; Q and O
+// by the threads' copies (ATTNBENCH_SM90_QO=threads) beside the default TMA boxes, with one Q tile and Q ahead.
 std::vector<std::map<std::string, std::string>> wide_settings(int head_size, int group) {
   std::vector<std::map<std::string, std::string>> out;
   int max_pack = 1;
@@ -122,6 +123,13 @@ std::vector<std::map<std::string, std::string>> wide_settings(int head_size, int
                    {"ATTNBENCH_SM90_FLASH_WIDE", w},
                    {"ATTNBENCH_SM90_PERSISTENT", "1"},
                    {"ATTNBENCH_SM90_STAGES", "2"}});
+    out.push_back(
+        {{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", w}, {"ATTNBENCH_SM90_QO", "threads"}});
+    out.push_back({{"ATTNBENCH_SM90_PATH", "wide"},
+                   {"ATTNBENCH_SM90_FLASH_WIDE", w},
+                   {"ATTNBENCH_SM90_PERSISTENT", "1"},
+                   {"ATTNBENCH_SM90_STAGES", "2"},
+                   {"ATTNBENCH_SM90_QO", "threads"}});
   }
   out.push_back({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_Q_MAJOR_GRID", "1"}});
   for (int st = 2; st <= cuda::kWideMaxStages; ++st) {
@@ -153,6 +161,9 @@ TEST_P(Prefill2D, WideMatchesReferenceForEveryKnob) {
               cuda::wide_q_bufs(sh.head_size, lp.wide_wgs, lp.wide_stages, lp.persistent) == 2)
         << probe.plan->summary;
     ASSERT_EQ(probe.plan->summary.find("gqa-pack=") != std::string::npos, lp.wide_pack > 1) << probe.plan->summary;
+    ASSERT_EQ(probe.plan->summary.find("qo=tma") != std::string::npos,
+              k.count("ATTNBENCH_SM90_QO") == 0 && cuda::wide_qo_boxes(lp.wide_tq))
+        << probe.plan->summary;
     const auto o = run_and_check(sh, dt, k, 1234 + idx);
     std::printf("  %-46s %s wide%s rows=%lld max_abs=%.3g [%s]\n", sh.name.c_str(), dtype_name(dt),
                 knob_text(k).c_str(), static_cast<long long>(o.rows), o.max_abs, probe.plan->summary.c_str());
