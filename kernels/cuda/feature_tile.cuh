@@ -65,11 +65,29 @@ struct RowFeatures {
     }
   }
 
-  // s: raw q.k of keys n0 + the accumulator columns (8 NT8 keys from n0) -> raw final scores, -inf where a row does
-  // not see the key.
+  // s: raw q.k of keys n0 + the accumulator columns (8 NT8 keys from n0) -> raw final scores less off[r], -inf where a
+  // row does not see the key. off[r] (for softmax_tile's OFF): ALiBi's slope times the distance of this thread's
+  // first column c0 from the row, one value per row and tile; s keeps the slope times the column's offset from c0,
+  // one FFMA per score.
+  template <int NT8>
+  __device__ __forceinline__ void apply(float (&s)[NT8][4], int n0, int lane, float (&off)[2]) const {
+    apply_mods<true>(s, n0, lane, off);
+  }
+  // The scores made whole: the mma.sync kernels' form (the narrow prefill's two m-tiles per warp spilled 20 bytes
+  // more carrying off into the softmax; the decode kernel's 16-key warp tiles have too few scores per row to pay for
+  // it: 2-3% slower on the speculative qq-bias row).
   template <int NT8>
   __device__ __forceinline__ void apply(float (&s)[NT8][4], int n0, int lane) const {
+    float off[2];
+    apply_mods<false>(s, n0, lane, off);
+  }
+
+ private:
+  // SPLIT: ALiBi's distance to c0 left in off (apply's first form); else added to the scores, off 0.
+  template <bool SPLIT, int NT8>
+  __device__ __forceinline__ void apply_mods(float (&s)[NT8][4], int n0, int lane, float (&off)[2]) const {
     const int c0 = n0 + 2 * (lane % 4);  // the column of element (n, e): c0 + 8 n + (e & 1)
+    off[0] = off[1] = 0.f;
     if (cap_out != 0.f) {
 #pragma unroll
       for (int n = 0; n < NT8; ++n)
@@ -81,10 +99,15 @@ struct RowFeatures {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const float base = slope[r] * static_cast<float>(c0 - pos[r]);
+        if constexpr (SPLIT) off[r] = base;
 #pragma unroll
         for (int n = 0; n < NT8; ++n)
 #pragma unroll
-          for (int e = 2 * r; e < 2 * r + 2; ++e) s[n][e] += fmaf(slope[r], static_cast<float>(8 * n + (e & 1)), base);
+          for (int e = 2 * r; e < 2 * r + 2; ++e) {
+            const float k = static_cast<float>(8 * n + (e & 1));
+            if constexpr (SPLIT) s[n][e] = fmaf(slope[r], k, s[n][e]);
+            else s[n][e] += fmaf(slope[r], k, base);
+          }
       }
     }
 #pragma unroll

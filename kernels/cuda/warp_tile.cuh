@@ -50,16 +50,18 @@ __device__ __forceinline__ void qk_tile(float (&s)[NT8][4], const uint32_t (&qf)
 // range: the exponent's bias, free) while l stays unscaled. SLACK_LOG2 > 0 keeps a row's max until the tile's
 // exceeds it by more than 2^SLACK_LOG2 in probability (p then reaches 2^SLACK_LOG2; m, l and O stay consistent, so
 // the result is the same): alpha is then exactly 1 on most tiles past the first and the O rescale is skipped.
-template <int NT8, int PARTS = 1, int P_LOG2 = 0, int SLACK_LOG2 = 0, typename Rescale>
+// OFF: each row's scores in s lack off[r], one value for the thread's scores of the row on this tile (ALiBi's
+// distance to the tile's first column): the max and the probabilities add it, so it costs per row, not per score.
+template <int NT8, int PARTS = 1, int P_LOG2 = 0, int SLACK_LOG2 = 0, bool OFF = false, typename Rescale>
 __device__ __forceinline__ void softmax_tile(float (&s)[NT8][4], float (&m)[2], float (&l)[2], float c,
-                                             Rescale&& rescale) {
+                                             Rescale&& rescale, const float* off = nullptr) {
   constexpr int kParts = PARTS;
   static_assert(kParts >= 1 && (2 * NT8) % kParts == 0, "partials must divide a row's values");
   float part[2][kParts];
 #pragma unroll
   for (int r = 0; r < 2; ++r)
 #pragma unroll
-    for (int k = 0; k < kParts; ++k) part[r][k] = m[r];
+    for (int k = 0; k < kParts; ++k) part[r][k] = OFF ? m[r] - off[r] : m[r];
 #pragma unroll
   for (int n = 0; n < NT8; ++n)
 #pragma unroll
@@ -73,6 +75,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[NT8][4], float (&m)[2], 
     mx[r] = part[r][0];
 #pragma unroll
     for (int k = 1; k < kParts; ++k) mx[r] = fmaxf(mx[r], part[r][k]);
+    if constexpr (OFF) mx[r] += off[r];
   }
 #pragma unroll
   for (int d = 1; d <= 2; d *= 2)
@@ -87,6 +90,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[NT8][4], float (&m)[2], 
     alpha[r] = move ? exp2_approx((m[r] - m_use) * c) : 1.f;
     m[r] = m_new;
     ms[r] = m_use * c - static_cast<float>(P_LOG2);
+    if constexpr (OFF) ms[r] -= off[r] * c;
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r)

@@ -238,14 +238,16 @@ __device__ __forceinline__ void wide_step(const WideCtx<DT, D, WG, TMA, F, QT>& 
   }
   fence_regs(s);
   cx.release(cx.sm.empty_k, rk.slot());
+  float off[2];  // with F, what the scores lack per row (softmax_tile's OFF)
   if constexpr (F) {
-    rf.apply(s, n0, cx.lane);
+    rf.apply(s, n0, cx.lane, off);
   } else {
     wide_mask<BN>(s, n0, mask_from, limit, cx.lane);
   }
   float alpha[2];
   using Ctx = WideCtx<DT, D, WG, TMA, F, QT>;
-  softmax_tile<BN / 8, 4, Ctx::kPLog2, Ctx::kSlackLog2>(s, a.m, a.l, cx.c, [&](int r, float al) { alpha[r] = al; });
+  softmax_tile<BN / 8, 4, Ctx::kPLog2, Ctx::kSlackLog2, F>(
+      s, a.m, a.l, cx.c, [&](int r, float al) { alpha[r] = al; }, off);
   if constexpr (!kFirst) {
     // ptxas hoists a wgmma wait above independent ALU work (here: the whole softmax, which then no longer
     // overlaps P V) but keeps it after a shared-memory store: lane 0 of each warp stores its row sums, which
