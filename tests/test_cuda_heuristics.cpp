@@ -365,6 +365,35 @@ TEST(CudaSupports, AcceptsTheOutputGateOnBothPaths) {
 }
 
 #ifdef ATTNBENCH_WITH_CUDA
+// Q and O by TMA span the problem's tokens: params with another total_q, or unaligned Q / O, are refused before any
+// launch (so without a device too).
+TEST(CudaUnifiedKernel, QoByTmaChecksTheTokenCountAndAlignment) {
+  auto k = make_cuda_unified();
+  const auto p = uniform(2, 512, 512, 8, 8, 128);
+  auto plan = k->plan(p, values());
+  ASSERT_NE(plan->summary.find("qo=tma"), std::string::npos) << plan->summary;
+  AttentionParams a = make_attention_params(p);
+  alignas(16) static unsigned char buf[64];
+  a.q = a.k_cache = a.v_cache = buf;
+  a.out = buf;
+  a.total_q = 1023;
+  try {
+    k->run(*plan, a, nullptr);
+    ADD_FAILURE() << "a wrong total_q ran";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("params.total_q 1023 is not the problem's 1024"), std::string::npos)
+        << e.what();
+  }
+  a.total_q = 1024;
+  a.out = buf + 2;
+  try {
+    k->run(*plan, a, nullptr);
+    ADD_FAILURE() << "an unaligned out ran";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "cuda.unified: q and out must be 16-byte aligned");
+  }
+}
+
 TEST(CudaUnifiedKernel, PlanCarriesWorkspaceGraphAndSummary) {
   auto k = make_cuda_unified();
   EXPECT_EQ(k->name(), "cuda.unified");

@@ -57,6 +57,7 @@ struct CudaUnifiedPlan : AttentionPlan {
   MapCache<cuda::QoTensorMaps, QoMapKey> qo_maps;  // 2D wide with TMA Q and O
   const cuda::InstanceLauncher* launcher = nullptr;  // the instance's entry in built_instances()
   bool return_lse = false;  // the problem's: params.lse must be set exactly then
+  int64_t total_q = 0;      // the problem's: Q's and O's TMA maps span exactly these tokens
 };
 
 // Device 0, asked once; the defaults where there is none.
@@ -98,6 +99,17 @@ void launch(const CudaUnifiedPlan& plan, const AttentionParams& a, cudaStream_t 
   plan.launcher->wide(a, lp, lp.wide_kv_tma ? &kv : nullptr, lp.wide_qo_tma ? &qo : nullptr, s);
 }
 
+// Q and O by TMA: their maps span params.total_q tokens from 16-byte aligned bases, so a wrong count would drop or
+// zero rows without an error.
+void check_qo_tma(const CudaUnifiedPlan& plan, const AttentionParams& a) {
+  if (!plan.instance.launch.wide_qo_tma) return;
+  if (a.total_q != plan.total_q)
+    throw std::invalid_argument("cuda.unified: params.total_q " + std::to_string(a.total_q) + " is not the problem's " +
+                                std::to_string(plan.total_q) + " (Q and O are read and written by TMA over that extent)");
+  if ((reinterpret_cast<std::uintptr_t>(a.q) | reinterpret_cast<std::uintptr_t>(a.out)) % 16 != 0)
+    throw std::invalid_argument("cuda.unified: q and out must be 16-byte aligned");
+}
+
 // The Q prologue's params against the plan, 16-byte aligned (the kernel reads weight, cos and sin rows in 16-byte
 // chunks).
 void check_q_prologue(const CudaUnifiedPlan& plan, const AttentionParams& a) {
@@ -132,6 +144,7 @@ class CudaUnified final : public AttentionKernel {
     }
     plan->graph_replay = r.instance.graph_replay;
     plan->return_lse = p.return_lse;
+    plan->total_q = p.total_q();
     plan->summary = r.instance.summary;
     return plan;
   }
@@ -154,6 +167,7 @@ class CudaUnified final : public AttentionKernel {
       throw std::invalid_argument("cuda.unified: gate strides must be even and the gate 4-byte aligned");
     check_q_prologue(*cp, a);
     check_lse_params("cuda.unified", cp->return_lse, a);
+    check_qo_tma(*cp, a);
     const auto s = static_cast<cudaStream_t>(stream);
     if (cp->counter_bytes > 0 && cp->counters_zeroed_for.load() != a.workspace) {
       // Enqueued (and captured) like the kernels; after this call the kernel keeps the counters zero.

@@ -51,7 +51,8 @@ __device__ __forceinline__ void qk_tile(float (&s)[NT8][4], const uint32_t (&qf)
 // exceeds it by more than 2^SLACK_LOG2 in probability (p then reaches 2^SLACK_LOG2; m, l and O stay consistent, so
 // the result is the same): alpha is then exactly 1 on most tiles past the first and the O rescale is skipped.
 // OFF: each row's scores in s lack off[r], one value for the thread's scores of the row on this tile (ALiBi's
-// distance to the tile's first column): the max and the probabilities add it, so it costs per row, not per score.
+// distance to the thread's first column, which differs across a quad): the max, before the quad's reduction, and the
+// probabilities add it, so it costs per row, not per score.
 template <int NT8, int PARTS = 1, int P_LOG2 = 0, int SLACK_LOG2 = 0, bool OFF = false, typename Rescale>
 __device__ __forceinline__ void softmax_tile(float (&s)[NT8][4], float (&m)[2], float (&l)[2], float c,
                                              Rescale&& rescale, const float* off = nullptr) {

@@ -19,8 +19,10 @@
 
 namespace attnbench::cuda::dev {
 
-// The unit's Q in Q tile qb, its `use`-th load there: by TMA, its barrier's phase of that parity; by cp.async, this
-// thread's group waited for, made visible to the async proxy and met by the warpgroup. Then the Q prologue in place
+// The unit's Q in Q tile qb, its `use`-th load there: by TMA, its barrier's phase of that parity (a warpgroup or
+// turn-taking barrier in every unit, the epilogue's or the tiles', keeps a warp from falling a phase behind the next
+// load into the tile); by cp.async, this thread's group waited for, made visible to the async proxy and met by the
+// warpgroup. Then the Q prologue in place
 // before any wgmma reads it. The prologue is not compiled beside 3 consumer warpgroups (it would make that kernel's
 // tile loop spill); the plan keeps Q-prologue problems at <= kWideMaxWgsQPrologue.
 template <DType DT, int D, int WG, bool TMA, bool F, DType QT>
@@ -44,8 +46,8 @@ __device__ __forceinline__ void wide_q_ready(const WideCtx<DT, D, WG, TMA, F, QT
   }
 }
 
-// The next unit's Q into the other tile while this unit computes (its last reader, the epilogue of the unit before,
-// finished with the named barrier at its end). The next unit is found again by the loop rather than kept: held
+// The next unit's Q into the other tile while this unit computes (its last readers: the threads of the unit
+// before's epilogue, done at its closing named barrier, or its TMA store, whose read wide_load_q waits for). The next unit is found again by the loop rather than kept: held
 // across the unit, its geometry makes the d64 and d256 consumers spill.
 template <DType DT, int D, int WG, bool TMA, bool F, DType QT>
 __device__ __forceinline__ void wide_load_next_q(const WideCtx<DT, D, WG, TMA, F, QT>& cx, int k, int qb) {
