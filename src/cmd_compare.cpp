@@ -1,6 +1,7 @@
 // attnbench compare: BASE vs NEW result files (or kernels against one kernel), a verdict per row, CI exit code.
 #include <iostream>
 
+#include "attnbench/knobs.hpp"
 #include "commands.hpp"
 #include "compare.hpp"
 #include "control_pair.hpp"
@@ -16,6 +17,7 @@ struct CompareCli {
   std::vector<std::string> fail_on;
   std::string json_out;
   std::string against;
+  std::vector<std::string> ignore_knobs;
 };
 
 void compare_callback(const CompareCli& c, Context& ctx) {
@@ -23,6 +25,12 @@ void compare_callback(const CompareCli& c, Context& ctx) {
   o.threshold = parse_threshold(c.threshold);
   o.against = c.against;
   const FailPolicy policy = parse_fail_on(c.fail_on);
+  for (const auto& k : c.ignore_knobs) {
+    if (find_knob(k) == nullptr) throw UsageError("compare: --ignore-knob: " + check_knob(k, ""));
+    o.ignore_knobs.insert(k);
+  }
+  if (!o.ignore_knobs.empty() && !o.against.empty())
+    throw UsageError("compare: --ignore-knob is for BASE vs NEW; --against already matches rows whatever their knobs");
   if (o.against.empty() && c.files.size() != 2)
     throw UsageError("compare: expected BASE.json NEW.json (or --against KERNEL with one or more files), got " +
                      std::to_string(c.files.size()) + " file(s)");
@@ -76,6 +84,10 @@ void add_compare_command(CLI::App& app, Context& ctx) {
                   "missing from NEW); GATE rows fail under each. Default: never")
       ->delimiter(',');
   cmd->add_option("--json", c->json_out, "Write the comparison as JSON (schema attnbench.compare/1)");
+  cmd->add_option("--ignore-knob", c->ignore_knobs,
+                  "BASE vs NEW: match rows whatever their setting of this knob (repeatable or comma-separated), so one "
+                  "binary's runs under two settings compare (an A/B of the knob)")
+      ->delimiter(',');
   cmd->add_option("--against", c->against,
                   "Compare every other kernel's rows with this kernel's rows (same group, shape, dtype, mode)");
   cmd->callback([c, &ctx] { compare_callback(*c, ctx); });

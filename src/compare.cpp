@@ -54,20 +54,21 @@ std::optional<Stats> get_stats(const json& row, const std::string& path, size_t 
   return s;
 }
 
-// Knobs that differ from the table's default (unknown knobs always count), as "NAME=VALUE;...".
-std::string knob_key(const std::map<std::string, std::string>& knobs) {
+// Knobs that differ from the table's default (unknown knobs always count), as "NAME=VALUE;...", but those in
+// `ignore`.
+std::string knob_key(const std::map<std::string, std::string>& knobs, const std::set<std::string>& ignore = {}) {
   std::string key;
   for (const auto& [k, v] : knobs) {
     const KnobSpec* spec = find_knob(k);
-    if (spec && spec->default_value == v) continue;
+    if ((spec && spec->default_value == v) || ignore.count(k)) continue;
     key += (key.empty() ? "" : ";") + k + "=" + v;
   }
   return key;
 }
 
-std::string row_key(const TimedRow& r, bool with_kernel_and_knobs) {
+std::string row_key(const TimedRow& r, bool with_kernel_and_knobs, const std::set<std::string>& ignore = {}) {
   std::string k = r.group + '\x1f' + r.shape + '\x1f' + r.dtype + '\x1f' + r.mode + '\x1f' + r.l2;
-  if (with_kernel_and_knobs) k += '\x1f' + r.kernel + '\x1f' + knob_key(r.knobs);
+  if (with_kernel_and_knobs) k += '\x1f' + r.kernel + '\x1f' + knob_key(r.knobs, ignore);
   return k;
 }
 
@@ -98,6 +99,7 @@ std::string unsettled_note(const TimedRow& base, const TimedRow& now) {
 
 CompareRow judge(const TimedRow& base, const TimedRow& now, double threshold) {
   CompareRow c = describe(now);
+  c.base_knobs = base.knobs;
   c.base_kernel = base.kernel;
   c.base_status = base.status;
   c.new_status = now.status;
@@ -222,13 +224,13 @@ Verdict timing_verdict(const Stats& base, const Stats& now, double threshold) {
 Comparison compare_rows(const std::vector<TimedRow>& base, const std::vector<TimedRow>& now,
                         const CompareOptions& o) {
   std::unordered_map<std::string, std::deque<size_t>> by_key;
-  for (size_t i = 0; i < base.size(); ++i) by_key[row_key(base[i], true)].push_back(i);
+  for (size_t i = 0; i < base.size(); ++i) by_key[row_key(base[i], true, o.ignore_knobs)].push_back(i);
   std::vector<bool> used(base.size(), false);
   std::vector<CompareRow> rows;
   int new_failures = 0;
   for (const auto& n : now) {
     new_failures += failed(n.status);
-    auto it = by_key.find(row_key(n, true));
+    auto it = by_key.find(row_key(n, true, o.ignore_knobs));
     if (it == by_key.end() || it->second.empty()) {
       CompareRow c = describe(n);
       c.new_status = n.status;
@@ -344,6 +346,11 @@ std::string format_comparison(const Comparison& c, const CompareOptions& o) {
   const bool against = !o.against.empty();
   if (against) os << "ratio = kernel median / " << o.against << " median (same group, shape, dtype, mode, l2)\n";
   else os << "ratio = NEW median / BASE median; < 1 is faster\n";
+  if (!o.ignore_knobs.empty()) {
+    os << "matched whatever their setting (the note gives NEW's; BASE's in --json):";
+    for (const auto& k : o.ignore_knobs) os << " " << k;
+    os << "\n";
+  }
   os << std::left << std::setw(48) << "shape" << std::setw(6) << "dtype" << std::setw(22) << "kernel" << std::setw(11)
      << "mode" << std::right << std::setw(11) << (against ? "ref_us" : "base_us") << std::setw(11) << "new_us"
      << std::setw(8) << "ratio" << "  " << std::left << std::setw(13) << "verdict" << "note\n";
@@ -378,6 +385,7 @@ json comparison_to_json(const Comparison& c, const CompareOptions& o, const std:
                     {"mode", r.mode},
                     {"l2", r.l2},
                     {"knobs", r.knobs},
+                    {"base_knobs", r.base_knobs.empty() ? json(nullptr) : json(r.base_knobs)},
                     {"verdict", verdict_name(r.verdict)},
                     {"base_status", r.base_status.empty() ? json(nullptr) : json(r.base_status)},
                     {"new_status", r.new_status.empty() ? json(nullptr) : json(r.new_status)},
@@ -395,6 +403,7 @@ json comparison_to_json(const Comparison& c, const CompareOptions& o, const std:
           {"new", new_path},
           {"threshold", o.threshold},
           {"against", o.against.empty() ? json(nullptr) : json(o.against)},
+          {"ignore_knobs", o.ignore_knobs},
           {"summary", summary},
           {"rows", rows}};
 }

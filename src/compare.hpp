@@ -1,6 +1,7 @@
 // compare: two result files (or kernels within files) row by row, with a noise-aware verdict per row.
 #pragma once
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,6 +39,7 @@ Verdict timing_verdict(const Stats& base, const Stats& now, double threshold);
 struct CompareRow {
   std::string group, shape, dtype, kernel, mode, l2;
   std::map<std::string, std::string> knobs;  // NEW's (BASE's for rows only in BASE)
+  std::map<std::string, std::string> base_knobs;  // the matched BASE row's (they differ in ignored knobs only)
   std::string base_kernel;                   // the kernel it was compared against (differs under --against)
   std::string base_status, new_status;
   std::optional<Stats> base_time, new_time;
@@ -49,6 +51,7 @@ struct CompareRow {
 struct CompareOptions {
   double threshold = 0.02;
   std::string against;  // non-empty: compare every other kernel's rows with this kernel's rows
+  std::set<std::string> ignore_knobs;  // BASE vs NEW: left out of the matching key (an A/B of these knobs)
 };
 
 struct Comparison {
@@ -58,7 +61,8 @@ struct Comparison {
 };
 
 // BASE vs NEW: rows match by (group, shape, dtype, kernel, mode, l2, knobs); knobs at their table default are
-// left out of the key, so a knob added to the table later does not break matching against old baselines.
+// left out of the key, so a knob added to the table later does not break matching against old baselines, and so
+// are o.ignore_knobs, so one binary's rows under two settings of a knob compare.
 Comparison compare_rows(const std::vector<TimedRow>& base, const std::vector<TimedRow>& now, const CompareOptions& o);
 // --against: within `rows`, every row of another kernel against the row of `o.against` with the same
 // (group, shape, dtype, mode, l2); knobs are not part of that key.

@@ -164,6 +164,25 @@ TEST(CompareRule, MatchesOnModeKernelAndNonDefaultKnobs) {
   EXPECT_EQ(c.rows[3].verdict, Verdict::only_new);
 }
 
+// --ignore-knob: one binary's rows under two settings of a knob match (an A/B of the knob); other knobs still split.
+TEST(CompareRule, IgnoredKnobsLeaveTheMatchingKey) {
+  const json base = json::array({row("s", "k", "graph", "ok", 100, 99.5, 100.5, {{"ATTNBENCH_SM90_QO", "threads"}}),
+                                 row("t", "k", "graph", "ok", 100, 99.5, 100.5,
+                                     {{"ATTNBENCH_SM90_QO", "threads"}, {"ATTNBENCH_SM90_STAGES", "2"}})});
+  const json now = json::array({row("s", "k", "graph", "ok", 80, 79.5, 80.5),
+                                row("t", "k", "graph", "ok", 80, 79.5, 80.5, {{"ATTNBENCH_SM90_STAGES", "3"}})});
+  EXPECT_EQ(verdicts(compare_rows(rows_of(base), rows_of(now), {})),
+            (std::map<std::string, Verdict>{{"s", Verdict::only_base}, {"t", Verdict::only_base}}));
+  CompareOptions o;
+  o.ignore_knobs = {"ATTNBENCH_SM90_QO"};
+  const Comparison c = compare_rows(rows_of(base), rows_of(now), o);
+  ASSERT_EQ(c.rows.size(), 3u);
+  EXPECT_EQ(c.rows[0].verdict, Verdict::fast);
+  EXPECT_EQ(c.rows[0].base_knobs.at("ATTNBENCH_SM90_QO"), "threads");
+  EXPECT_EQ(c.rows[1].verdict, Verdict::only_new);  // STAGES 3 against 2: still another configuration
+  EXPECT_EQ(c.rows[2].verdict, Verdict::only_base);
+}
+
 TEST(CompareRule, AgainstAKernelWithinRows) {
   const json rows = json::array({row("s", "torch.sdpa.flash", "graph", "ok", 100, 99.5, 100.5),
                                  row("s", "cuda.unified", "graph", "ok", 80, 79.5, 80.5),
@@ -229,6 +248,12 @@ TEST(CompareCli, TableSummaryJsonAndExitCodes) {
   EXPECT_EQ(run_cli("compare " + base + " " + now + " --fail-on slow").code, 1);
   EXPECT_EQ(run_cli("compare " + base + " " + now + " --fail-on mismatch").code, 1);  // the GATE row
   EXPECT_EQ(run_cli("compare " + base + " " + base + " --fail-on any").code, 0);
+  const Result ignoring = run_cli("compare " + base + " " + now + " --ignore-knob ATTNBENCH_SM90_QO,ATTNBENCH_3D_SPLITS "
+                                  "--json " + out);
+  EXPECT_TRUE(contains(ignoring.output, "whatever their setting (the note gives NEW's; BASE's in --json): "
+                                        "ATTNBENCH_3D_SPLITS ATTNBENCH_SM90_QO"))
+      << ignoring.output;
+  EXPECT_EQ(read_json(out)["ignore_knobs"], json::array({"ATTNBENCH_3D_SPLITS", "ATTNBENCH_SM90_QO"}));
   // Only the SLOW row differs: mismatch passes, slow fails.
   json slow_only = base_rows();
   slow_only[2] = row("slow", "k", "graph", "ok", 110, 109.5, 110.5);
@@ -295,5 +320,7 @@ TEST(CompareCli, UsageErrorsNameTheFile) {
   expect2("compare " + good + " " + good + " --threshold 150%", "--threshold");
   expect2("compare " + good + " " + good + " --fail-on fast", "--fail-on: 'fast'");
   expect2("compare " + good, "BASE.json NEW.json");
+  expect2("compare " + good + " " + good + " --ignore-knob ATTNBENCH_SM90_Q0", "unknown knob 'ATTNBENCH_SM90_Q0'");
+  expect2("compare --against k " + good + " --ignore-knob ATTNBENCH_SM90_QO", "--ignore-knob is for BASE vs NEW");
   expect2("compare " + good + " " + good + " --json /nonexistent/dir/c.json", "/nonexistent/dir");
 }
