@@ -248,8 +248,8 @@ TEST(CompareCli, TableSummaryJsonAndExitCodes) {
   EXPECT_EQ(run_cli("compare " + base + " " + now + " --fail-on slow").code, 1);
   EXPECT_EQ(run_cli("compare " + base + " " + now + " --fail-on mismatch").code, 1);  // the GATE row
   EXPECT_EQ(run_cli("compare " + base + " " + base + " --fail-on any").code, 0);
-  const Result ignoring = run_cli("compare " + base + " " + now + " --ignore-knob ATTNBENCH_SM90_QO,ATTNBENCH_3D_SPLITS "
-                                  "--json " + out);
+  const Result ignoring =
+      run_cli("compare " + base + " " + now + " --ignore-knob ATTNBENCH_SM90_QO,ATTNBENCH_3D_SPLITS --json " + out);
   EXPECT_TRUE(contains(ignoring.output, "whatever their setting (the note gives NEW's; BASE's in --json): "
                                         "ATTNBENCH_3D_SPLITS ATTNBENCH_SM90_QO"))
       << ignoring.output;

@@ -71,11 +71,11 @@ std::string wide_knob_conflict(const AttentionProblem& p, const UnifiedKnobs& kn
   if (knobs.qo == QoKnob::tma) {
     if (!is_16bit(p.types.q))
       return std::string("ATTNBENCH_SM90_QO=tma: an 8-bit Q (") + dtype_name(p.types.q) + ") is copied by the threads";
-    const int tq = kWideRowsPerWg * wgs / wide_pack(p, kWideRowsPerWg * wgs, knobs);
+    const int block_m = kWideRowsPerWg * wgs, pack_used = wide_pack(p, block_m, knobs), tq = block_m / pack_used;
     if (!wide_qo_boxes(tq))
       return "ATTNBENCH_SM90_QO=tma: a tile of " + std::to_string(tq) + " tokens per head (GQA pack " +
-             std::to_string(wide_pack(p, kWideRowsPerWg * wgs, knobs)) + ") puts a head change inside a warpgroup's "
-             "64 rows, which one TMA box cannot hold";
+             std::to_string(pack_used) + ") puts a head change inside a warpgroup's 64 rows, which one TMA box "
+             "cannot hold";
   }
   return "";
 }
@@ -164,8 +164,8 @@ bool wide_auto(const AttentionProblem& p) {
   // kernels/NOTES.md, wide v3/v4: with TMA K/V (block_size % 64 == 0) the wide kernel beat the narrow one on every
   // shape measured from max_seqlen_q 128 at d128 (1.07x at B16 S128, 2.1x at S8192) and d256 (2.7x at S8192); at
   // d64 it still loses at B32 S128 (17.3 vs 16.4 us, measured with Q and O by TMA) and wins from S256 on (1.17x at
-  // B16 S256, 1.31x at H32/KV8 B8 S384 packed 4 x 48, 1.56x at S8192 with 3 warpgroups). The cp.async gather (other block sizes) lost to the
-  // narrow kernel (237 vs 262 TFLOP/s at d128): narrow there.
+  // B16 S256, 1.31x at H32/KV8 B8 S384 packed 4 x 48, 1.56x at S8192 with 3 warpgroups). The cp.async gather (other
+  // block sizes) lost to the narrow kernel (237 vs 262 TFLOP/s at d128): narrow there.
   if (!wide_supports(p) || !wide_kv_tma(p.block_size)) return false;
   return p.max_seqlen_q() >= (p.head_size == 64 ? kWideShortD64 : 128);
 }

@@ -23,7 +23,6 @@
 #pragma once
 #include <cuda_runtime.h>
 
-#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -116,10 +115,8 @@ void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, 
       return true;
     }();
     (void)configured;
-    KvTensorMaps no_kv;
-    QoTensorMaps no_qo;
-    std::memset(&no_kv, 0, sizeof(no_kv));
-    std::memset(&no_qo, 0, sizeof(no_qo));
+    static const KvTensorMaps no_kv{};  // zeros: parameters of a path that does not read them
+    static const QoTensorMaps no_qo{};
     const KvTensorMaps& m = kTma ? *kv : no_kv;
     const QoTensorMaps& r = lp.wide_qo_tma ? *qo : no_qo;
     kernel<<<grid, WideTile<D, WG, kTma>::kThreads, smem, stream>>>(p, w, m.k, m.v, r.q, r.o);

@@ -104,8 +104,9 @@ void launch(const CudaUnifiedPlan& plan, const AttentionParams& a, cudaStream_t 
 void check_qo_tma(const CudaUnifiedPlan& plan, const AttentionParams& a) {
   if (!plan.instance.launch.wide_qo_tma) return;
   if (a.total_q != plan.total_q)
-    throw std::invalid_argument("cuda.unified: params.total_q " + std::to_string(a.total_q) + " is not the problem's " +
-                                std::to_string(plan.total_q) + " (Q and O are read and written by TMA over that extent)");
+    throw std::invalid_argument("cuda.unified: params.total_q " + std::to_string(a.total_q) +
+                                " is not the problem's " + std::to_string(plan.total_q) +
+                                " (Q and O are read and written by TMA over that extent)");
   if ((reinterpret_cast<std::uintptr_t>(a.q) | reinterpret_cast<std::uintptr_t>(a.out)) % 16 != 0)
     throw std::invalid_argument("cuda.unified: q and out must be 16-byte aligned");
 }

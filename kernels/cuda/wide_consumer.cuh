@@ -47,8 +47,9 @@ __device__ __forceinline__ void wide_q_ready(const WideCtx<DT, D, WG, TMA, F, QT
 }
 
 // The next unit's Q into the other tile while this unit computes (its last readers: the threads of the unit
-// before's epilogue, done at its closing named barrier, or its TMA store, whose read wide_load_q waits for). The next unit is found again by the loop rather than kept: held
-// across the unit, its geometry makes the d64 and d256 consumers spill.
+// before's epilogue, done at its closing named barrier, or its TMA store, whose read wide_load_q waits for). The
+// next unit is found again by the loop rather than kept: held across the unit, its geometry makes the d64 and d256
+// consumers spill.
 template <DType DT, int D, int WG, bool TMA, bool F, DType QT>
 __device__ __forceinline__ void wide_load_next_q(const WideCtx<DT, D, WG, TMA, F, QT>& cx, int k, int qb) {
   int k_next = k + 1;
