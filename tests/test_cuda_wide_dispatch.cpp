@@ -101,11 +101,11 @@ TEST(CudaWideDispatch, PersistentCtasWalkEveryTileOnceHeaviestFirst) {
   const auto lp = make_unified_launch_plan(
       p, knobs({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_PERSISTENT", "1"}}), 132);
   EXPECT_TRUE(lp.persistent);
-  // auto: persistent for equal-length batches from max_seqlen_q 4096, one CTA per tile otherwise.
+  // auto: persistent for equal-length batches, one CTA per tile for ragged ones.
   EXPECT_TRUE(make_unified_launch_plan(p, knobs({{"ATTNBENCH_SM90_PATH", "wide"}}), 132).persistent);
   EXPECT_TRUE(wide_persistent(uniform(2, 4096, 4096, 32, 32, 128), knobs()));
-  EXPECT_FALSE(wide_persistent(uniform(4, 2048, 2048, 32, 32, 128), knobs()));
-  EXPECT_FALSE(wide_persistent(uniform(8, 1024, 1024, 32, 8, 128), knobs()));
+  EXPECT_TRUE(wide_persistent(uniform(4, 2048, 2048, 32, 32, 128), knobs()));
+  EXPECT_TRUE(wide_persistent(uniform(8, 1024, 1024, 32, 8, 128), knobs()));
   EXPECT_TRUE(wide_persistent(uniform(4, 768, 768, 32, 8, 128), knobs()));  // short: Q loaded ahead pays
   EXPECT_TRUE(wide_persistent(uniform(16, 256, 256, 32, 8, 128), knobs()));
   auto ragged = uniform(2, 8192, 8192, 32, 8, 128);

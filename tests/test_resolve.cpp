@@ -221,9 +221,9 @@ TEST(Resolve, KnobsParseToTypedValues) {
   const UnifiedKnobs d = knobs(), def;
   auto same = [](const UnifiedKnobs& a, const UnifiedKnobs& b) {
     return std::tie(a.path, a.narrow_warps, a.flash_wide, a.stages, a.persistent, a.gqa_pack, a.q_major_grid,
-                    a.splits_3d, a.merge_3d, a.graph_2d, a.graph_3d, a.qo) ==
+                    a.splits_3d, a.merge_3d, a.graph_2d, a.graph_3d, a.qo, a.walk, a.l2_section_kb) ==
            std::tie(b.path, b.narrow_warps, b.flash_wide, b.stages, b.persistent, b.gqa_pack, b.q_major_grid,
-                    b.splits_3d, b.merge_3d, b.graph_2d, b.graph_3d, b.qo);
+                    b.splits_3d, b.merge_3d, b.graph_2d, b.graph_3d, b.qo, b.walk, b.l2_section_kb);
   };
   EXPECT_TRUE(same(d, def));
   EXPECT_EQ(knobs({{"ATTNBENCH_SM90_PATH", "auto"}}).path, PathKnob::automatic);
@@ -248,6 +248,10 @@ TEST(Resolve, KnobsParseToTypedValues) {
   EXPECT_EQ(knobs({{"ATTNBENCH_SM90_QO", "auto"}}).qo, cuda::QoKnob::automatic);
   EXPECT_EQ(knobs({{"ATTNBENCH_SM90_QO", "tma"}}).qo, cuda::QoKnob::tma);
   EXPECT_EQ(knobs({{"ATTNBENCH_SM90_QO", "threads"}}).qo, cuda::QoKnob::threads);
+  EXPECT_EQ(knobs({{"ATTNBENCH_SM90_WALK", "auto"}}).walk, cuda::WalkKnob::automatic);
+  EXPECT_EQ(knobs({{"ATTNBENCH_SM90_WALK", "rank"}}).walk, cuda::WalkKnob::rank);
+  EXPECT_EQ(knobs({{"ATTNBENCH_SM90_WALK", "l2"}}).walk, cuda::WalkKnob::l2);
+  EXPECT_EQ(knobs({{"ATTNBENCH_SM90_L2_SECTION_KB", "4096"}}).l2_section_kb, 4096);
   EXPECT_FALSE(knobs({{"ATTNBENCH_2D_GRAPH", "0"}}).graph_2d);
   EXPECT_FALSE(knobs({{"ATTNBENCH_3D_GRAPH", "0"}}).graph_3d);
   EXPECT_EQ(cpu::CpuKnobs::parse(values()).max_gflop, cpu::CpuKnobs{}.max_gflop);

@@ -27,8 +27,8 @@ const std::vector<KnobSpec>& knob_table() {
        "memory is declined"},
       {"ATTNBENCH_SM90_PERSISTENT", {"auto", "0", "1"}, "auto",
        "cuda.unified 2D prefill, wide regime: 1 = one CTA per SM walking the q-tiles heaviest first (snake order); "
-       "0 = one CTA per q-tile, heaviest first in launch order; auto = 1 for equal-length batches with "
-       "max_seqlen_q >= 4096 or <= 768 (kernels/NOTES.md, wide v4/v5)"},
+       "0 = one CTA per q-tile, heaviest first in launch order; auto = 1 for equal-length batches (kernels/NOTES.md, "
+       "wide v4/v5 and the L2 walk)"},
       {"ATTNBENCH_SM90_GQA_PACK", {}, "0",
        "cuda.unified 2D prefill, wide regime: query heads of one KV group per 64*wgs-row tile (a divisor of the "
        "group size up to 16, each head 64*wgs/pack tokens), so short q-tiles share their K/V tile loads; 0 = auto: "
@@ -39,6 +39,14 @@ const std::vector<KnobSpec>& knob_table() {
        "64-column slab of a warpgroup's rows (O by a TMA store where the rows are all in their sequence and there is "
        "no output gate; the threads' copies otherwise); threads = the consumer threads' 16-byte copies; auto = tma "
        "where the rows are boxes (a 16-bit Q, and a GQA pack whose tokens per head divide 64 or are a multiple of it)"},
+      {"ATTNBENCH_SM90_WALK", {"auto", "rank", "l2"}, "auto",
+       "cuda.unified 2D prefill, wide regime, persistent CTAs: the order they take their q-tiles in: rank = every "
+       "head's heaviest q-tiles first, in a snake over the CTAs; l2 = the (sequence, head) pairs in sections whose "
+       "K/V fit a share of L2 (ATTNBENCH_SM90_L2_SECTION_KB), heaviest first within a section, each q-tile to the "
+       "CTA with the least work (a table the host builds); auto = l2 where the problem's K/V exceed one section "
+       "(kernels/NOTES.md, the L2 walk)"},
+      {"ATTNBENCH_SM90_L2_SECTION_KB", {}, "0",
+       "cuda.unified 2D prefill, wide regime, the L2 walk: K/V bytes of one section in KiB; 0 = 16384 (16 MiB)"},
       {"ATTNBENCH_Q_MAJOR_GRID", {"0", "1"}, "0",
        "cuda.unified and hip.unified 2D prefill: 1 puts the q-tile index on grid.x (q-major order), 0 puts heads "
        "(hip: kv heads) first"},

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/device/visibility.hpp"
+#include "cuda/wide_walk.hpp"
 
 namespace attnbench::cuda {
 
@@ -197,7 +198,7 @@ int wide_min_stages(const AttentionProblem& p) {
 bool wide_persistent(const AttentionProblem& p, const UnifiedKnobs& knobs) {
   if (knobs.persistent != PersistentKnob::automatic) return knobs.persistent == PersistentKnob::on;
   const bool equal = std::all_of(p.q_lens.begin(), p.q_lens.end(), [&](int q) { return q == p.q_lens.front(); });
-  return equal && (p.max_seqlen_q() >= 4096 || p.max_seqlen_q() <= 768);
+  return equal;
 }
 
 int wide_persistent_ctas(int64_t work_tiles, int num_sms) {
@@ -354,7 +355,10 @@ std::string wide_summary(const UnifiedLaunchPlan& lp) {
                            : std::string()) +
          (lp.wide_kv_tma ? " kv=tma" : " kv=cp.async") + (lp.wide_qo_tma ? " qo=tma" : " qo=threads") +
          " stages=" + std::to_string(lp.wide_stages) +
-         (lp.persistent ? " persistent ctas=" + std::to_string(lp.grid_x) + (lp.wide_q_bufs == 2 ? " q-ahead" : "")
+         (lp.persistent ? " persistent ctas=" + std::to_string(lp.grid_x) + (lp.wide_q_bufs == 2 ? " q-ahead" : "") +
+                              (lp.wide_walk_section_bytes > 0
+                                   ? " walk=l2:" + std::to_string(lp.wide_walk_section_bytes >> 10) + "KiB"
+                                   : std::string())
                         : std::string(lp.q_major ? " q-major" : " head-major"));
 }
 
@@ -381,6 +385,8 @@ UnifiedLaunchPlan wide_launch_plan(const AttentionProblem& p, const UnifiedKnobs
   if (lp.persistent) {
     lp.grid_x = wide_persistent_ctas(lp.work_tiles, num_sms);
     lp.grid_y = lp.grid_z = 1;
+    lp.wide_walk_section_bytes = wide_walk_section_bytes(p, knobs, true);
+    if (lp.wide_walk_section_bytes > 0) lp.workspace_bytes = wide_walk_table_entries(lp) * sizeof(int32_t);
   } else {
     lp.grid_x = lp.q_major ? lp.m_tiles : head_tiles;
     lp.grid_y = lp.q_major ? head_tiles : lp.m_tiles;

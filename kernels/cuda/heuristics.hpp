@@ -29,6 +29,9 @@ enum class MergeKnob { automatic, fused, separate };
 // How the wide kernel moves a unit's Q in and its O out (ATTNBENCH_SM90_QO): TMA boxes where the tile's rows are
 // one, else (or forced) the consumer threads' 16-byte copies.
 enum class QoKnob { automatic, tma, threads };
+// The persistent wide kernel's walk over its units (ATTNBENCH_SM90_WALK): the closed-form snake over the rank-major
+// order, or the host's table over L2 sections (wide_walk.hpp).
+enum class WalkKnob { automatic, rank, l2 };
 const char* path_knob_name(PathKnob k);    // as the knob spells it: auto | narrow | wide
 
 // cuda.unified's knobs, each parsed once from its string; the member defaults are the knob table's.
@@ -43,6 +46,8 @@ struct UnifiedKnobs {
   int splits_3d = 0;                                      // ATTNBENCH_3D_SPLITS; 0 = heuristic
   MergeKnob merge_3d = MergeKnob::automatic;              // ATTNBENCH_3D_MERGE
   QoKnob qo = QoKnob::automatic;                          // ATTNBENCH_SM90_QO
+  WalkKnob walk = WalkKnob::automatic;                    // ATTNBENCH_SM90_WALK
+  int l2_section_kb = 0;                                  // ATTNBENCH_SM90_L2_SECTION_KB; 0 = kWideL2SectionBytes
   bool graph_2d = true;                                   // ATTNBENCH_2D_GRAPH
   bool graph_3d = true;                                   // ATTNBENCH_3D_GRAPH
   // The one reader of these knobs' strings (resolve.cpp); KnobValues::resolve has already checked them.
@@ -192,8 +197,8 @@ int wide_stages(const AttentionProblem& p, int wgs, const UnifiedKnobs& knobs);
 // The fewest ring slots a problem's wide kernel runs with: kWideMinStagesCodes for an 8-bit cache under a 16-bit
 // Q (widened by the producer), 2 otherwise (the FP8 SDPA's K lands by TMA, ready).
 int wide_min_stages(const AttentionProblem& p);
-// ATTNBENCH_SM90_PERSISTENT: 0 / 1, or auto: persistent for equal-length batches with max_seqlen_q >= 4096 or
-// <= 768 (measured faster there; slower on a ragged short batch and at B4 S2048; kernels/NOTES.md, wide v4/v5).
+// ATTNBENCH_SM90_PERSISTENT: 0 / 1, or auto: persistent for equal-length batches (slower on a ragged short batch,
+// wide v4/v5; faster at B4 S2048 since the Q loads ahead and the L2 walk, kernels/NOTES.md).
 bool wide_persistent(const AttentionProblem& p, const UnifiedKnobs& knobs);
 // Persistent CTAs (ATTNBENCH_SM90_PERSISTENT=1): one per SM, each walking the q-tiles heaviest first.
 int wide_persistent_ctas(int64_t work_tiles, int num_sms);
@@ -277,6 +282,7 @@ struct UnifiedLaunchPlan {
   int wide_q_bufs = 1;       // 2D wide: Q tiles per consumer warpgroup (2: the next unit's Q loads ahead)
   bool persistent = false;   // 2D wide: grid_x persistent CTAs walk work_tiles (q-tile rank, sequence, head)
   int64_t work_tiles = 0;    // 2D wide persistent: m_tiles x sequences x heads / wide_pack
+  int64_t wide_walk_section_bytes = 0;  // 2D wide persistent: the L2 walk's K/V bytes per section (0: the snake)
   int wide_pack = 1;         // 2D wide: query heads per tile (GQA packing), wide_tq tokens of each
   int wide_tq = 0;
   int rows_per_warp = 16; // 2D: query rows per warp (16, or 32 for ATTNBENCH_SM90_NARROW_WARPS=4x32 at d <= 128)
@@ -288,7 +294,8 @@ struct UnifiedLaunchPlan {
   int merge_group = 1;    // 3D fused merge: splits merged per group (decode_merge_group; >= splits: one level)
   DecodeMerge merge = DecodeMerge::fused;  // 3D with splits > 1: where the splits are merged
   int grid_x = 0, grid_y = 0, grid_z = 0;
-  std::size_t workspace_bytes = 0;  // 3D with splits > 1: per-split fp32 LSE + partial O + arrival counters
+  // 3D with splits > 1: per-split fp32 LSE + partial O + arrival counters; 2D wide with the L2 walk: its table
+  std::size_t workspace_bytes = 0;
   std::string summary;
 };
 

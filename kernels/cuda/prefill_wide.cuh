@@ -106,7 +106,8 @@ void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, 
                      static_cast<int>(lp.work_tiles), lp.wide_pack, lp.wide_tq, wide_pack_magic(lp.wide_tq),
                      p.heads / lp.wide_pack,
                      device::FastDiv(p.num_seqs * (p.heads / lp.wide_pack)), device::FastDiv(p.heads / lp.wide_pack),
-                     device::FastDiv(lp.wide_tq), device::FastDiv(p.heads / p.kv_heads)};
+                     device::FastDiv(lp.wide_tq), device::FastDiv(p.heads / p.kv_heads),
+                     lp.wide_walk_section_bytes > 0 ? static_cast<const int32_t*>(p.workspace) : nullptr};
   auto go = [&](auto tma) {
     constexpr bool kTma = decltype(tma)::value;
     auto* kernel = &dev::prefill_wide_kernel<DT, D, WG, kTma, F, KV, Q8>;

@@ -67,6 +67,9 @@ UnifiedKnobs UnifiedKnobs::parse(const KnobValues& knobs) {
                                 {"separate", MergeKnob::separate}});
   k.qo = pick<QoKnob>(knobs, "ATTNBENCH_SM90_QO",
                       {{"auto", QoKnob::automatic}, {"tma", QoKnob::tma}, {"threads", QoKnob::threads}});
+  k.walk = pick<WalkKnob>(knobs, "ATTNBENCH_SM90_WALK",
+                          {{"auto", WalkKnob::automatic}, {"rank", WalkKnob::rank}, {"l2", WalkKnob::l2}});
+  k.l2_section_kb = knobs.get_int("ATTNBENCH_SM90_L2_SECTION_KB");
   k.graph_2d = knobs.get_bool("ATTNBENCH_2D_GRAPH");
   k.graph_3d = knobs.get_bool("ATTNBENCH_3D_GRAPH");
   return k;

@@ -3,10 +3,12 @@
 // kernels on the caller's stream, allocates nothing, and so captures into a graph.
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <tuple>
+#include <vector>
 
 #include "attnbench/backends.hpp"
 #include "common/device/paged.hpp"
@@ -15,6 +17,7 @@
 #include "cuda/resolve.hpp"
 #include "cuda/runtime.hpp"
 #include "cuda/tensor_map.hpp"
+#include "cuda/wide_walk.hpp"
 
 namespace attnbench {
 namespace {
@@ -49,10 +52,14 @@ using QoMapKey = std::tuple<const void*, const void*, int64_t, int64_t, int64_t,
 
 struct CudaUnifiedPlan : AttentionPlan {
   cuda::UnifiedInstance instance;  // what runs: key, launch geometry, features
-  // 3D with splits > 1: the arrival counters at the workspace's end (decode_workspace_bytes) are zeroed the first
-  // time this plan runs on a workspace pointer; the kernel leaves them zero after every call.
+  // What the workspace holds across calls, written the first time this plan runs on a workspace pointer: 3D with
+  // splits > 1, the arrival counters at its end (decode_workspace_bytes), zeroed (the kernel leaves them zero after
+  // every call); 2D wide with the L2 walk, the walk's table, copied from page-locked memory (so that a capture
+  // records the copy like the kernels).
   std::size_t counter_offset = 0, counter_bytes = 0;
-  mutable std::atomic<const void*> counters_zeroed_for{nullptr};
+  std::unique_ptr<gpu::MappedHostMemory> walk_table;
+  std::size_t walk_bytes = 0;
+  mutable std::atomic<const void*> workspace_ready_for{nullptr};
   MapCache<cuda::KvTensorMaps, KvMapKey> kv_maps;  // 2D wide with TMA K/V
   MapCache<cuda::QoTensorMaps, QoMapKey> qo_maps;  // 2D wide with TMA Q and O
   const cuda::InstanceLauncher* launcher = nullptr;  // the instance's entry in built_instances()
@@ -137,7 +144,14 @@ class CudaUnified final : public AttentionKernel {
     plan->launcher = find_launcher(r.instance.key);
     const UnifiedLaunchPlan& lp = r.instance.launch;
     plan->workspace_bytes = lp.workspace_bytes;
-    if (lp.workspace_bytes > 0) {
+    if (lp.wide_walk_section_bytes > 0) {
+      const std::vector<int32_t> table = cuda::wide_walk_table(p, lp);
+      plan->walk_bytes = table.size() * sizeof(int32_t);
+      if (cuda::device_count() > 0) {  // page-locked memory needs a driver; without a device the plan never runs
+        plan->walk_table = std::make_unique<gpu::MappedHostMemory>(plan->walk_bytes);
+        std::memcpy(plan->walk_table->host(), table.data(), plan->walk_bytes);
+      }
+    } else if (lp.workspace_bytes > 0) {
       plan->counter_bytes =
           static_cast<std::size_t>(cuda::decode_counter_count(p, lp.splits, lp.merge_group, lp.merge)) *
           sizeof(int32_t);
@@ -170,14 +184,20 @@ class CudaUnified final : public AttentionKernel {
     check_lse_params("cuda.unified", cp->return_lse, a);
     check_qo_tma(*cp, a);
     const auto s = static_cast<cudaStream_t>(stream);
-    if (cp->counter_bytes > 0 && cp->counters_zeroed_for.load() != a.workspace) {
-      // Enqueued (and captured) like the kernels; after this call the kernel keeps the counters zero.
-      // While capturing, the memset becomes part of the graph and the eager state stays unknown.
-      ATTNBENCH_CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(a.workspace) + cp->counter_offset, 0,
-                                           cp->counter_bytes, s));
+    if (cp->counter_bytes + cp->walk_bytes > 0 && cp->workspace_ready_for.load() != a.workspace) {
+      // Enqueued (and captured) like the kernels. While capturing, the writes become part of the graph and the
+      // eager state stays unknown.
+      if (cp->counter_bytes > 0)
+        ATTNBENCH_CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(a.workspace) + cp->counter_offset, 0,
+                                             cp->counter_bytes, s));
+      if (cp->walk_bytes > 0 && !cp->walk_table)
+        throw std::runtime_error("cuda.unified: the plan was made without a device; make it again");
+      if (cp->walk_bytes > 0)
+        ATTNBENCH_CUDA_CHECK(cudaMemcpyAsync(a.workspace, cp->walk_table->host(), cp->walk_bytes,
+                                             cudaMemcpyHostToDevice, s));
       cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
       ATTNBENCH_CUDA_CHECK(cudaStreamIsCapturing(s, &cs));
-      if (cs == cudaStreamCaptureStatusNone) cp->counters_zeroed_for.store(a.workspace);
+      if (cs == cudaStreamCaptureStatusNone) cp->workspace_ready_for.store(a.workspace);
     }
     launch(*cp, a, s);
   }

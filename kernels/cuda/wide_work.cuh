@@ -27,6 +27,9 @@ struct WideLaunch {
   int head_tiles;  // heads / pack
   // The work walk's divisors (num_seqs x head_tiles, head_tiles, tq, the GQA group size), fixed per launch.
   device::FastDiv per_rank_div, head_tiles_div, tq_div, group_div;
+  // Persistent with the L2 walk (wide_walk.hpp): the host's table in the workspace, per CTA its first unit
+  // (gridDim.x + 1 offsets) then the units' rank-major indices; nullptr: the snake.
+  const int32_t* walk;
 };
 
 namespace dev {
@@ -38,9 +41,9 @@ struct WideWork {
 };
 
 // The k-th unit of this CTA, false when it has none. Non-persistent: the CTA's own (grid = head tiles x m-tiles x
-// seqs or m-tiles x head tiles x seqs). Persistent: index k * G + (b, or G - 1 - b on odd rounds) of the
-// rank-major order (rank, sequence, head tile), so every round hands the heaviest remaining tiles out and the
-// snake evens the sums.
+// seqs or m-tiles x head tiles x seqs). Persistent: the k-th entry of the CTA's list in the L2 walk's table, or
+// index k * G + (b, or G - 1 - b on odd rounds) of the rank-major order (rank, sequence, head tile), so every round
+// hands the heaviest remaining tiles out and the snake evens the sums.
 __device__ __forceinline__ bool wide_next_work(const WideLaunch& w, int k, WideWork& u) {
   if (!w.persistent) {
     if (k > 0) return false;
@@ -50,9 +53,16 @@ __device__ __forceinline__ bool wide_next_work(const WideLaunch& w, int k, WideW
     return true;
   }
   const int g = gridDim.x, b = blockIdx.x;
-  const int64_t idx64 = static_cast<int64_t>(k) * g + ((k & 1) ? g - 1 - b : b);
-  if (idx64 >= w.work_tiles) return false;
-  const int idx = static_cast<int>(idx64);  // < work_tiles <= INT32_MAX (the plan's check)
+  int idx;
+  if (__builtin_expect(w.walk == nullptr, 1)) {  // the snake: its code first, the table's out of the short units' line
+    const int64_t idx64 = static_cast<int64_t>(k) * g + ((k & 1) ? g - 1 - b : b);
+    if (idx64 >= w.work_tiles) return false;
+    idx = static_cast<int>(idx64);  // < work_tiles <= INT32_MAX (the plan's check)
+  } else {
+    const int at = __ldg(w.walk + b) + k;
+    if (at >= __ldg(w.walk + b + 1)) return false;
+    idx = __ldg(w.walk + g + 1 + at);
+  }
   u.rank = w.per_rank_div.div(idx);
   const int rem = idx - u.rank * (w.num_seqs * w.head_tiles);
   u.seq = w.head_tiles_div.div(rem);

@@ -98,7 +98,8 @@ TEST_P(Prefill2D, MatchesReferenceForEveryKnob) {
 // orders and persistent CTAs (ATTNBENCH_SM90_PERSISTENT) with one and, where it fits, two Q tiles (2 ring slots),
 // every ring depth that fits (ATTNBENCH_SM90_STAGES), and GQA packing (ATTNBENCH_SM90_GQA_PACK) at the largest
 // pack the group allows and at 2, one CTA per tile and persistent with Q ahead, for every warpgroup count; Q and O
-// by the threads' copies (ATTNBENCH_SM90_QO=threads) beside the default TMA boxes, with one Q tile and Q ahead.
+// by the threads' copies (ATTNBENCH_SM90_QO=threads) beside the default TMA boxes, with one Q tile and Q ahead; the
+// L2 walk (ATTNBENCH_SM90_WALK=l2) in sections of one kv head, with one Q tile and Q ahead, packed and not.
 std::vector<std::map<std::string, std::string>> wide_settings(int head_size, int group) {
   std::vector<std::map<std::string, std::string>> out;
   int max_pack = 1;
@@ -112,6 +113,9 @@ std::vector<std::map<std::string, std::string>> wide_settings(int head_size, int
                      {"ATTNBENCH_SM90_PERSISTENT", "0"}});
       out.push_back({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", w}, {"ATTNBENCH_SM90_GQA_PACK", g},
                      {"ATTNBENCH_SM90_PERSISTENT", "1"}, {"ATTNBENCH_SM90_STAGES", "2"}});
+      out.push_back({{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", w}, {"ATTNBENCH_SM90_GQA_PACK", g},
+                     {"ATTNBENCH_SM90_PERSISTENT", "1"}, {"ATTNBENCH_SM90_WALK", "l2"},
+                     {"ATTNBENCH_SM90_L2_SECTION_KB", "1"}});
     }
   }
   const int max_wgs = cuda::wide_max_wgs(head_size);
@@ -125,6 +129,13 @@ std::vector<std::map<std::string, std::string>> wide_settings(int head_size, int
                    {"ATTNBENCH_SM90_STAGES", "2"}});
     out.push_back(
         {{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", w}, {"ATTNBENCH_SM90_QO", "threads"}});
+    for (const char* st : {"2", "0"})
+      out.push_back({{"ATTNBENCH_SM90_PATH", "wide"},
+                     {"ATTNBENCH_SM90_FLASH_WIDE", w},
+                     {"ATTNBENCH_SM90_PERSISTENT", "1"},
+                     {"ATTNBENCH_SM90_STAGES", st},
+                     {"ATTNBENCH_SM90_WALK", "l2"},
+                     {"ATTNBENCH_SM90_L2_SECTION_KB", "1"}});
     out.push_back({{"ATTNBENCH_SM90_PATH", "wide"},
                    {"ATTNBENCH_SM90_FLASH_WIDE", w},
                    {"ATTNBENCH_SM90_PERSISTENT", "1"},
@@ -161,6 +172,8 @@ TEST_P(Prefill2D, WideMatchesReferenceForEveryKnob) {
               cuda::wide_q_bufs(sh.head_size, lp.wide_wgs, lp.wide_stages, lp.persistent) == 2)
         << probe.plan->summary;
     ASSERT_EQ(probe.plan->summary.find("gqa-pack=") != std::string::npos, lp.wide_pack > 1) << probe.plan->summary;
+    ASSERT_EQ(probe.plan->summary.find("walk=l2:1KiB") != std::string::npos, k.count("ATTNBENCH_SM90_WALK") == 1)
+        << probe.plan->summary;
     ASSERT_EQ(probe.plan->summary.find("qo=tma") != std::string::npos,
               k.count("ATTNBENCH_SM90_QO") == 0 && cuda::wide_qo_boxes(lp.wide_tq))
         << probe.plan->summary;
@@ -398,6 +411,37 @@ TEST(CudaUnifiedGraph, ReplayMatchesEagerAndAllocatesNothing) {
       EXPECT_EQ(eager, replay) << merge << " replay " << i;
       c.poison();
     }
+  }
+}
+
+// The L2 walk's table reaches the workspace on the first call there: eagerly, or inside the capture when that is
+// the first call (the copy from page-locked memory is then a node of the graph, replayed with the kernel).
+TEST(CudaUnifiedGraph, TheL2WalkReplaysLikeItRuns) {
+  const Shape sh{"prefill d128 h8kv4 b3 s700", uniform(3, 700, 700), 8, 4, 128};
+  const AttentionProblem p = problem_of(sh, DType::bf16);
+  const std::map<std::string, std::string> k = {{"ATTNBENCH_SM90_PATH", "wide"},
+                                                {"ATTNBENCH_SM90_PERSISTENT", "1"},
+                                                {"ATTNBENCH_SM90_WALK", "l2"},
+                                                {"ATTNBENCH_SM90_L2_SECTION_KB", "1"}};
+  DeviceCase eager_case(p, k, 7);
+  ASSERT_NE(eager_case.plan->summary.find("walk=l2:1KiB"), std::string::npos) << eager_case.plan->summary;
+  ASSERT_GT(eager_case.plan->workspace_bytes, 0u);
+  cuda::Stream stream;
+  eager_case.poison();
+  eager_case.run(stream.get());
+  stream.synchronize();
+  const Outcome o = check_output(eager_case, 7);
+  EXPECT_TRUE(o.within) << o.worst;
+  std::vector<uint16_t> eager(eager_case.out_elems()), replay(eager_case.out_elems());
+  eager_case.out.download(eager.data(), eager.size() * 2);
+  DeviceCase captured(p, k, 7);  // the same inputs, a fresh workspace
+  cuda::Graph g(stream.get(), [&] { captured.run(stream.get()); });
+  for (int i = 0; i < 2; ++i) {
+    g.replay(stream.get());
+    stream.synchronize();
+    captured.out.download(replay.data(), replay.size() * 2);
+    EXPECT_EQ(eager, replay) << "replay " << i;
+    captured.poison();
   }
 }
 
