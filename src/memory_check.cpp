@@ -34,7 +34,11 @@ std::string allocation_failure_reason(const std::string& what) {
 
 double attention_workspace_bound(const AttentionProblem& p) {
   const long long packed_rows = static_cast<long long>(p.max_seqlen_q()) * p.group_size();
-  if (p.max_seqlen_q() != 1 && packed_rows > kSplitPathRows) return 0;
+  if (p.max_seqlen_q() != 1 && packed_rows > kSplitPathRows) {
+    // The wide kernel's L2 walk: an offset per CTA (fewer than 1024), then one entry per q-tile of 64+ rows per head.
+    const double units = static_cast<double>(p.num_seqs()) * p.heads * (p.max_seqlen_q() / 64 + 1);
+    return (1024 + 1 + units) * sizeof(int32_t);
+  }
   const double rows = static_cast<double>(p.total_q()) * p.heads;
   const double partials = kMaxSplits * rows * (p.head_size + 2) * sizeof(float);  // O, max and sum per split
   const double counters = static_cast<double>(p.num_seqs()) * p.heads * p.max_seqlen_q() * sizeof(int32_t);

@@ -19,7 +19,8 @@ Support memory_decision(const MemoryNeed& need, std::optional<double> host_avail
                         std::optional<double> device_free, bool device_is_host);
 
 // An upper bound of an attention plan's workspace on any backend: split-KV partial results, which only problems
-// with few query rows per sequence take (decode, short q against a long KV), at most 128 splits.
+// with few query rows per sequence take (decode, short q against a long KV), at most 128 splits; else the wide
+// kernel's L2 walk table.
 double attention_workspace_bound(const AttentionProblem& p);
 
 // An error row's reason for a failed allocation the estimate let through: what(), prefixed "out of memory: " when it

@@ -9,7 +9,7 @@
 // (named barriers), so one's softmax runs under another's wgmmas. K(t) is released as soon as S(t) is done, V(t-1)
 // after P(t-1) V(t-1). Then the epilogue (wide_epilogue.cuh) through shared memory. Work (wide_work.cuh): one CTA
 // per (q-tile, head tile, sequence), heaviest q-tiles first, or (persistent) one CTA per SM walking the same order
-// in a snake, the rings and turn-taking running on across its tiles, the next unit's Q loaded into a second Q tile
+// in a snake or its list of the host's L2 walk (wide_walk.hpp), the rings and turn-taking running on across its tiles, the next unit's Q loaded into a second Q tile
 // while the current one computes (where it fits). A head tile is one query head, or (GQA packing) several heads of
 // one KV group sharing the tile's rows. An optional Q prologue (q_prologue.cuh) normalises and rotates Q in shared
 // memory before the first wgmma reads it. Two things ptxas needs told, checked in the SASS (kernels/NOTES.md, the

@@ -29,11 +29,11 @@ std::size_t wide_walk_table_entries(const UnifiedLaunchPlan& lp) {
 namespace {
 
 // KV-tile steps of q-tile `rank` of sequence s (as the kernel's WideGeom and wide_first_tile count them), plus the
-// unit's fixed cost; 0 when the sequence has no q-tile at that rank.
+// unit's fixed cost; 1 when the sequence has no q-tile at that rank (the kernel's skip).
 int unit_cost(const AttentionProblem& p, const UnifiedLaunchPlan& lp, int s, int rank) {
   const int q_len = p.q_lens[static_cast<std::size_t>(s)], kv_len = p.kv_lens[static_cast<std::size_t>(s)];
   const int n_m = (q_len + lp.wide_tq - 1) / lp.wide_tq;
-  if (rank >= n_m) return 0;
+  if (rank >= n_m) return 1;
   const int m0 = (n_m - 1 - rank) * lp.wide_tq;
   const device::Visibility v(q_len, kv_len, p.causal, p.top_left, -1, -1);
   const int n_tiles = (std::max(0, v.rows_end(m0 + lp.wide_tq)) + lp.block_n - 1) / lp.block_n;
@@ -44,50 +44,69 @@ int unit_cost(const AttentionProblem& p, const UnifiedLaunchPlan& lp, int s, int
 
 }  // namespace
 
-std::vector<WalkUnit> wide_walk_order(const AttentionProblem& p, const UnifiedLaunchPlan& lp, int64_t section_bytes) {
+namespace {
+
+// The pairs by the kv head they read (consecutive pairs of one kv head: its GQA group), with its K/V bytes.
+struct KvRun {
+  int first, end;
+  int64_t bytes;
+};
+std::vector<KvRun> kv_runs(const AttentionProblem& p, const UnifiedLaunchPlan& lp) {
   const int head_tiles = p.heads / lp.wide_pack, group = p.heads / p.kv_heads;
-  const int pairs = p.num_seqs() * head_tiles;
-  // The pairs by the kv head they read (consecutive pairs of one kv head: its GQA group), with its K/V bytes.
-  struct KvRun {
-    int first, end;
-    int64_t bytes;
-  };
   std::vector<KvRun> runs;
-  for (int pr = 0, last = -1; pr < pairs; ++pr) {
+  for (int pr = 0, last = -1; pr < p.num_seqs() * head_tiles; ++pr) {
     const int s = pr / head_tiles, kv = s * p.kv_heads + (pr % head_tiles) * lp.wide_pack / group;
     if (kv != last) runs.push_back({pr, pr, wide_kv_head_bytes(p, s)});
     runs.back().end = pr + 1;
     last = kv;
   }
-  // As many sections as packing the runs into section_bytes takes, then the runs spread over them evenly by bytes
-  // (equal sections: a small last one would end the walk on a few pairs' units).
-  int sections = 1;
-  int64_t total = 0, filled = 0;
-  for (const KvRun& r : runs) {
-    if (filled > 0 && filled + r.bytes > section_bytes) {
-      ++sections;
-      filled = 0;
-    }
-    filled += r.bytes;
-    total += r.bytes;
-  }
+  return runs;
+}
+
+// Each run's section when runs are packed in order under `limit` bytes (a run never splits).
+std::vector<int> pack_runs(const std::vector<KvRun>& runs, int64_t limit) {
   std::vector<int> section_of(runs.size());
-  int64_t before = 0;
-  for (std::size_t i = 0; i < runs.size(); ++i) {  // by the run's middle byte
-    section_of[i] = static_cast<int>(std::min<int64_t>(sections - 1, (2 * before + runs[i].bytes) * sections / (2 * total)));
-    before += runs[i].bytes;
+  int64_t filled = 0;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const bool next = i > 0 && filled + runs[i].bytes > limit;
+    section_of[i] = i == 0 ? 0 : section_of[i - 1] + (next ? 1 : 0);
+    filled = (next ? 0 : filled) + runs[i].bytes;
   }
+  return section_of;
+}
+
+}  // namespace
+
+std::vector<int> wide_walk_sections(const AttentionProblem& p, const UnifiedLaunchPlan& lp, int64_t section_bytes) {
+  const std::vector<KvRun> runs = kv_runs(p, lp);
+  int64_t total = 0;
+  for (const KvRun& r : runs) total += r.bytes;
+  const int sections = pack_runs(runs, section_bytes).back() + 1;
+  // The smallest limit that packs the runs into as many sections: the most even split of that count.
+  int64_t lo = (total + sections - 1) / sections, hi = std::max(section_bytes, lo);
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (pack_runs(runs, mid).back() + 1 <= sections) hi = mid;
+    else lo = mid + 1;
+  }
+  const std::vector<int> of_run = pack_runs(runs, lo);
+  std::vector<int> of_pair;
+  for (std::size_t i = 0; i < runs.size(); ++i) of_pair.insert(of_pair.end(), runs[i].end - runs[i].first, of_run[i]);
+  return of_pair;
+}
+
+std::vector<WalkUnit> wide_walk_order(const AttentionProblem& p, const UnifiedLaunchPlan& lp, int64_t section_bytes) {
+  const int head_tiles = p.heads / lp.wide_pack, pairs = p.num_seqs() * head_tiles;
+  const std::vector<int> section_of = wide_walk_sections(p, lp, section_bytes);
   std::vector<WalkUnit> order;
   order.reserve(static_cast<std::size_t>(lp.work_tiles));
-  for (std::size_t i = 0; i < runs.size();) {
-    std::size_t j = i;
-    while (j < runs.size() && section_of[j] == section_of[i]) ++j;
+  for (int first = 0; first < pairs;) {
+    int end = first;
+    while (end < pairs && section_of[end] == section_of[first]) ++end;
     for (int rank = 0; rank < lp.m_tiles; ++rank)
-      for (int pr = runs[i].first; pr < runs[j - 1].end; ++pr) {
-        const int cost = unit_cost(p, lp, pr / head_tiles, rank);
-        if (cost > 0) order.push_back({static_cast<int32_t>(rank * pairs + pr), cost});
-      }
-    i = j;
+      for (int pr = first; pr < end; ++pr)
+        order.push_back({static_cast<int32_t>(rank * pairs + pr), unit_cost(p, lp, pr / head_tiles, rank)});
+    first = end;
   }
   // The last two rounds heaviest first, so the lightest units even out the CTAs' ends.
   const auto tail = order.end() - std::min<std::ptrdiff_t>(order.size(), 2 * static_cast<std::ptrdiff_t>(lp.grid_x));

@@ -33,8 +33,12 @@ struct WalkUnit {
   int32_t index = 0;
   int cost = 0;
 };
-// The units that exist (a ragged batch's shorter sequences lack the high ranks), in the L2 walk's order: sections
-// of consecutive pairs, as many as packing their kv heads into section_bytes takes and even in bytes, each
+// Each (sequence, head tile) pair's section: the pairs of whole kv heads in order, in as many sections as packing
+// them into section_bytes takes, under the smallest limit that keeps that count (a small last section would end
+// the walk on a few pairs' units).
+std::vector<int> wide_walk_sections(const AttentionProblem& p, const UnifiedLaunchPlan& lp, int64_t section_bytes);
+// Every unit (rank < m_tiles of every pair: the table then serves any lengths up to the plan's longest; a rank a
+// sequence lacks costs 1, the kernel's skip) in the L2 walk's order: section by section (wide_walk_sections), each
 // rank-major (heaviest first); the last two rounds' units (2 x grid_x) then sorted heaviest first.
 std::vector<WalkUnit> wide_walk_order(const AttentionProblem& p, const UnifiedLaunchPlan& lp, int64_t section_bytes);
 // The table (wide_walk_table_entries long): each unit of wide_walk_order to the CTA with the least cost so far

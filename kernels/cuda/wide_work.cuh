@@ -17,7 +17,7 @@ struct WideLaunch {
   int stages;      // K and V ring slots (2..kWideMaxStages)
   int q_bufs;      // Q tiles per consumer warpgroup: 2 = the next unit's Q loads while this one computes
   int q_major;     // non-persistent: the q-tile index on grid.x
-  int persistent;  // 1: gridDim.x CTAs walk work_tiles in snake order
+  int persistent;  // 1: gridDim.x CTAs walk work_tiles in snake order, or their lists in `walk`
   int qo_tma;      // 1: Q in by TMA (one mbarrier per Q tile), O out by a TMA store where a warpgroup's rows are full
   int num_seqs;
   int work_tiles;  // persistent: m_tiles x num_seqs x head_tiles, rank-major (heaviest q-tiles first)
@@ -54,7 +54,7 @@ __device__ __forceinline__ bool wide_next_work(const WideLaunch& w, int k, WideW
   }
   const int g = gridDim.x, b = blockIdx.x;
   int idx;
-  if (__builtin_expect(w.walk == nullptr, 1)) {  // the snake: its code first, the table's out of the short units' line
+  if (__builtin_expect(w.walk == nullptr, 1)) {  // the snake first: short units, which take no walk, pay for the branch
     const int64_t idx64 = static_cast<int64_t>(k) * g + ((k & 1) ? g - 1 - b : b);
     if (idx64 >= w.work_tiles) return false;
     idx = static_cast<int>(idx64);  // < work_tiles <= INT32_MAX (the plan's check)
