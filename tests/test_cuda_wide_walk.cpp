@@ -126,7 +126,8 @@ TEST(WideWalk, TheTableHandsOutEveryUnitOnceWithEvenWork) {
   auto ragged = uniform(2, 8192, 8192, 32, 32, 128);
   ragged.q_lens = {8192, 300};
   ragged.kv_lens = {8192, 300};
-  for (const Case& c : {Case{uniform(1, 8192, 8192, 32, 32, 128), 1.01}, Case{uniform(2, 4096, 4096, 32, 32, 128), 1.02},
+  for (const Case& c : {Case{uniform(1, 8192, 8192, 32, 32, 128), 1.01},
+                        Case{uniform(2, 4096, 4096, 32, 32, 128), 1.02},
                         Case{uniform(1, 16384, 16384, 16, 16, 128, false), 1.04}, Case{ragged, 1.02},
                         Case{uniform(2, 1536, 1536, 32, 32, 128), 1.03}}) {
     const auto lp = wide_plan(c.p, {{"ATTNBENCH_SM90_PERSISTENT", "1"}});

@@ -26,10 +26,9 @@ const std::vector<KnobSpec>& knob_table() {
        "the FP8 SDPA's K slots hold 8-bit codes, half a 16-bit tile: d256 3); a depth that does not fit shared "
        "memory is declined"},
       {"ATTNBENCH_SM90_PERSISTENT", {"auto", "0", "1"}, "auto",
-       "cuda.unified 2D prefill, wide regime: 1 = one CTA per SM walking the q-tiles heaviest first (a snake, or the L2 "
-       "walk: ATTNBENCH_SM90_WALK); "
-       "0 = one CTA per q-tile, heaviest first in launch order; auto = 1 for equal-length batches (kernels/NOTES.md, "
-       "wide v4/v5 and the L2 walk)"},
+       "cuda.unified 2D prefill, wide regime: 1 = one CTA per SM walking the q-tiles heaviest first (a snake, or "
+       "the L2 walk: ATTNBENCH_SM90_WALK); 0 = one CTA per q-tile, heaviest first in launch order; auto = 1 for "
+       "equal-length batches (kernels/NOTES.md, wide v4/v5 and the L2 walk)"},
       {"ATTNBENCH_SM90_GQA_PACK", {}, "0",
        "cuda.unified 2D prefill, wide regime: query heads of one KV group per 64*wgs-row tile (a divisor of the "
        "group size up to 16, each head 64*wgs/pack tokens), so short q-tiles share their K/V tile loads; 0 = auto: "

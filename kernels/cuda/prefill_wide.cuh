@@ -1,25 +1,25 @@
-// 2D prefill, wide regime (sm_90a). A CTA = one producer warpgroup + WG consumer warpgroups of 64 query rows each.
-// The producer (wide_producer.cuh) fills separate K and V rings (`stages` slots each, 128B-swizzled tiles,
-// wide_layout.cuh) through the block table: one thread issuing TMA boxes (block_size % 64 == 0; V one tile behind
-// K) or 128 threads gathering with cp.async (other block sizes). Consumers (wide_consumer.cuh): per unit, Q into
-// their tile (one TMA box per 64-column slab where a warpgroup's rows are one, else the threads' cp.async), then the
-// main loop (wide_mainloop.cuh): S = Q K^T by SS wgmma into registers, base-2 online softmax
-// in registers, P converted to 16-bit in registers as the RS A operand of O += P V (V MN-major, trans-b); iteration
-// t issues S(t) with P(t-1) V(t-1) (FA3's intra-warpgroup overlap); with WG >= 2 the warpgroups take turns issuing
-// (named barriers), so one's softmax runs under another's wgmmas. K(t) is released as soon as S(t) is done, V(t-1)
-// after P(t-1) V(t-1). Then the epilogue (wide_epilogue.cuh) through shared memory. Work (wide_work.cuh): one CTA
-// per (q-tile, head tile, sequence), heaviest q-tiles first, or (persistent) one CTA per SM walking the same order
-// in a snake or its list of the host's L2 walk (wide_walk.hpp), the rings and turn-taking running on across its tiles, the next unit's Q loaded into a second Q tile
-// while the current one computes (where it fits). A head tile is one query head, or (GQA packing) several heads of
-// one KV group sharing the tile's rows. An optional Q prologue (q_prologue.cuh) normalises and rotates Q in shared
-// memory before the first wgmma reads it. Two things ptxas needs told, checked in the SASS (kernels/NOTES.md, the
-// wide kernel): the warpgroup index is made warp-uniform (descriptors in uniform registers) and a shared store pins
-// the P V wait after the softmax. A features instance (F) applies the attention features: a sliding window's
-// first tile starts each unit's tiles, the scores are made final before the softmax (feature_tile.cuh), a sink
-// scales the finished rows. An 8-bit cache (KV, d128, TMA) lands its codes in the slots and the producer warpgroup
-// widens them there (wide_widen.cuh); the consumers are the 16-bit kernel's. With Q8 (the FP8 SDPA) Q is in the
-// cache's codes too (d128 and d256): S = Q K^T and O += P V run as 8-bit wgmma (K landed swizzled, V transposed by
-// the producer, P rounded to e4m3 in registers).
+// 2D prefill, wide regime (sm_90a). A CTA = one producer warpgroup + WG consumer warpgroups of 64 query rows each. The
+// producer (wide_producer.cuh) fills separate K and V rings (`stages` slots each, 128B-swizzled tiles, wide_layout.cuh)
+// through the block table: one thread issuing TMA boxes (block_size % 64 == 0; V one tile behind K) or 128 threads
+// gathering with cp.async (other block sizes). Consumers (wide_consumer.cuh): per unit, Q into their tile (one TMA box
+// per 64-column slab where a warpgroup's rows are one, else the threads' cp.async), then the main loop
+// (wide_mainloop.cuh): S = Q K^T by SS wgmma into registers, base-2 online softmax in registers, P converted to 16-bit
+// in registers as the RS A operand of O += P V (V MN-major, trans-b); iteration t issues S(t) with P(t-1) V(t-1) (FA3's
+// intra-warpgroup overlap); with WG >= 2 the warpgroups take turns issuing (named barriers), so one's softmax runs
+// under another's wgmmas. K(t) is released as soon as S(t) is done, V(t-1) after P(t-1) V(t-1). Then the epilogue
+// (wide_epilogue.cuh) through shared memory. Work (wide_work.cuh): one CTA per (q-tile, head tile, sequence), heaviest
+// q-tiles first, or (persistent) one CTA per SM walking the same order in a snake or its list of the host's L2 walk
+// (wide_walk.hpp), the rings and turn-taking running on across its tiles, the next unit's Q loaded into a second Q tile
+// while the current one computes (where it fits). A head tile is one query head, or (GQA packing) several heads of one
+// KV group sharing the tile's rows. An optional Q prologue (q_prologue.cuh) normalises and rotates Q in shared memory
+// before the first wgmma reads it. Two things ptxas needs told, checked in the SASS (kernels/NOTES.md, the wide
+// kernel): the warpgroup index is made warp-uniform (descriptors in uniform registers) and a shared store pins the P V
+// wait after the softmax. A features instance (F) applies the attention features: a sliding window's first tile starts
+// each unit's tiles, the scores are made final before the softmax (feature_tile.cuh), a sink scales the finished rows.
+// An 8-bit cache (KV, d128, TMA) lands its codes in the slots and the producer warpgroup widens them there
+// (wide_widen.cuh); the consumers are the 16-bit kernel's. With Q8 (the FP8 SDPA) Q is in the cache's codes too (d128
+// and d256): S = Q K^T and O += P V run as 8-bit wgmma (K landed swizzled, V transposed by the producer, P rounded to
+// e4m3 in registers).
 #pragma once
 #include <cuda_runtime.h>
 

@@ -190,11 +190,12 @@ class CudaUnified final : public AttentionKernel {
       if (cp->counter_bytes > 0)
         ATTNBENCH_CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(a.workspace) + cp->counter_offset, 0,
                                              cp->counter_bytes, s));
-      if (cp->walk_bytes > 0 && !cp->walk_table)
-        throw std::runtime_error("cuda.unified: the plan was made without a device; make it again");
-      if (cp->walk_bytes > 0)
+      if (cp->walk_bytes > 0) {
+        if (!cp->walk_table)
+          throw std::runtime_error("cuda.unified: the plan was made without a device; make it again");
         ATTNBENCH_CUDA_CHECK(cudaMemcpyAsync(a.workspace, cp->walk_table->host(), cp->walk_bytes,
                                              cudaMemcpyHostToDevice, s));
+      }
       cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
       ATTNBENCH_CUDA_CHECK(cudaStreamIsCapturing(s, &cs));
       if (cs == cudaStreamCaptureStatusNone) cp->workspace_ready_for.store(a.workspace);

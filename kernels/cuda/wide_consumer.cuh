@@ -22,9 +22,9 @@ namespace attnbench::cuda::dev {
 // The unit's Q in Q tile qb, its `use`-th load there: by TMA, its barrier's phase of that parity (a warpgroup or
 // turn-taking barrier in every unit, the epilogue's or the tiles', keeps a warp from falling a phase behind the next
 // load into the tile); by cp.async, this thread's group waited for, made visible to the async proxy and met by the
-// warpgroup. Then the Q prologue in place
-// before any wgmma reads it. The prologue is not compiled beside 3 consumer warpgroups (it would make that kernel's
-// tile loop spill); the plan keeps Q-prologue problems at <= kWideMaxWgsQPrologue.
+// warpgroup. Then the Q prologue in place before any wgmma reads it. The prologue is not compiled beside 3 consumer
+// warpgroups (it would make that kernel's tile loop spill); the plan keeps Q-prologue problems at
+// <= kWideMaxWgsQPrologue.
 template <DType DT, int D, int WG, bool TMA, bool F, DType QT>
 __device__ __forceinline__ void wide_q_ready(const WideCtx<DT, D, WG, TMA, F, QT>& cx,
                                              const WideGeom<WideTile<D, WG, TMA>::kBN>& g, int qb, int use) {

@@ -10,7 +10,8 @@
 namespace attnbench::cuda {
 
 int64_t wide_kv_head_bytes(const AttentionProblem& p, int s) {
-  return int64_t{2} * p.kv_lens[static_cast<std::size_t>(s)] * p.head_size * static_cast<int64_t>(dtype_bytes(p.types.kv));
+  const int64_t kv_len = p.kv_lens[static_cast<std::size_t>(s)];
+  return 2 * kv_len * p.head_size * static_cast<int64_t>(dtype_bytes(p.types.kv));
 }
 
 int64_t wide_walk_section_bytes(const AttentionProblem& p, const UnifiedKnobs& knobs, bool persistent) {
