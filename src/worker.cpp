@@ -1,6 +1,8 @@
 #include "worker.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <omp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -14,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <mutex>
 #include <new>
 #include <stdexcept>
 
@@ -45,9 +48,21 @@ std::string seconds_text(double s) {
   return buf;
 }
 
+// Threads of this process beside the caller. OpenMP's pool is among them once a parallel region ran, and it does
+// not survive fork: a worker entering a parallel region would wait for it forever.
+int other_threads() {
+  DIR* d = opendir("/proc/self/task");
+  if (!d) return 0;
+  int n = 0;
+  while (const dirent* e = readdir(d)) n += e->d_name[0] != '.';
+  closedir(d);
+  return n - 1;
+}
+
 [[noreturn]] void worker_main(int fd, const std::function<std::string(WorkerMarker&)>& job, WorkerMarker& m,
-                              pid_t run) {
+                              pid_t run, bool threads_left_behind) {
   g_in_worker = true;
+  if (threads_left_behind) omp_set_num_threads(1);  // no pool to wait for (the CPU plan's summary says threads=1)
   signal(SIGINT, SIG_IGN);
   signal(SIGTERM, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
@@ -109,6 +124,14 @@ WorkerOutcome run_in_worker(const std::function<std::string(WorkerMarker&)>& job
   std::cerr.flush();
   std::fflush(nullptr);
   const pid_t run = getpid();
+  const bool threaded = other_threads() > 0;
+  if (threaded) {
+    static std::once_flag said;
+    std::call_once(said, [] {
+      std::cerr << "attnbench: this process had other threads (such as OpenMP's, which fork does not copy) before "
+                   "its first worker; workers run OpenMP on one thread\n";
+    });
+  }
   const pid_t pid = fork();
   if (pid < 0) {
     ::close(fds[0]);
@@ -118,7 +141,7 @@ WorkerOutcome run_in_worker(const std::function<std::string(WorkerMarker&)>& job
   }
   if (pid == 0) {
     ::close(fds[0]);
-    worker_main(fds[1], job, *marker, run);
+    worker_main(fds[1], job, *marker, run, threaded);
   }
   ::close(fds[1]);
   WorkerOutcome out;
