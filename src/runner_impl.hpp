@@ -1,5 +1,6 @@
-// The run's engine, shared by runner.cpp (cases, slots, gating, timing, provenance) and runner_isolate.cpp (cases
-// in worker processes): one Runner per run or sweep. Internal to the harness; runner.hpp is the interface.
+// The run's engine, shared by runner.cpp (the run: options, backends, journal, provenance), runner_case.cpp (a case in
+// this process: slots, binding, the gate, timing) and runner_isolate.cpp (cases in worker processes): one Runner per
+// run or sweep. Internal to the harness; runner.hpp is the interface.
 #pragma once
 #include <map>
 #include <memory>
