@@ -333,15 +333,25 @@ TEST(CudaWideDispatch, AutoFollowsTheMeasurement) {
   auto p = uniform(1, 8192, 8192, 32, 32, 128);
   p.block_size = 128;
   EXPECT_TRUE(choose_wide(p, k));
-  for (int bs : {16, 32, 48, 80}) {  // the cp.async gather: narrow under auto, still wide when forced
+  // Pages below 64 tokens: narrow under auto, still wide when forced; a 16-bit cache's pages of 16 or 32 tokens by
+  // TMA (a box per page), other sizes by the cp.async gather.
+  for (int bs : {16, 32, 48, 80}) {
     p.block_size = bs;
     EXPECT_FALSE(wide_auto(p)) << bs;
     EXPECT_FALSE(choose_wide(p, k)) << bs;
     EXPECT_TRUE(choose_wide(p, knobs({{"ATTNBENCH_SM90_PATH", "wide"}}))) << bs;
     lp = make_unified_launch_plan(p, knobs({{"ATTNBENCH_SM90_PATH", "wide"}}), 132);
-    EXPECT_FALSE(lp.wide_kv_tma);
-    EXPECT_NE(lp.summary.find("kv=cp.async"), std::string::npos);
+    const bool tma = bs <= 32;
+    EXPECT_EQ(lp.wide_kv_tma, tma) << bs;
+    EXPECT_NE(lp.summary.find(tma ? "kv=tma" : "kv=cp.async"), std::string::npos) << bs;
   }
+  EXPECT_EQ(wide_kv_box_tokens(16), 16);
+  EXPECT_EQ(wide_kv_box_tokens(32), 32);
+  EXPECT_EQ(wide_kv_box_tokens(64), 64);
+  EXPECT_EQ(wide_kv_box_tokens(192), 64);
+  EXPECT_FALSE(wide_kv_tma(16, true)) << "8-bit codes land in 64-token boxes only";
+  EXPECT_FALSE(wide_kv_tma(32, true));
+  EXPECT_TRUE(wide_kv_tma(128, true));
   EXPECT_FALSE(choose_wide(uniform(16, 127, 127, 32, 8, 128), k));  // below the measured range
   // d64: wide from S256 (lost at B32 S128), with 3 consumer warpgroups, 2 up to S256; d256: wide from S128.
   EXPECT_TRUE(choose_wide(uniform(1, 4096, 4096, 16, 16, 64), k));

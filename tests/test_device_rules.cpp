@@ -119,6 +119,36 @@ TEST(DeviceVisibility, BlockPackedAndAlignedFormsAgree) {
   }
 }
 
+// The KV tiles a block of rows reads (tiles_end, first_tile: the wide kernel and the L2 walk's cost model): every key
+// a row of the block sees lies in [first, end), the last tile holds one, the first holds its first row's first key,
+// and the span is never negative (a block that sees no key may still read a masked tile).
+TEST(DeviceVisibility, ABlocksTilesHoldEveryKeyItSees) {
+  for (const Case& c : cases())
+    for (int tq : {1, 3, 4})
+      for (int bn : {1, 2, 4, 16}) {
+        const Visibility v = make(c);
+        for (int m0 = 0; m0 < c.q_len; m0 += tq) {
+          const int end = v.tiles_end(m0 + tq, bn), first = v.first_tile(m0, bn, end);
+          int lo = c.kv_len, hi = -1, first_row_lo = -1;  // the block's first and last visible keys; row m0's first
+          for (int i = m0; i < std::min(m0 + tq, c.q_len); ++i)
+            for (int j = 0; j < c.kv_len; ++j)
+              if (naive_visible(c, i, j)) {
+                lo = std::min(lo, j), hi = std::max(hi, j);
+                if (i == m0 && first_row_lo < 0) first_row_lo = j;
+              }
+          SCOPED_TRACE("q " + std::to_string(c.q_len) + " kv " + std::to_string(c.kv_len) + " window " +
+                       std::to_string(c.left) + "," + std::to_string(c.right) + " m0 " + std::to_string(m0) +
+                       " tq " + std::to_string(tq) + " bn " + std::to_string(bn));
+          ASSERT_GE(end, 0);
+          ASSERT_LE(first, end);
+          if (hi < 0) continue;
+          ASSERT_LE(first, lo / bn);
+          ASSERT_EQ(end, hi / bn + 1);
+          if (first_row_lo >= 0) ASSERT_EQ(first, first_row_lo / bn);
+        }
+      }
+}
+
 TEST(DeviceVisibility, TilePredicatesMatchNaiveLoop) {
   for (const Case& c : cases()) {  // the smaller cases: the naive check is quartic
     if (c.q_len > 7 || c.kv_len > 12 || c.left == 1 || c.left > 5 || c.right == 1 || c.right > 5) continue;

@@ -29,9 +29,12 @@ void DeviceBuffer::download(void* dst, std::size_t n) const {
   if (n > bytes_) throw std::length_error("DeviceBuffer::download past the end");
   copy_to_host(dst, ptr_, n);
 }
-// On the default stream, as a plain runtime memset is.
+// Done when it returns, so that work the caller then enqueues on any stream sees the bytes.
 void DeviceBuffer::fill_byte(unsigned char v) {
-  if (bytes_) memset_async(ptr_, v, bytes_, nullptr);
+  if (!bytes_) return;
+  const Stream s;
+  memset_async(ptr_, v, bytes_, s.get());
+  s.synchronize();
 }
 
 }  // namespace attnbench::gpu

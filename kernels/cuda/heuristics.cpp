@@ -92,8 +92,7 @@ int64_t wide_pack_cost(const AttentionProblem& p, int block_m, int pack) {
     const int q = p.q_lens[s];
     const device::Visibility vis(q, p.kv_lens[s], p.causal, p.top_left, -1, -1);
     for (int m0 = 0; m0 < q; m0 += tq) {
-      const int n_end = std::max(0, vis.rows_end(m0 + tq));
-      per_head_tile += (n_end + bn - 1) / bn + 1;
+      per_head_tile += vis.tiles_end(m0 + tq, bn) + 1;
     }
   }
   return per_head_tile * (p.heads / pack);
@@ -137,7 +136,7 @@ std::string q8_conflict(const AttentionProblem& p, const UnifiedKnobs& knobs) {
                                      "head_size 128 only (head_size " + std::to_string(p.head_size) + ")";
   const std::string what = std::string("an 8-bit Q (") + dtype_name(t.q) + ") prefill runs on the wide 2D kernel only";
   if (knobs.path == PathKnob::narrow) return what + "; ATTNBENCH_SM90_PATH=narrow asks for the narrow one";
-  if (!wide_kv_tma(p.block_size))
+  if (!wide_kv_tma(p.block_size, true))
     return what + ", which lands 8-bit codes by TMA in pages of a multiple of 64 tokens (block_size " +
            std::to_string(p.block_size) + ")";
   if (const std::string c = wide_knob_conflict(p, knobs); !c.empty()) return what + ", which cannot run it: " + c;
@@ -147,7 +146,7 @@ std::string q8_conflict(const AttentionProblem& p, const UnifiedKnobs& knobs) {
 bool runs_features(const AttentionProblem& p) { return p.features.any() || !is_16bit(p.types.kv); }
 
 std::string wide_feature_conflict(const AttentionProblem& p) {
-  if (is_16bit(p.types.kv) || wide_kv_tma(p.block_size)) return "";
+  if (is_16bit(p.types.kv) || wide_kv_tma(p.block_size, true)) return "";
   return std::string("an 8-bit K/V cache (") + dtype_name(p.types.kv) + ") at block_size " +
          std::to_string(p.block_size) + ": the wide 2D kernel lands codes by TMA, in pages of a multiple of 64 "
          "tokens; ATTNBENCH_SM90_PATH=auto or narrow runs the narrow kernel, which has it";
@@ -166,8 +165,9 @@ bool wide_auto(const AttentionProblem& p) {
   // shape measured from max_seqlen_q 128 at d128 (1.07x at B16 S128, 2.1x at S8192) and d256 (2.7x at S8192); at
   // d64 it still loses at B32 S128 (17.3 vs 16.4 us, measured with Q and O by TMA) and wins from S256 on (1.17x at
   // B16 S256, 1.31x at H32/KV8 B8 S384 packed 4 x 48, 1.56x at S8192 with 3 warpgroups). The cp.async gather (other
-  // block sizes) lost to the narrow kernel (237 vs 262 TFLOP/s at d128): narrow there.
-  if (!wide_supports(p) || !wide_kv_tma(p.block_size)) return false;
+  // block sizes) lost to the narrow kernel (237 vs 262 TFLOP/s at d128): narrow there. Pages of 16 or 32 tokens by
+  // TMA (a box per page) have not been measured yet: narrow there too until they are.
+  if (!wide_supports(p) || p.block_size % 64 != 0) return false;
   return p.max_seqlen_q() >= (p.head_size == 64 ? kWideShortD64 : 128);
 }
 
@@ -370,7 +370,7 @@ UnifiedLaunchPlan wide_launch_plan(const AttentionProblem& p, const UnifiedKnobs
   lp.rows_per_warp = 16;
   lp.block_m = kWideRowsPerWg * lp.wide_wgs;
   lp.block_n = wide_block_n(p.head_size);
-  lp.wide_kv_tma = wide_kv_tma(p.block_size);
+  lp.wide_kv_tma = wide_kv_tma(p.block_size, !is_16bit(p.types.kv));
   lp.wide_stages = wide_stages(p, lp.wide_wgs, knobs);
   lp.q_major = knobs.q_major_grid;
   lp.wide_pack = wide_pack(p, lp.block_m, knobs);

@@ -129,8 +129,14 @@ int64_t wide_pack_cost(const AttentionProblem& p, int block_m, int pack);
 // ATTNBENCH_SM90_GQA_PACK, 0 = auto: the pack (a divisor of the group size up to kWidePackMax) of least
 // wide_pack_cost, the smaller on a tie. Packing only ever wins where a sequence's q-tiles are short of BM rows.
 int wide_pack(const AttentionProblem& p, int block_m, const UnifiedKnobs& knobs);
-// Wide K/V by TMA when a 64-token box never crosses a page (block_size % 64 == 0), else a cp.async gather.
-constexpr bool wide_kv_tma(int block_size) { return block_size % 64 == 0; }
+// Wide K/V by TMA when its boxes never cross a page: 64-token boxes where block_size % 64 == 0, and for a 16-bit
+// cache one box per page of 16 or 32 tokens (codes land in 64-token boxes only); else a cp.async gather.
+constexpr bool wide_kv_tma(int block_size, bool codes) {
+  return block_size % 64 == 0 || (!codes && (block_size == 16 || block_size == 32));
+}
+// The token rows of one 16-bit K/V TMA box where wide_kv_tma holds: a page of 16 or 32 tokens, else 64 (tensor_map.cpp
+// and the producer's tma_kv_tile agree on it).
+constexpr int wide_kv_box_tokens(int block_size) { return block_size == 16 || block_size == 32 ? block_size : 64; }
 // A consumer warpgroup's 64 rows are one TMA box over (d, token, head) when a row's head changes only at a multiple
 // of 64 rows (tq % 64 == 0: 64 tokens of one head) or every 64 rows hold whole heads (64 % tq == 0).
 constexpr bool wide_qo_boxes(int tq) { return tq > 0 && (tq % kWideRowsPerWg == 0 || kWideRowsPerWg % tq == 0); }
@@ -276,7 +282,7 @@ struct UnifiedLaunchPlan {
   UnifiedPath path = UnifiedPath::prefill_2d;
   int warps = 8;          // 2D: warps per CTA (ATTNBENCH_SM90_NARROW_WARPS); 3D: decode_warps
   int wide_wgs = 0;       // 2D: consumer warpgroups of the wide (wgmma) kernel; 0 = narrow (mma.sync) kernel
-  bool wide_kv_tma = false;  // 2D wide: K/V tiles by TMA (block_size % 64 == 0), else the cp.async gather
+  bool wide_kv_tma = false;  // 2D wide: K/V tiles by TMA (the function wide_kv_tma), else the cp.async gather
   bool wide_qo_tma = false;  // 2D wide: Q by TMA, and O by a TMA store where a warpgroup's rows are all in its sequence
   int wide_stages = 0;       // 2D wide: K and V ring slots
   int wide_q_bufs = 1;       // 2D wide: Q tiles per consumer warpgroup (2: the next unit's Q loads ahead)
@@ -350,8 +356,8 @@ const Entry* find_instance(const Entry* begin, const Entry* end, const InstanceK
 // o[splits][total_q * heads][head_size], fp32, then, for the fused merge only, decode_merge_counters(splits,
 // merge_group) int32 arrival counters per (sequence, kv head, row tile) (decode_counter_count): one per group of
 // merge_group splits, and one for the groups when there is more than one. The last CTA to arrive at a counter resets
-// it to 0, so the counters are zero between calls; the launcher zeroes them (cudaMemsetAsync) the first time a plan
-// sees a workspace pointer. Callers must not write a plan's workspace between its calls.
+// it to 0, so the counters are zero between calls; the launcher zeroes them (cudaMemsetAsync) when another plan (or
+// none) ran on the workspace since the plan's last call (common/workspace_owners.hpp).
 constexpr int kDecodeMergeGroup = 8;  // the group of a two-level merge
 constexpr int decode_merge_groups(int splits, int group) { return (splits + group - 1) / group; }
 constexpr int decode_merge_counters(int splits, int group) {

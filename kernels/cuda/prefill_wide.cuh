@@ -1,8 +1,9 @@
 // 2D prefill, wide regime (sm_90a). A CTA = one producer warpgroup + WG consumer warpgroups of 64 query rows each. The
 // producer (wide_producer.cuh) fills separate K and V rings (`stages` slots each, 128B-swizzled tiles, wide_layout.cuh)
-// through the block table: one thread issuing TMA boxes (block_size % 64 == 0; V one tile behind K) or 128 threads
-// gathering with cp.async (other block sizes). Consumers (wide_consumer.cuh): per unit, Q into their tile (one TMA box
-// per 64-column slab where a warpgroup's rows are one, else the threads' cp.async), then the main loop
+// through the block table: one thread issuing TMA boxes (wide_kv_tma: 16-bit pages of 16, 32 or a multiple of 64
+// tokens; V one tile behind K) or 128 threads gathering with cp.async (other block sizes). Consumers
+// (wide_consumer.cuh): per unit, Q into their tile (one TMA box per 64-column slab where a warpgroup's rows are one,
+// else the threads' cp.async), then the main loop
 // (wide_mainloop.cuh): S = Q K^T by SS wgmma into registers, base-2 online softmax in registers, P converted to 16-bit
 // in registers as the RS A operand of O += P V (V MN-major, trans-b); iteration t issues S(t) with P(t-1) V(t-1) (FA3's
 // intra-warpgroup overlap); with WG >= 2 the warpgroups take turns issuing (named barriers), so one's softmax runs

@@ -52,11 +52,16 @@ CUtensorMap encode_paged_kv_map(const void* base, DType dt, int head_size, int k
   const cuuint64_t dims[4] = {static_cast<cuuint64_t>(head_size), static_cast<cuuint64_t>(kv_heads),
                               static_cast<cuuint64_t>(block_size), static_cast<cuuint64_t>(pages)};
   const bool codes = !is_16bit(dt);
+  if (!wide_kv_tma(block_size, codes))
+    throw std::invalid_argument("cuda.unified wide: no K/V TMA box for pages of " + std::to_string(block_size) +
+                                " tokens of " + dtype_name(dt) + " (wide_kv_tma)");
   const cuuint64_t eb = codes ? 1 : 2;  // bytes per element
   const cuuint64_t strides[3] = {static_cast<cuuint64_t>(stride_head) * eb, static_cast<cuuint64_t>(stride_token) * eb,
                                  static_cast<cuuint64_t>(stride_block) * eb};
-  // Boxes of 128-byte rows: 64 16-bit elements, or 128 codes (a d256 code row lands as two boxes).
-  const cuuint32_t box[4] = {codes ? static_cast<cuuint32_t>(std::min(head_size, 128)) : 64u, 1, 64, 1};
+  // Boxes of 128-byte rows: 64 16-bit elements, or 128 codes (a d256 code row lands as two boxes); of 64 tokens, or
+  // one page of 16 or 32.
+  const cuuint32_t box[4] = {codes ? static_cast<cuuint32_t>(std::min(head_size, 128)) : 64u, 1,
+                             static_cast<cuuint32_t>(codes ? 64 : wide_kv_box_tokens(block_size)), 1};
   return encode_tiled(base, dt, 4, dims, strides, box,
                       codes && !swizzle_codes ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B);
 }

@@ -10,7 +10,8 @@ namespace attnbench::cuda {
 
 // The paged cache [num_blocks][block_size][kv_heads][head_size] at `base` (element strides) as a 4D map, innermost
 // first {d, kv head, token in page, page}, box {64, 1, 64, 1}, 128-byte swizzle: one box = one 8 KB d-slab of 64
-// tokens of one kv head, the [d/64][token][64] shared-memory layout of the wide kernel. `pages` is the page
+// tokens of one kv head, the [d/64][token][64] shared-memory layout of the wide kernel; pages of 16 or 32 tokens
+// (wide_kv_box_tokens), box {64, 1, block_size, 1}: a page's rows of that slab. `pages` is the page
 // extent; the wide kernel passes INT32_MAX (coordinates come from the block table, no page is out of bounds). An
 // 8-bit cache's map is of bytes, box {head_size, 1, 64, 1}, unswizzled: one box = 64 tokens' plain code rows; with
 // swizzle_codes (the FP8 SDPA, head size 128) 128-byte swizzled: the [token][128 B] tile an 8-bit wgmma reads.

@@ -1,7 +1,6 @@
 // cuda.unified: the dispatcher. supports() and plan() ask one resolve step (resolve.cpp) for the instance and its
 // path, grid, splits and workspace; plan() looks up the instance's launcher once; run() only enqueues the chosen
-// kernels on the caller's stream, allocates nothing, and so captures into a graph.
-#include <atomic>
+// kernels on the caller's stream, allocates no device memory, and so captures into a graph.
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -12,6 +11,7 @@
 
 #include "attnbench/backends.hpp"
 #include "common/device/paged.hpp"
+#include "common/workspace_owners.hpp"
 #include "cuda/heuristics.hpp"
 #include "cuda/launch.hpp"
 #include "cuda/resolve.hpp"
@@ -51,15 +51,16 @@ using KvMapKey = std::tuple<const void*, const void*, int64_t, int64_t, int64_t,
 using QoMapKey = std::tuple<const void*, const void*, int64_t, int64_t, int64_t, int64_t, int64_t, int>;
 
 struct CudaUnifiedPlan : AttentionPlan {
+  ~CudaUnifiedPlan() override { forget_workspace_plan(id); }
   cuda::UnifiedInstance instance;  // what runs: key, launch geometry, features
-  // What the workspace holds across calls, written the first time this plan runs on a workspace pointer: 3D with
-  // splits > 1, the arrival counters at its end (decode_workspace_bytes), zeroed (the kernel leaves them zero after
-  // every call); 2D wide with the L2 walk, the walk's table, copied from page-locked memory (so that a capture
-  // records the copy like the kernels).
+  // What the workspace holds across calls, written when this plan runs on a workspace that another plan (or none)
+  // ran on last (workspace_owners.hpp): 3D with splits > 1, the arrival counters at its end
+  // (decode_workspace_bytes), zeroed (the kernel leaves them zero after every call); 2D wide with the L2 walk, the
+  // walk's table, copied from page-locked memory (so that a capture records the copy like the kernels).
   std::size_t counter_offset = 0, counter_bytes = 0;
   std::unique_ptr<gpu::MappedHostMemory> walk_table;
   std::size_t walk_bytes = 0;
-  mutable std::atomic<const void*> workspace_ready_for{nullptr};
+  const uint64_t id = new_plan_id();
   MapCache<cuda::KvTensorMaps, KvMapKey> kv_maps;  // 2D wide with TMA K/V
   MapCache<cuda::QoTensorMaps, QoMapKey> qo_maps;  // 2D wide with TMA Q and O
   const cuda::InstanceLauncher* launcher = nullptr;  // the instance's entry in built_instances()
@@ -184,23 +185,31 @@ class CudaUnified final : public AttentionKernel {
     check_lse_params("cuda.unified", cp->return_lse, a);
     check_qo_tma(*cp, a);
     const auto s = static_cast<cudaStream_t>(stream);
-    if (cp->counter_bytes + cp->walk_bytes > 0 && cp->workspace_ready_for.load() != a.workspace) {
-      // Enqueued (and captured) like the kernels. While capturing, the writes become part of the graph and the
-      // eager state stays unknown.
-      if (cp->counter_bytes > 0)
-        ATTNBENCH_CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(a.workspace) + cp->counter_offset, 0,
-                                             cp->counter_bytes, s));
-      if (cp->walk_bytes > 0) {
-        if (!cp->walk_table)
-          throw std::runtime_error("cuda.unified: the plan was made without a device; make it again");
-        ATTNBENCH_CUDA_CHECK(cudaMemcpyAsync(a.workspace, cp->walk_table->host(), cp->walk_bytes,
-                                             cudaMemcpyHostToDevice, s));
-      }
-      cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-      ATTNBENCH_CUDA_CHECK(cudaStreamIsCapturing(s, &cs));
-      if (cs == cudaStreamCaptureStatusNone) cp->workspace_ready_for.store(a.workspace);
-    }
+    const bool write_state = cp->counter_bytes + cp->walk_bytes > 0 && !workspace_held_by(a.workspace, cp->id);
+    // Unknown until the call is enqueued whole: a launch that throws leaves nobody's state trusted.
+    if (cp->workspace_bytes > 0) record_workspace_call(a.workspace, cp->id, false);
+    if (write_state) write_workspace_state(*cp, a.workspace, s);
     launch(*cp, a, s);
+    if (cp->workspace_bytes > 0) record_workspace_call(a.workspace, cp->id, !(write_state && capturing(s)));
+  }
+
+ private:
+  // Enqueued (and captured) like the kernels: while capturing, the writes become part of the graph.
+  static void write_workspace_state(const CudaUnifiedPlan& plan, void* workspace, cudaStream_t s) {
+    if (plan.counter_bytes > 0)
+      ATTNBENCH_CUDA_CHECK(
+          cudaMemsetAsync(static_cast<char*>(workspace) + plan.counter_offset, 0, plan.counter_bytes, s));
+    if (plan.walk_bytes > 0) {
+      if (!plan.walk_table) throw std::runtime_error("cuda.unified: the plan was made without a device; make it again");
+      ATTNBENCH_CUDA_CHECK(
+          cudaMemcpyAsync(workspace, plan.walk_table->host(), plan.walk_bytes, cudaMemcpyHostToDevice, s));
+    }
+  }
+
+  static bool capturing(cudaStream_t s) {
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    ATTNBENCH_CUDA_CHECK(cudaStreamIsCapturing(s, &cs));
+    return cs != cudaStreamCaptureStatusNone;
   }
 };
 

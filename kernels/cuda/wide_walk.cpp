@@ -37,9 +37,9 @@ int unit_cost(const AttentionProblem& p, const UnifiedLaunchPlan& lp, int s, int
   if (rank >= n_m) return 1;
   const int m0 = (n_m - 1 - rank) * lp.wide_tq;
   const device::Visibility v(q_len, kv_len, p.causal, p.top_left, -1, -1);
-  const int n_tiles = (std::max(0, v.rows_end(m0 + lp.wide_tq)) + lp.block_n - 1) / lp.block_n;
+  const int n_tiles = v.tiles_end(m0 + lp.wide_tq, lp.block_n);
   const device::Visibility fv(q_len, kv_len, p.causal, p.top_left, p.features.window_left, p.features.window_right);
-  const int t0 = std::min(n_tiles, fv.first_visible(m0) / lp.block_n);
+  const int t0 = fv.first_tile(m0, lp.block_n, n_tiles);
   return n_tiles - t0 + kWideUnitOverheadTiles;
 }
 

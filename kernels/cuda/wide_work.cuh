@@ -91,8 +91,7 @@ struct WideGeom {
     kvh = w.group_div.div(head0);
     const device::Visibility v(q_len, kv_len, p.causal, p.top_left, -1, -1);
     diag = v.diag;
-    const int n_end = max(0, v.rows_end(m0 + w.tq));
-    n_tiles = (n_end + BN - 1) / BN;
+    n_tiles = v.tiles_end(m0 + w.tq, BN);
     return true;
   }
 };
@@ -146,7 +145,7 @@ __device__ __forceinline__ device::Visibility wide_vis(const AttentionParams& p,
 template <int BN, bool F>
 __device__ __forceinline__ int wide_first_tile(const AttentionParams& p, const WideGeom<BN>& g) {
   if constexpr (!F) return 0;
-  return min(g.n_tiles, wide_vis<F>(p, g).first_visible(g.m0) / BN);
+  return wide_vis<F>(p, g).first_tile(g.m0, BN, g.n_tiles);
 }
 
 // Ring slot and phase parity of one KV tile; each role steps its own positions once per tile, in tile order

@@ -31,6 +31,7 @@ std::vector<Shape> prefill_shapes() {
       // long_prefill
       {"long d128 h8kv8 b1 s2048", uniform(1, 2048, 2048), 8, 8, 128},
       {"long d64 h4kv4 b2 s1500", uniform(2, 1500, 1500), 4, 4, 64},
+      {"long d64 h8kv2 b2 s700 bs16", uniform(2, 700, 700), 8, 2, 64, true, 16},  // one d slab, a box per page
       {"long d256 h2kv2 b2 s1100", uniform(2, 1100, 1100), 2, 2, 256},
       // more q-tiles than multiprocessors at d64 and d256: persistent CTAs walk several units (Q loaded ahead)
       {"long d64 h16kv16 b8 s512", uniform(8, 512, 512), 16, 16, 64},
@@ -164,7 +165,8 @@ TEST_P(Prefill2D, WideMatchesReferenceForEveryKnob) {
   for (const auto& k : wide_settings(sh.head_size, sh.heads / sh.kv_heads)) {
     DeviceCase probe(problem_of(sh, dt), k, 1);
     ASSERT_NE(probe.plan->summary.find("wide"), std::string::npos) << probe.plan->summary;
-    ASSERT_NE(probe.plan->summary.find(sh.block_size % 64 == 0 ? "kv=tma" : "kv=cp.async"), std::string::npos)
+    ASSERT_NE(probe.plan->summary.find(cuda::wide_kv_tma(sh.block_size, false) ? "kv=tma" : "kv=cp.async"),
+              std::string::npos)
         << probe.plan->summary;
     // The plan's own record of what runs: persistent CTAs load Q ahead exactly where a second Q tile fits.
     const auto lp = cuda::make_unified_launch_plan(problem_of(sh, dt), KnobValues::resolve(k, false), 132);
@@ -384,6 +386,32 @@ TEST(CudaUnifiedDecode, RepeatedCallsKeepTheSplitCounters) {
     c.out.download(again.data(), again.size() * 2);
     EXPECT_EQ(first, again) << "call " << i + 2;
   }
+}
+
+// One workspace, two plans in turn: each writes what it keeps there (the split counters, the L2 walk's table) again
+// when the other ran on it since, whatever the other left (garbage here).
+TEST(CudaUnifiedWorkspace, PlansTakeTurnsOnOneWorkspace) {
+  const Shape dec{"decode d128 h32kv8 b2 kv3000", uniform(2, 1, 3000), 32, 8, 128};
+  const Shape pre{"prefill d128 h8kv4 b3 s700", uniform(3, 700, 700), 8, 4, 128};
+  DeviceCase a(problem_of(dec, DType::bf16), {{"ATTNBENCH_3D_SPLITS", "7"}, {"ATTNBENCH_3D_MERGE", "fused"}}, 5);
+  DeviceCase b(problem_of(pre, DType::bf16),
+               {{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_PERSISTENT", "1"}, {"ATTNBENCH_SM90_WALK", "l2"},
+                {"ATTNBENCH_SM90_L2_SECTION_KB", "1"}},
+               7);
+  ASSERT_NE(a.plan->summary.find("+merge(last CTA"), std::string::npos) << a.plan->summary;
+  ASSERT_NE(b.plan->summary.find("walk=l2:1KiB"), std::string::npos) << b.plan->summary;
+  cuda::DeviceBuffer shared(std::max(a.plan->workspace_bytes, b.plan->workspace_bytes));
+  a.params.workspace = b.params.workspace = shared.data();
+  cuda::Stream stream;
+  for (int turn = 0; turn < 3; ++turn)
+    for (DeviceCase* c : {&a, &b}) {
+      shared.fill_byte(0x5A);  // what the other plan left, as far as this one knows
+      c->poison();
+      c->run(stream.get());
+      stream.synchronize();
+      const Outcome o = check_output(*c, c == &a ? 5 : 7);
+      EXPECT_TRUE(o.within) << (c == &a ? "decode" : "prefill") << " turn " << turn << ": " << o.worst;
+    }
 }
 
 // The plan is made once; run() must be capturable and give the same answer from a graph replay.

@@ -46,6 +46,10 @@ struct Visibility {
     if (window_right >= 0) end = imin(end, imin(row_end, q_len) + diag + window_right);
     return end;
   }
+  // The KV tiles of bn keys that rows [0, row_end) read: up to the one holding the last key any of them sees.
+  ATTNBENCH_HD_INLINE int tiles_end(int row_end, int bn) const { return (imax(0, rows_end(row_end)) + bn - 1) / bn; }
+  // The tile of bn keys holding the first key row i sees, at most `end` (a block of rows from i starts there).
+  ATTNBENCH_HD_INLINE int first_tile(int i, int bn, int end) const { return imin(end, first_visible(i) / bn); }
   // visible_end(r / group): row r of a block where each token's `group` query heads are packed as consecutive rows.
   ATTNBENCH_HD_INLINE int visible_end_packed(int r, int group) const {
     int end = causal ? imin(kv_len, r / group + 1 + diag) : kv_len;

@@ -66,7 +66,7 @@ class DeviceBuffer {
   std::size_t bytes() const { return bytes_; }
   void upload(const void* src, std::size_t n, std::size_t offset = 0);  // to bytes [offset, offset + n)
   void download(void* dst, std::size_t n) const;
-  void fill_byte(unsigned char v);
+  void fill_byte(unsigned char v);  // every byte v, done when it returns
 
  private:
   void* ptr_ = nullptr;
