@@ -31,6 +31,7 @@ class AttentionBound final : public BoundKernel {
       if (buf->bytes() > 0) dev.upload(buf->data(), src, buf->bytes());
     dev.poison(out_.data(), out_.bytes());
     if (lse_.bytes()) dev.poison(lse_.data(), lse_.bytes());  // NaN: every row's LSE must be written
+    if (ws_.bytes()) dev.poison(ws_.data(), ws_.bytes());  // a plan writes what it keeps there before using it
     prm_ = in.params();
     prm_.q = q_.data();
     prm_.k_cache = k_.data();
