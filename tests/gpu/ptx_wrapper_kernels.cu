@@ -236,10 +236,10 @@ __global__ void mbar_phase_kernel(int* out) {
   }
 }
 
-// One {64, 1, 64, 1} box into a poisoned, 1024-aligned 8 KB tile; every thread waits on the barrier's phase 0,
-// then the raw bytes go out.
+// 64 tokens into a poisoned, 1024-aligned 8 KB tile, a {64, 1, rows, 1} box per page (pages.x, .y, ... in turn);
+// every thread waits on the barrier's phase 0, then the raw bytes go out.
 __global__ void __launch_bounds__(128) tma_box_kernel(const __grid_constant__ CUtensorMap map, int d0, int head,
-                                                     int block, uint16_t* out) {
+                                                     int rows, int4 pages, uint16_t* out) {
   constexpr int kBytes = 64 * 64 * 2;
   extern __shared__ unsigned char smem_raw[];
   __shared__ uint64_t bar;
@@ -250,7 +250,8 @@ __global__ void __launch_bounds__(128) tma_box_kernel(const __grid_constant__ CU
   __syncthreads();
   if (threadIdx.x == 0) {
     dev::mbar_arrive_expect_tx(&bar, kBytes);
-    dev::tma_load_4d(tile, &map, d0, head, 0, block, &bar);
+    const int page[4] = {pages.x, pages.y, pages.z, pages.w};
+    for (int i = 0; i < 64 / rows; ++i) dev::tma_load_4d(tile + i * rows * 128, &map, d0, head, 0, page[i], &bar);
   }
   dev::mbar_wait(&bar, 0);
   for (int i = threadIdx.x; i < kBytes / 16; i += blockDim.x)
@@ -449,18 +450,22 @@ MbarPhaseResult run_mbar_phases() {
   return {v[0], v[1], v[2], v[3]};
 }
 
-std::vector<uint16_t> run_tma_load_box(DType dt, const std::vector<uint16_t>& cache, int blocks, int kv_heads,
-                                       int head_size, int d0, int head, int block) {
-  constexpr int kBlockSize = 64;
-  check_size(cache, static_cast<std::size_t>(blocks) * kBlockSize * kv_heads * head_size, "tma cache");
+std::vector<uint16_t> run_tma_load_box(DType dt, const std::vector<uint16_t>& cache, int blocks, int block_size,
+                                       int kv_heads, int head_size, int d0, int head, const std::vector<int>& pages) {
+  check_size(cache, static_cast<std::size_t>(blocks) * block_size * kv_heads * head_size, "tma cache");
+  if (block_size * static_cast<int>(pages.size()) != 64 || pages.size() > 4)
+    throw std::invalid_argument("run_tma_load_box: 64 tokens in pages of 16, 32 or 64");
   DeviceBuffer dcache = upload(cache.data(), cache.size() * 2);
   DeviceBuffer out = poisoned<uint16_t>(64 * 64);
-  // The wide kernel's map (cuda/tensor_map.hpp) over a dense [blocks][64][kv_heads][head_size] cache.
-  const CUtensorMap map = cuda::encode_paged_kv_map(dcache.data(), dt, head_size, kv_heads, kBlockSize, head_size,
+  // The wide kernel's map (cuda/tensor_map.hpp) over a dense [blocks][block_size][kv_heads][head_size] cache.
+  const CUtensorMap map = cuda::encode_paged_kv_map(dcache.data(), dt, head_size, kv_heads, block_size, head_size,
                                               static_cast<int64_t>(kv_heads) * head_size,
-                                              static_cast<int64_t>(kBlockSize) * kv_heads * head_size, false, blocks);
+                                              static_cast<int64_t>(block_size) * kv_heads * head_size, false, blocks);
   const int smem = 64 * 64 * 2 + 1024;
-  tma_box_kernel<<<1, 128, smem>>>(map, d0, head, block, static_cast<uint16_t*>(out.data()));
+  int p[4] = {0, 0, 0, 0};
+  for (std::size_t i = 0; i < pages.size(); ++i) p[i] = pages[i];
+  tma_box_kernel<<<1, 128, smem>>>(map, d0, head, block_size, make_int4(p[0], p[1], p[2], p[3]),
+                                   static_cast<uint16_t*>(out.data()));
   finish();
   return download<uint16_t>(out);
 }

@@ -42,11 +42,13 @@ struct MbarPhaseResult {
 };
 MbarPhaseResult run_mbar_phases();
 
-// The paged cache [blocks][64 tokens][kv_heads][head_size] (bit patterns) as a 4D map built like
-// prefill_wide.cuh's detail::encode_kv_map; one {64, 1, 64, 1} box at {d0, head, 0, block} is loaded by tma_load_4d
-// under mbar_arrive_expect_tx(8192). Returns the 8192 raw shared-memory bytes as 4096 16-bit words.
-std::vector<uint16_t> run_tma_load_box(DType dt, const std::vector<uint16_t>& cache, int blocks, int kv_heads,
-                                       int head_size, int d0, int head, int block);
+// The paged cache [blocks][block_size tokens][kv_heads][head_size] (bit patterns) as the wide kernel's 4D map
+// (cuda/tensor_map.hpp); 64 tokens land in one 8 KB tile under mbar_arrive_expect_tx(8192): 64 / block_size boxes of
+// {64, 1, block_size, 1} (block_size 16, 32 or 64) by tma_load_4d, box i at {d0, head, 0, pages[i]} into the tile's
+// rows from i block_size, as the producer's tma_kv_tile places them. Returns the 8192 raw shared-memory bytes as 4096
+// 16-bit words.
+std::vector<uint16_t> run_tma_load_box(DType dt, const std::vector<uint16_t>& cache, int blocks, int block_size,
+                                       int kv_heads, int head_size, int d0, int head, const std::vector<int>& pages);
 
 // Warp 1 produces `rounds` 32-word buffers, warp 0 consumes them through named_bar_arrive / named_bar_sync
 // (FULL id 1, EMPTY id 2, 64 threads). Returns, per round, the sum the consumer read.

@@ -139,26 +139,41 @@ TEST(PtxWrappers, MbarrierTwoPhases) {
   EXPECT_EQ(r.phase2_open, 1) << "not exactly two phases completed";
 }
 
-// mbar_arrive_expect_tx + tma_load_4d: one {64 d, 1 head, 64 tokens, 1 block} box, 128B swizzle, non-zero
-// coordinates in every dimension. Every cache element holds a distinct pattern, so the smem bytes pin the
-// coordinate order, the strides and the swizzle: token t, d j at byte t 128 + ((j/8) ^ (t%8)) 16 + (j%8) 2.
-TEST(PtxWrappers, TmaLoad4dSwizzledBox) {
-  ATTNBENCH_SKIP_WITHOUT_SM90();
-  constexpr int kBlocks = 3, kHeads = 2, kHs = 128, kD0 = 64, kHead = 1, kBlock = 2;
-  std::vector<uint16_t> cache(kBlocks * 64 * kHeads * kHs);
+// mbar_arrive_expect_tx + tma_load_4d: 64 tokens in {64 d, 1 head, block_size tokens, 1 block} boxes, one per page,
+// 128B swizzle, non-zero coordinates in every dimension. Every cache element holds a distinct pattern, so the smem
+// bytes pin the coordinate order, the strides and the swizzle: token t (of page pages[t / block_size]), d j at byte
+// t 128 + ((j/8) ^ (t%8)) 16 + (j%8) 2, the same place for every page size.
+void check_tma_boxes(int block_size, const std::vector<int>& pages) {
+  constexpr int kHeads = 2, kHs = 128, kD0 = 64, kHead = 1;
+  const int blocks = 49152 / (block_size * kHeads * kHs);  // distinct 16-bit patterns: 3, 6 or 12 pages
+  std::vector<uint16_t> cache(blocks * block_size * kHeads * kHs);
   for (std::size_t i = 0; i < cache.size(); ++i) cache[i] = static_cast<uint16_t>(i);  // < 0xFFFF, the poison
-  const std::vector<uint16_t> smem = run_tma_load_box(DType::bf16, cache, kBlocks, kHeads, kHs, kD0, kHead, kBlock);
+  const std::vector<uint16_t> smem =
+      run_tma_load_box(DType::bf16, cache, blocks, block_size, kHeads, kHs, kD0, kHead, pages);
   ASSERT_EQ(smem.size(), 64u * 64u);
   int bad = 0;
   for (int t = 0; t < 64; ++t)
     for (int j = 0; j < 64; ++j) {
       const int word = (t * 128 + (((j / 8) ^ (t % 8)) * 16) + (j % 8) * 2) / 2;
-      const uint16_t want = cache[((kBlock * 64 + t) * kHeads + kHead) * kHs + kD0 + j];
+      const int page = pages[t / block_size], tok = t % block_size;
+      const uint16_t want = cache[((page * block_size + tok) * kHeads + kHead) * kHs + kD0 + j];
       if (smem[word] != want && bad++ < 5)
-        ADD_FAILURE() << "token " << t << ", d " << kD0 + j << ": smem word " << word << " = " << smem[word]
-                      << ", expected " << want;
+        ADD_FAILURE() << "block_size " << block_size << ", token " << t << ", d " << kD0 + j << ": smem word "
+                      << word << " = " << smem[word] << ", expected " << want;
     }
   EXPECT_EQ(bad, 0);
+}
+
+TEST(PtxWrappers, TmaLoad4dSwizzledBox) {
+  ATTNBENCH_SKIP_WITHOUT_SM90();
+  check_tma_boxes(64, {2});
+}
+
+// Pages of 16 and 32 tokens (the wide kernel's small pages): a box per page, out of order, at its rows of the tile.
+TEST(PtxWrappers, TmaLoad4dABoxPerPage) {
+  ATTNBENCH_SKIP_WITHOUT_SM90();
+  check_tma_boxes(16, {5, 2, 11, 0});
+  check_tma_boxes(32, {4, 1});
 }
 
 // named_bar_sync / named_bar_arrive: four producer -> consumer rounds; round r's buffer sums to (r + 1) 528.
