@@ -60,7 +60,8 @@ class AttentionKernel {
   // Under the given knob values (a knob may narrow what a kernel does, e.g. a CPU work limit).
   virtual Support supports(const AttentionProblem& p, const KnobValues& knobs) const = 0;
   virtual std::unique_ptr<AttentionPlan> plan(const AttentionProblem& p, const KnobValues& knobs) const = 0;
-  // stream: a cudaStream_t for the CUDA backend, ignored by the CPU backend. Allocates nothing.
+  // stream: a cudaStream_t for the CUDA backend, ignored by the CPU backend. Allocates nothing. A graph captured from
+  // it must not outlive the plan (a capture may copy from the plan's page-locked memory at each replay).
   virtual void run(const AttentionPlan& plan, const AttentionParams& params, void* stream) const = 0;
 };
 
