@@ -16,6 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts", "peers"))
 os.environ["ATTNBENCH_SHAPES_DIR"] = os.path.join(ROOT, "shapes")
 import peer_common as pc  # noqa: E402
+import peer_timing as pt  # noqa: E402
 import flashinfer_paged as fip  # noqa: E402  (importable without torch and FlashInfer)
 import torch_sdpa  # noqa: E402  (importable without torch)
 import peer_features as pf  # noqa: E402
@@ -62,17 +63,17 @@ def test_mask_stats_rows():
     check(pc.causal_mask(3, 5) == [[T, T, T, F, F], [T, T, T, T, F], [T, T, T, T, T]], "mask 3x5")
     check(pc.causal_mask(1, 4) == [[T, T, T, T]], "decode mask sees every key")
     check(pc.causal_mask(2, 2) == [[T, F], [T, T]], "square mask is the lower triangle")
-    s = pc.summarize([5, 1, 3, 2, 4])
+    s = pt.summarize([5, 1, 3, 2, 4])
     check((s["median"], s["min"], s["q1"], s["q3"], s["mean"], s["n"]) == (3, 1, 2, 4, 3, 5), f"stats {s}")
     check(abs(s["stdev"] - math.sqrt(2.5)) < 1e-12, "sample stdev")
-    check(pc.summarize([2, 4])["q1"] == 2.5, "interpolated quartile")
+    check(pt.summarize([2, 4])["q1"] == 2.5, "interpolated quartile")
     c = pc.Case({"group": "g", "shape": "s", "file": "f.json", "op": "attention", "dtype": "bf16",
                  "types": {"q": "bf16", "kv": "bf16", "o": "bf16", "acc": "fp32"}, "features": {},
                  "dims": {"heads": 32, "seqlens": [[1, 4096]], "max_seqlen_q": 1, "scale": 0.25},
                  "work": {"flops": 67_108_864.0, "bytes": 16_793_600.0}})
     check(c.id == "g/s/bf16" and c.q_lens == [1] and c.kv_lens == [4096] and c.heads == 32 and c.softmax_scale() == 0.25,
           f"case from a listing entry: {vars(c)}")
-    row = pc.make_row(c, "torch.sdpa.flash", "graph", "ok", time_us=pc.summarize([10.0, 10.0]), peaks=(1000.0, None))
+    row = pc.make_row(c, "torch.sdpa.flash", "graph", "ok", time_us=pt.summarize([10.0, 10.0]), peaks=(1000.0, None))
     check(abs(row["tflops"] - 67_108_864 / 10e-6 * 1e-12) < 1e-9 and abs(row["pct_peak_flops"] - row["tflops"] / 10) < 1e-9,
           f"rates {row['tflops']} {row['pct_peak_flops']}")
     with open(os.path.join(ROOT, "tests", "data", "sample_results.json")) as f:

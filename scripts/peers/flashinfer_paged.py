@@ -27,6 +27,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import peer_common as pc  # noqa: E402
+import peer_timing as pt  # noqa: E402
 
 DECODE = "flashinfer.paged_decode"
 PREFILL = "flashinfer.paged_prefill"
@@ -80,7 +81,7 @@ GRAPH_BUFFERS = {
 class FlashInferPeer:
     def __init__(self, args, torch, flashinfer):
         self.torch, self.fi, self.args = torch, flashinfer, args
-        self.timer = pc.Timer(torch, args)
+        self.timer = pt.Timer(torch, args)
         self.peaks = (args.peak_tflops, args.peak_gbps)
         self.version = f"flashinfer {getattr(flashinfer, '__version__', '?')}"
 
@@ -137,7 +138,7 @@ class FlashInferPeer:
                         for m in modes]
             prepare = lambda mode: eager if mode == "eager" else self.plan_call(c, q, (k_cache, v_cache), graph=True)
             result = lambda out: out.reshape(ref.shape)
-            rows += pc.timed_rows(self.timer, c, kernel, modes, prepare, result, ref, self.describe(c), repro,
+            rows += pt.timed_rows(self.timer, c, kernel, modes, prepare, result, ref, self.describe(c), repro,
                                   self.args.atol, self.peaks)
         except Exception as e:  # out of memory and the like: error rows, then carry on
             done = {r["mode"] for r in rows}

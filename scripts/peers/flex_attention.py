@@ -23,6 +23,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import peer_common as pc  # noqa: E402
+import peer_timing as pt  # noqa: E402
 import peer_features as pf  # noqa: E402
 
 KERNEL = "torch.flex_attention"
@@ -41,7 +42,7 @@ def decline(c):
 class FlexPeer:
     def __init__(self, args, torch, flex):
         self.torch, self.args, self.flex = torch, args, flex
-        self.timer = pc.Timer(torch, args)
+        self.timer = pt.Timer(torch, args)
         # Every case's mods and lengths are a recompilation: past dynamo's default limit it would run uncompiled.
         torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 1024)
         if hasattr(torch._dynamo.config, "accumulated_cache_size_limit"):
@@ -127,7 +128,7 @@ class FlexPeer:
                     f"{'score_mod' if score_mod else 'no score_mod'}; {'block mask' if mask_mod else 'no mask'}"
                     + ("; sinks from the lse" if c.features.get("sinks") else "")
                     + ("; one call per sequence" if len(calls) > 1 else ""))
-            rows = pc.timed_rows(self.timer, c, KERNEL, self.args.mode, lambda mode: fn,
+            rows = pt.timed_rows(self.timer, c, KERNEL, self.args.mode, lambda mode: fn,
                                  lambda outs: pc.pack(torch, outs), ref, plan, self.repro(c), self.args.atol,
                                  (self.args.peak_tflops, self.args.peak_gbps))
         except Exception as e:  # out of memory, a compile failure: error rows, then carry on

@@ -61,9 +61,8 @@ def reference(torch, c, q, k, v):
             slopes = torch.tensor(f["alibi_slopes"], device=dev)[head]
             s = s + slopes[None, :, :, None] * (j - ip).float()[None, None]
         if f.get("qq_bias_len"):
-            n = f["qq_bias_len"]
             bias = torch.zeros(len(r), kvl, device=dev)
-            table = torch.tensor(f["qq_bias"], device=dev)  # [n, n]
+            table = torch.tensor(f["qq_bias"], device=dev)  # [qq_bias_len, qq_bias_len]
             bias[:, kvl - ql:] = table[i][:, :ql]
             s = s + bias[None, None]
         keep = torch.ones(len(r), kvl, dtype=torch.bool, device=dev)

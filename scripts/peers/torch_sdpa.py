@@ -34,6 +34,7 @@ import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import peer_common as pc  # noqa: E402
+import peer_timing as pt  # noqa: E402
 
 SDPA_KERNELS = {"torch.sdpa.flash": "FLASH_ATTENTION", "torch.sdpa.cudnn": "CUDNN_ATTENTION",
                 "torch.sdpa.efficient": "EFFICIENT_ATTENTION"}
@@ -52,7 +53,7 @@ class TorchPeer:
         self.torch, self.F, self.sdpa_kernel, self.SDPBackend = torch, F, sdpa_kernel, SDPBackend
         self.causal_lower_right = causal_lower_right
         self.args = args
-        self.timer = pc.Timer(torch, args)
+        self.timer = pt.Timer(torch, args)
         self.peaks = (args.peak_tflops, args.peak_gbps)
 
     # ---- the callables -------------------------------------------------------------------------------------------
@@ -161,7 +162,7 @@ class TorchPeer:
         """Gate + time one runnable kernel in every mode (the same callable eager and captured)."""
         result = (lambda outs: pc.pack(self.torch, outs)) if c.op == "attention" else (
             lambda outs: outs.reshape(-1, c.d_model))
-        return pc.timed_rows(self.timer, c, kernel, self.args.mode, lambda mode: fn, result, ref, plan,
+        return pt.timed_rows(self.timer, c, kernel, self.args.mode, lambda mode: fn, result, ref, plan,
                              self.repro(c, kernel), self.args.atol, self.peaks)
 
     def run_case(self, c):
