@@ -134,7 +134,7 @@ int wide_pack(const AttentionProblem& p, int block_m, const UnifiedKnobs& knobs)
 constexpr bool wide_kv_tma(int block_size, bool codes) {
   return block_size % 64 == 0 || (!codes && (block_size == 16 || block_size == 32));
 }
-// The token rows of one 16-bit K/V TMA box where wide_kv_tma holds: a page of 16 or 32 tokens, else 64 (tensor_map.cpp
+// The token rows of one K/V TMA box where wide_kv_tma holds: a 16-bit page of 16 or 32 tokens, else 64 (tensor_map.cpp
 // and the producer's tma_kv_tile agree on it).
 constexpr int wide_kv_box_tokens(int block_size) { return block_size == 16 || block_size == 32 ? block_size : 64; }
 // A consumer warpgroup's 64 rows are one TMA box over (d, token, head) when a row's head changes only at a multiple

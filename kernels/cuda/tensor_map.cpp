@@ -61,7 +61,7 @@ CUtensorMap encode_paged_kv_map(const void* base, DType dt, int head_size, int k
   // Boxes of 128-byte rows: 64 16-bit elements, or 128 codes (a d256 code row lands as two boxes); of 64 tokens, or
   // one page of 16 or 32.
   const cuuint32_t box[4] = {codes ? static_cast<cuuint32_t>(std::min(head_size, 128)) : 64u, 1,
-                             static_cast<cuuint32_t>(codes ? 64 : wide_kv_box_tokens(block_size)), 1};
+                             static_cast<cuuint32_t>(wide_kv_box_tokens(block_size)), 1};
   return encode_tiled(base, dt, 4, dims, strides, box,
                       codes && !swizzle_codes ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B);
 }

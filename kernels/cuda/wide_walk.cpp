@@ -43,10 +43,6 @@ int unit_cost(const AttentionProblem& p, const UnifiedLaunchPlan& lp, int s, int
   return n_tiles - t0 + kWideUnitOverheadTiles;
 }
 
-}  // namespace
-
-namespace {
-
 // The pairs by the kv head they read (consecutive pairs of one kv head: its GQA group), with its K/V bytes.
 struct KvRun {
   int first, end;
