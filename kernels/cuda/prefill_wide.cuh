@@ -75,7 +75,9 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
   }
   sm.init_barriers(S);
   const int32_t* block_table = p.block_table;
+  using Regs = WideRegs<D, WG, F, kCodes>;
   if (threadIdx.x < 128) {
+    if constexpr (WG >= 2) setmaxnreg_dec<Regs::kProducer>();
     if constexpr (kCodes) {
       wide_producer_codes<DT, KV, D, WG, F, Q8>(p, w, sm, landed, S, block_table, tmk, tmv);
     } else {
@@ -83,6 +85,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
     }
     return;
   }
+  if constexpr (WG >= 2) setmaxnreg_inc<Regs::kConsumer>();
   wide_consumer<DT, D, WG, TMA, F, Q8 ? KV : DT>(p, w, sm, S, &tmq, &tmo);
 }
 

@@ -119,7 +119,7 @@ __device__ __forceinline__ void wide_consume_unit(const WideCtx<DT, D, WG, TMA, 
   if (any_rows) wide_epilogue(cx, g, sq, a);
 }
 
-// A consumer warpgroup: its register budget, its warpgroup index, then every unit of the CTA's walk.
+// A consumer warpgroup (budget set by the kernel): its warpgroup index, then every unit of the CTA's walk.
 template <DType DT, int D, int WG, bool TMA, bool F, DType QT>
 __device__ __forceinline__ void wide_consumer(const AttentionParams& p, const WideLaunch& w,
                                               const WideSmem<D, WG, TMA, !is_16bit(QT)>& sm, int S, const void* tmq,
@@ -128,7 +128,6 @@ __device__ __forceinline__ void wide_consumer(const AttentionParams& p, const Wi
   using T = typename StorageOf<DT>::type;
   using Ctx = WideCtx<DT, D, WG, TMA, F, QT>;
   using QS = typename Ctx::QS;
-  if constexpr (WG >= 2) setmaxnreg_inc<Tile::kConsumerRegs>();
   // The warpgroup index through a lane-0 shuffle: ptxas then knows it is warp-uniform, so the shared-memory
   // descriptors of every wgmma are built in uniform registers (no per-wgmma R2UR moves in the issue loop).
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128) - 1, 0);

@@ -26,10 +26,18 @@ struct WideTile {
   static constexpr int kQBytesPerWg = kWideRowsPerWg * D * 2;
   static constexpr int kTileBytes = kBN * D * 2;
   static constexpr int kQBytes = kQBytesPerWg * WG;
-  // Register budgets per role (setmaxnreg, WG >= 2): the producer keeps 56 (the cp.async gather's address math),
-  // 32 beside 3 consumer warpgroups; the consumers share the rest of the 64K-register file.
-  static constexpr int kProducerRegs = WG == 3 ? 32 : 56;
-  static constexpr int kConsumerRegs = std::min(240, (65536 - 128 * kProducerRegs) / (128 * WG) / 8 * 8);
+};
+
+// Register budgets per role (setmaxnreg, WG >= 2), set by the kernel for both roles. The producer keeps 56: an
+// 8-bit cache's producer widens codes in all 128 threads, and the 16-bit kernels were measured with this split
+// (their schedules move with it). Beside 3 consumer warpgroups it gets 32. A d256 features consumer holds O (128
+// fp32 registers), S, the P of the tile before it and the features' row state: at 224 it spills, so the 16-bit
+// producer (which fits in 32, gather included) gives it 240. The consumers share the rest of the register file.
+template <int D, int WG, bool F, bool Codes>
+struct WideRegs {
+  static constexpr int kProducer = WG == 3 || (D == 256 && F && !Codes) ? 32 : 56;
+  static constexpr int kConsumer = std::min(240, (65536 - 128 * kProducer) / (128 * WG) / 8 * 8);
+  static_assert(128 * (kProducer + WG * kConsumer) <= 65536, "the roles' budgets fit the register file");
 };
 
 namespace dev {

@@ -154,13 +154,12 @@ __device__ __forceinline__ void produce_unit_gather(const AttentionParams& p, co
   }
 }
 
-// The producer warpgroup: its register budget, then every unit of the CTA's walk (TMA: one warp; the rest exit).
+// The producer warpgroup (budget set by the kernel): every unit of the CTA's walk (TMA: one warp; the rest exit).
 template <int D, int WG, bool TMA, bool F>
 __device__ __forceinline__ void wide_producer(const AttentionParams& p, const WideLaunch& w,
                                               const WideSmem<D, WG, TMA>& sm, int S, const int32_t* block_table,
                                               const CUtensorMap& tmk, const CUtensorMap& tmv) {
   using Tile = WideTile<D, WG, TMA>;
-  if constexpr (WG >= 2) setmaxnreg_dec<Tile::kProducerRegs>();
   if constexpr (TMA) {
     if (threadIdx.x >= 32) return;  // one warp: lane 0 issues TMA; the warp gathers the tail tile
   }

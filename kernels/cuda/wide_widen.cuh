@@ -190,14 +190,13 @@ __device__ __forceinline__ void produce_unit_codes(const AttentionParams& p, con
   }
 }
 
-// The producer warpgroup of an 8-bit cache: its register budget, then every unit of the CTA's walk.
+// The producer warpgroup of an 8-bit cache (budget set by the kernel): every unit of the CTA's walk.
 template <DType DT, DType KV, int D, int WG, bool F, bool Q8>
 __device__ __forceinline__ void wide_producer_codes(const AttentionParams& p, const WideLaunch& w,
                                                     const WideSmem<D, WG, true, Q8>& sm, uint64_t* landed, int S,
                                                     const int32_t* block_table, const CUtensorMap& tmk,
                                                     const CUtensorMap& tmv) {
   using Tile = WideTile<D, WG, true>;
-  if constexpr (WG >= 2) setmaxnreg_dec<Tile::kProducerRegs>();
   RingPos kp;
   WideWork u;
   WideGeom<Tile::kBN> g;
