@@ -144,7 +144,9 @@ TEST(DeviceVisibility, ABlocksTilesHoldEveryKeyItSees) {
           if (hi < 0) continue;
           ASSERT_LE(first, lo / bn);
           ASSERT_EQ(end, hi / bn + 1);
-          if (first_row_lo >= 0) ASSERT_EQ(first, first_row_lo / bn);
+          if (first_row_lo >= 0) {
+            ASSERT_EQ(first, first_row_lo / bn);
+          }
         }
       }
 }

@@ -13,6 +13,10 @@
 #include "attnbench/mx_quant.hpp"
 #include "attnbench/mx_ref.hpp"
 
+#ifdef ATTNBENCH_WITH_CUDA
+#include <cuda_fp8.h>
+#endif
+
 namespace attnbench::mx {
 namespace {
 
@@ -117,6 +121,27 @@ TEST(MxQuant, SharedE4m3RuleMatchesTheHostConversion) {
       EXPECT_EQ(device::e4m3_value(static_cast<uint8_t>(c)), fp8_to_float(c, DType::e4m3)) << c;
     }
 }
+
+#ifdef ATTNBENCH_WITH_CUDA
+// The toolkit's satfinite e4m3 pair conversion (the hardware's instruction on the device, which the FP8 gated block's
+// passes use: cuda/elementwise.cuh) is the shared rule on every fp32 input, through its host definition; NaN, which
+// the passes set to 0x7f themselves, apart. A stride through every bit pattern, in both bytes of the pair.
+TEST(MxQuant, ToolkitPairConversionIsTheSharedE4m3Rule) {
+  for (uint64_t u = 0; u < (1ull << 32); u += 61) {
+    const uint32_t b = static_cast<uint32_t>(u), nb = ~b;
+    float lo, hi;
+    std::memcpy(&lo, &b, 4);
+    std::memcpy(&hi, &nb, 4);
+    const unsigned pair = __nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3);
+    if (!std::isnan(lo)) {
+      ASSERT_EQ(pair & 0xffu, device::e4m3_code(lo)) << std::hexfloat << lo;
+    }
+    if (!std::isnan(hi)) {
+      ASSERT_EQ(pair >> 8, device::e4m3_code(hi)) << std::hexfloat << hi;
+    }
+  }
+}
+#endif
 
 // Rows with every kind of block: seeded normals at several magnitudes, exact grid ties times a power of two, a
 // dead block, NaN and infinities among finite values, values near the E8M0 clamps.

@@ -1,7 +1,8 @@
-// The gated block's elementwise passes' shared pieces (gated_sigmoid.cu, gated_quantize.cu): 16-bit elements
-// packed in words, one 16-byte store, and the sigmoid gate's rule, so the gate pass and the fused gate +
-// quantisation pass write the same bits.
+// The gated block's elementwise passes' shared pieces (gated_sigmoid.cu, gated_quantize.cu, gated_norm_rope.cu):
+// 16-bit elements packed in words, one 16-byte store, the sigmoid gate's rule, so the gate pass and the fused gate +
+// quantisation pass write the same bits, and the e4m3 codes of a pair.
 #pragma once
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -38,6 +39,17 @@ __device__ __forceinline__ uint32_t gated_bits(uint32_t o, uint32_t g) {
   using H = StorageOf<DT>;
   using T = typename H::type;
   return bits(H::from_float(H::to_float(elem<T>(o)) / (1.f + __expf(-H::to_float(elem<T>(g))))));
+}
+
+// The e4m3 codes of lo and hi (lo in the low byte) by the hardware's conversion (cvt.rn.satfinite.e4m3x2.f32), one
+// instruction a pair where the shared rule (device::e4m3_code) takes ~20 an element: the rule's bytes, nearest even
+// and saturating at 448 (the toolkit's conversion equals the rule on every fp32 input: MxQuant tests), with NaN set
+// to the rule's 0x7f here rather than left to the instruction.
+__device__ __forceinline__ uint32_t e4m3_codes2(float lo, float hi) {
+  uint32_t c = __nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3);
+  if (lo != lo) c = (c & 0xff00u) | 0x7fu;
+  if (hi != hi) c = (c & 0x00ffu) | 0x7f00u;
+  return c;
 }
 
 }  // namespace attnbench::cuda::dev

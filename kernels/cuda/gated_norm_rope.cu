@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/device/mx_rules.hpp"
+#include "cuda/elementwise.cuh"
 #include "cuda/gated_kernels.hpp"
 #include "cuda/row_norm.cuh"
 #include "cuda/runtime.hpp"
@@ -84,10 +85,12 @@ __global__ void __launch_bounds__(kThreads) norm_rope_kernel(const __grid_consta
     *reinterpret_cast<uint4*>(x_ptr) = raw;
     return;
   }
-  uint2 codes;  // the stored value's codes: the unfused passes' bytes
-  auto* c = reinterpret_cast<unsigned char*>(&codes);
+  uint32_t c[4];  // the stored value's codes: the unfused passes' bytes
 #pragma unroll
-  for (int j = 0; j < 8; ++j) c[j] = device::e4m3_code(device::mul_rn(H::to_float(h[j]), nr.scale));
+  for (int j = 0; j < 4; ++j)
+    c[j] = dev::e4m3_codes2(device::mul_rn(H::to_float(h[2 * j]), nr.scale),
+                            device::mul_rn(H::to_float(h[2 * j + 1]), nr.scale));
+  const uint2 codes = make_uint2(c[0] | c[1] << 16, c[2] | c[3] << 16);
   *reinterpret_cast<uint2*>(p.codes + t * p.codes_stride + nr.dst + lane * 8) = codes;
 }
 

@@ -1,5 +1,5 @@
-// The gated block's FP8 quantisation pass: code = e4m3(x * scale) by the rule the CPU block shares
-// (common/device/mx_rules.hpp), so both write the same bytes. Each thread takes one 16-element chunk position of a
+// The gated block's FP8 quantisation pass: code = e4m3(x * scale), the bytes of the rule the CPU block uses
+// (common/device/mx_rules.hpp) by the hardware's pair conversion (elementwise.cuh). Each thread takes one 16-element chunk position of a
 // token's head rows (its part and head found once, by 32-bit division) in 2 consecutive tokens, 1 with the gate:
 // its four 16-byte loads are all issued before any math, then one 16-byte store of codes per token.
 #include <cuda_bf16.h>
@@ -14,36 +14,38 @@
 
 #include "common/device/mx_rules.hpp"
 #include "cuda/gated_kernels.hpp"
-#include "cuda/runtime.hpp"
 #include "cuda/elementwise.cuh"
+#include "cuda/runtime.hpp"
 #include "cuda/storage.cuh"
 
 namespace attnbench::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-// Tokens per thread: four loads in flight; more would cost occupancy, which the branches of e4m3_code need.
+// Tokens per thread: four loads in flight.
 template <bool kGate>
 constexpr int kTokens = kGate ? 1 : 2;
 
+using dev::e4m3_codes2;
 using dev::elem;
 using dev::store16;
 
-// The code of the element in the low half of x; with the gate, of round(x * sigmoid(g)) first, the sigmoid gate
-// pass's rule (elementwise.cuh), so that the fused and unfused blocks write the same bytes.
+// The value coded of the element in the low half of x: x * scale (one fp32 product); with the gate, round(x *
+// sigmoid(g)) first, the sigmoid gate pass's rule (elementwise.cuh), so that the fused and unfused blocks write the
+// same bytes.
 template <DType DT, bool kGate>
-__device__ __forceinline__ uint32_t code1(uint32_t x, uint32_t g, float scale) {
+__device__ __forceinline__ float scaled1(uint32_t x, uint32_t g, float scale) {
   using H = StorageOf<DT>;
   using T = typename H::type;
   if constexpr (kGate) x = dev::gated_bits<DT>(x, g);
-  return device::e4m3_code(device::mul_rn(H::to_float(elem<T>(x)), scale));
+  return device::mul_rn(H::to_float(elem<T>(x)), scale);
 }
 
 // The four codes of words x01, x23 (elements in memory order, the lower half first), as one word of bytes.
 template <DType DT, bool kGate>
 __device__ __forceinline__ uint32_t codes4(uint32_t x01, uint32_t x23, uint32_t g01, uint32_t g23, float s) {
-  return code1<DT, kGate>(x01, g01, s) | code1<DT, kGate>(x01 >> 16, g01 >> 16, s) << 8 |
-         code1<DT, kGate>(x23, g23, s) << 16 | code1<DT, kGate>(x23 >> 16, g23 >> 16, s) << 24;
+  return e4m3_codes2(scaled1<DT, kGate>(x01, g01, s), scaled1<DT, kGate>(x01 >> 16, g01 >> 16, s)) |
+         e4m3_codes2(scaled1<DT, kGate>(x23, g23, s), scaled1<DT, kGate>(x23 >> 16, g23 >> 16, s)) << 16;
 }
 
 // The 16 codes of a chunk: elements 0-7 in x[0], 8-15 in x[1].

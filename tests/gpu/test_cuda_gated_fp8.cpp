@@ -13,6 +13,7 @@
 #include "attnbench/gated_block.hpp"
 #include "attnbench/gated_block_ref.hpp"
 #include "common/device/mx_rules.hpp"
+#include "conversion_kernels.hpp"
 #include "cuda/gated_kernels.hpp"
 #include "gated_case.hpp"
 #include "gated_gpu_block.hpp"
@@ -103,6 +104,13 @@ TEST(CudaGatedFp8, QuantisationKernelMatchesTheSharedRuleOnEveryBf16) {
         ASSERT_EQ(got[t * q.dst_stride + q.parts[part].dst0 + i], want) << "row " << t << " part " << part << " x " << x;
       }
   }
+}
+
+// The passes' pair conversion (the hardware's cvt.rn.satfinite.e4m3x2.f32, NaN set apart) is the shared rule on every
+// fp32 input, in either byte of the pair.
+TEST(CudaGatedFp8, HardwarePairConversionIsTheSharedRuleOnEveryFp32) {
+  const gputest::ConversionSweep r = gputest::run_e4m3_pair_sweep();
+  EXPECT_EQ(r.mismatches, 0u) << "e.g. fp32 bits 0x" << std::hex << r.first_bits;
 }
 
 }  // namespace
