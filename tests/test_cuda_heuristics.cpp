@@ -96,6 +96,44 @@ TEST(CudaSplitModel, EightBitTilesHoldTwiceTheKeysInTheSameBytes) {
   EXPECT_EQ(decode_visible_tiles(p, 0), 8);
 }
 
+// ATTNBENCH_3D_STAGES: 3 slots unless the knob names 6, which fits d64 and d128 (one d128 CTA per SM) and is
+// declined at d256; under 6 the split model counts one CTA per SM (at the measured 3-slot rate), so a batch whose
+// 3-slot grid already held one CTA per SM keeps its splits and the ring alone changes.
+TEST(CudaSplitModel, TheDeepRingIsAKnobTheModelCounts) {
+  EXPECT_TRUE(decode_ring_fits(64, 2, kDecodeDeepStages));
+  EXPECT_TRUE(decode_ring_fits(128, 2, kDecodeDeepStages));
+  EXPECT_TRUE(decode_ring_fits(128, 1, kDecodeDeepStages));
+  EXPECT_FALSE(decode_ring_fits(256, 2, kDecodeDeepStages));
+  EXPECT_TRUE(decode_ring_fits(256, 2, kDecodeStages));
+  EXPECT_EQ(decode_smem_bytes(128, 2, 6), 16 * 128 * 2 + 6 * 2 * 64 * 128 * 2);
+  EXPECT_EQ(decode_ctas_per_sm(128, 2, 6), 1);
+  EXPECT_EQ(decode_ctas_per_sm(64, 2, 6), 2);
+
+  const AttentionProblem b8 = uniform(8, 1, 4096, 32, 8, 128);
+  const UnifiedLaunchPlan plain = make_unified_launch_plan(b8, knobs(), 132);
+  EXPECT_EQ(plain.decode_stages, kDecodeStages);
+  EXPECT_EQ(plain.summary.find("ring="), std::string::npos) << plain.summary;
+  EXPECT_EQ(make_unified_launch_plan(b8, knobs({{"ATTNBENCH_3D_STAGES", "3"}}), 132).summary, plain.summary);
+  const UnifiedLaunchPlan deep = make_unified_launch_plan(b8, knobs({{"ATTNBENCH_3D_STAGES", "6"}}), 132);
+  EXPECT_EQ(deep.decode_stages, kDecodeDeepStages);
+  EXPECT_NE(deep.summary.find(" ring=6"), std::string::npos) << deep.summary;
+  const DecodeSplitCost c = decode_split_cost(b8, 132, kDecodeDeepStages);
+  EXPECT_EQ(c.ctas_per_sm, 1);
+  EXPECT_EQ(deep.splits, decode_splits(c));
+  EXPECT_EQ(deep.splits, plain.splits);
+  EXPECT_LE(deep.grid_x * deep.grid_y * deep.grid_z, 132) << "a second wave of one-CTA SMs: " << deep.summary;
+
+  AttentionProblem d256 = uniform(1, 1, 32768, 32, 2, 256);
+  EXPECT_TRUE(resolve_all_built(d256, knobs({{"ATTNBENCH_3D_STAGES", "3"}})).ok());
+  const Resolution r = resolve_all_built(d256, knobs({{"ATTNBENCH_3D_STAGES", "6"}}));
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.support.reason.find("ATTNBENCH_3D_STAGES=6"), std::string::npos) << r.support.reason;
+  EXPECT_NE(r.support.reason.find("head size 256"), std::string::npos) << r.support.reason;
+  d256.q_lens = {512};  // a 2D prefill ignores the decode ring
+  d256.kv_lens = {512};
+  EXPECT_TRUE(resolve_all_built(d256, knobs({{"ATTNBENCH_3D_STAGES", "6"}})).ok());
+}
+
 // A split count whose last split of the longest column gets no tile is never chosen: 33 splits of 256 tiles (8
 // each) would model faster than 32 through a fractional mean, and the kernel would launch an idle CTA per column.
 TEST(CudaSplitModel, NoChosenSplitIsEmpty) {

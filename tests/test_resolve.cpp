@@ -221,9 +221,9 @@ TEST(Resolve, KnobsParseToTypedValues) {
   const UnifiedKnobs d = knobs(), def;
   auto same = [](const UnifiedKnobs& a, const UnifiedKnobs& b) {
     return std::tie(a.path, a.narrow_warps, a.flash_wide, a.stages, a.persistent, a.gqa_pack, a.q_major_grid,
-                    a.splits_3d, a.merge_3d, a.graph_2d, a.graph_3d, a.qo, a.walk, a.l2_section_kb) ==
+                    a.splits_3d, a.stages_3d, a.merge_3d, a.graph_2d, a.graph_3d, a.qo, a.walk, a.l2_section_kb) ==
            std::tie(b.path, b.narrow_warps, b.flash_wide, b.stages, b.persistent, b.gqa_pack, b.q_major_grid,
-                    b.splits_3d, b.merge_3d, b.graph_2d, b.graph_3d, b.qo, b.walk, b.l2_section_kb);
+                    b.splits_3d, b.stages_3d, b.merge_3d, b.graph_2d, b.graph_3d, b.qo, b.walk, b.l2_section_kb);
   };
   EXPECT_TRUE(same(d, def));
   EXPECT_EQ(knobs({{"ATTNBENCH_SM90_PATH", "auto"}}).path, PathKnob::automatic);
@@ -242,6 +242,9 @@ TEST(Resolve, KnobsParseToTypedValues) {
   EXPECT_EQ(knobs({{"ATTNBENCH_SM90_GQA_PACK", "7"}}).gqa_pack, 7);
   EXPECT_TRUE(knobs({{"ATTNBENCH_Q_MAJOR_GRID", "1"}}).q_major_grid);
   EXPECT_EQ(knobs({{"ATTNBENCH_3D_SPLITS", "50"}}).splits_3d, 50);
+  EXPECT_EQ(knobs({{"ATTNBENCH_3D_STAGES", "auto"}}).stages_3d, 0);
+  EXPECT_EQ(knobs({{"ATTNBENCH_3D_STAGES", "3"}}).stages_3d, 3);
+  EXPECT_EQ(knobs({{"ATTNBENCH_3D_STAGES", "6"}}).stages_3d, 6);
   EXPECT_EQ(knobs({{"ATTNBENCH_3D_MERGE", "auto"}}).merge_3d, cuda::MergeKnob::automatic);
   EXPECT_EQ(knobs({{"ATTNBENCH_3D_MERGE", "fused"}}).merge_3d, cuda::MergeKnob::fused);
   EXPECT_EQ(knobs({{"ATTNBENCH_3D_MERGE", "separate"}}).merge_3d, cuda::MergeKnob::separate);

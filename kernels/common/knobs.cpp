@@ -53,6 +53,10 @@ const std::vector<KnobSpec>& knob_table() {
       {"ATTNBENCH_3D_SPLITS", {}, "0",
        "cuda.unified and hip.unified 3D decode: KV splits per (sequence, kv head, 16-row tile); 0 = heuristic; "
        "capped at 128 and at the 64-key tiles"},
+      {"ATTNBENCH_3D_STAGES", {"auto", "3", "6"}, "auto",
+       "cuda.unified 3D decode: K/V ring slots per CTA; auto = 3, the ring the decode rows were measured with; 6 "
+       "(head sizes 64 and 128; declined at 256, whose tiles do not fit) holds twice the bytes in flight, for grids "
+       "of at most one CTA per SM; the split count is modelled for the ring"},
       {"ATTNBENCH_3D_MERGE", {"auto", "fused", "separate"}, "auto",
        "cuda.unified 3D decode with more than one split: fused = the last split CTAs to finish merge the partials in "
        "the decode launch (in groups where they are large); separate = a merge kernel, launched as a programmatic "

@@ -2,11 +2,11 @@
 // (q_len x group, packed token-major) form the 16 M rows of mma.sync, so each K/V byte is read once per row tile.
 // Key warps each take a slice of a K/V tile (4 x 16 keys of 64, or of an 8-bit cache 8 x 16 of 128; their own
 // online-softmax state, merged through shared memory at the end), and with a 16-bit cache at d >= 128 a second warp
-// per key slice takes the other half of the head's columns of P.V; tiles stream through a 3-stage cp.async pipeline (every
-// stage in flight while a tile is awaited) whose block-table reads run a tile ahead. With one split the CTA writes
-// the output; otherwise it writes a base-2 LSE and a normalised fp32 partial, and the splits are merged either in
-// the same launch by the last CTAs to arrive, in groups (decode_merge.cuh), or by a separate merge kernel launched
-// as this one's programmatic dependent (decode_merge_kernel.cuh). The output gate (p.epilogue.gate) is applied at
+// per key slice takes the other half of the head's columns of P.V; tiles stream through a cp.async ring of 3 slots (6
+// under ATTNBENCH_3D_STAGES=6; every slot in flight while a tile is awaited) whose block-table reads run a tile
+// ahead. With one split the CTA writes the output; otherwise it writes a base-2 LSE and a normalised fp32 partial,
+// and the splits are merged either in the same launch by the last CTAs to arrive, in groups (decode_merge.cuh), or
+// by a separate merge kernel launched as this one's programmatic dependent (decode_merge_kernel.cuh). The output gate (p.epilogue.gate) is applied at
 // the write (decode_out.cuh).
 // A features instance (F) applies the attention features (feature_tile.cuh): a sliding window's first tile starts
 // the split range, the mods and the mask act on every score, and a sink and v_scale scale the finished row; an
@@ -15,6 +15,9 @@
 // place before the fragments are taken (every e4m3 / e5m2 value is exact in fp16).
 #pragma once
 #include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
 
 #include "attnbench/attention.hpp"
 #include "common/device/visibility.hpp"
@@ -31,7 +34,7 @@
 
 namespace attnbench::cuda {
 
-template <int D, int KVB = 2>  // KVB: bytes of a K/V element in the cache
+template <int D, int KVB = 2, int S = kDecodeStages>  // KVB: bytes of a K/V element in the cache; S: ring slots
 struct DecodeTile {
   static constexpr int kKeyWarps = decode_key_warps(KVB);
   static constexpr int kDSplit = decode_d_split(D, KVB);
@@ -42,7 +45,7 @@ struct DecodeTile {
   static constexpr int kBN = decode_block_n(KVB);
   static constexpr int kKeysPerWarp = kBN / kKeyWarps;
   static constexpr bool kQInRegs = D <= 128;
-  static constexpr int kStages = kDecodeStages;
+  static constexpr int kStages = S;
   static constexpr int kQBytes = kBM * D * 2;
   static constexpr int kTileBytes = kBN * D * KVB;  // one K (V) tile of the ring
   static constexpr int kPipeBytes = kStages * 2 * kTileBytes;
@@ -52,17 +55,17 @@ struct DecodeTile {
   static constexpr int kMergeBytes = kKeyWarps * kBM * kOPitch * 4 + 2 * kKeyWarps * kBM * 4;
   static_assert(kMergeBytes <= kPipeBytes, "the merge buffer reuses the pipeline stages");
   static constexpr int kSmemBytes = kQBytes + kPipeBytes;
-  static_assert(kSmemBytes == decode_smem_bytes(D, KVB), "the host's occupancy model sizes the same buffers");
-  static_assert(decode_ctas_per_sm(D, KVB) * (kSmemBytes + 1024) <= 228 * 1024,
+  static_assert(kSmemBytes == decode_smem_bytes(D, KVB, S), "the host's occupancy model sizes the same buffers");
+  static_assert(decode_ctas_per_sm(D, KVB, S) * (kSmemBytes + 1024) <= 228 * 1024,
                 "the CTAs per SM the launch bounds ask for fit the SM's shared memory (1 KB reserved per CTA)");
 };
 
 namespace dev {
 
 // At least the CTAs per SM that shared memory allows: the host's split model fills that many slots per SM.
-template <DType DT, int D, DType KV, bool F, bool Q8>
-__global__ void __launch_bounds__(DecodeTile<D, static_cast<int>(dtype_bytes(KV))>::kThreads,
-                                  decode_ctas_per_sm(D, static_cast<int>(dtype_bytes(KV))))
+template <DType DT, int D, DType KV, bool F, bool Q8, int RING>
+__global__ void __launch_bounds__(DecodeTile<D, static_cast<int>(dtype_bytes(KV)), RING>::kThreads,
+                                  decode_ctas_per_sm(D, static_cast<int>(dtype_bytes(KV)), RING))
     decode_kernel(const __grid_constant__ AttentionParams p, int splits, int merge_group, DecodeMerge merge) {
   asm volatile("griddepcontrol.launch_dependents;");  // a separate merge's CTAs may take their slots now
   using T = typename StorageOf<DT>::type;
@@ -70,7 +73,7 @@ __global__ void __launch_bounds__(DecodeTile<D, static_cast<int>(dtype_bytes(KV)
   constexpr bool kWiden = sizeof(TK) == 1;
   static_assert(F || !kWiden, "an 8-bit cache has scales: a features instance");
   static_assert(!Q8 || kWiden, "an 8-bit Q is in the cache's codes");
-  using Tile = DecodeTile<D, sizeof(TK)>;
+  using Tile = DecodeTile<D, sizeof(TK), RING>;
   static_assert(!kWiden || Tile::kQInRegs, "load_q_frags8 fills a register array of D / 16 fragments");
   constexpr int BM = Tile::kBM, BN = Tile::kBN, NT = Tile::kThreads, S = Tile::kStages, KPW = Tile::kKeysPerWarp;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -289,10 +292,10 @@ __global__ void __launch_bounds__(DecodeTile<D, static_cast<int>(dtype_bytes(KV)
 
 }  // namespace dev
 
-template <DType DT, int D, DType KV, bool F, bool Q8>
-void launch_decode(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaStream_t stream) {
-  using Tile = DecodeTile<D, static_cast<int>(dtype_bytes(KV))>;
-  auto* kernel = &dev::decode_kernel<DT, D, KV, F, Q8>;
+template <DType DT, int D, DType KV, bool F, bool Q8, int RING>
+void launch_decode_ring(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaStream_t stream) {
+  using Tile = DecodeTile<D, static_cast<int>(dtype_bytes(KV)), RING>;
+  auto* kernel = &dev::decode_kernel<DT, D, KV, F, Q8, RING>;
   static const bool configured = [&] {
     ATTNBENCH_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::kSmemBytes));
@@ -303,6 +306,20 @@ void launch_decode(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaSt
   kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(p, lp.splits, lp.merge_group, lp.merge);
   ATTNBENCH_CUDA_CHECK(cudaGetLastError());
   if (lp.splits > 1 && lp.merge == DecodeMerge::separate) launch_decode_merge<DT, D, F>(p, lp, stream);
+}
+
+// The plan's ring (decode_stages): the deep one is compiled where it fits (decode_ring_fits).
+template <DType DT, int D, DType KV, bool F, bool Q8>
+void launch_decode(const AttentionParams& p, const UnifiedLaunchPlan& lp, cudaStream_t stream) {
+  constexpr int kvb = static_cast<int>(dtype_bytes(KV));
+  if constexpr (decode_ring_fits(D, kvb, kDecodeDeepStages)) {
+    if (lp.decode_stages == kDecodeDeepStages)
+      return launch_decode_ring<DT, D, KV, F, Q8, kDecodeDeepStages>(p, lp, stream);
+  }
+  if (lp.decode_stages != kDecodeStages)
+    throw std::invalid_argument("cuda.unified 3D: no ring of " + std::to_string(lp.decode_stages) +
+                                " slots at head size " + std::to_string(D));
+  launch_decode_ring<DT, D, KV, F, Q8, kDecodeStages>(p, lp, stream);
 }
 
 #define ATTNBENCH_INSTANTIATE_DECODE(DT, D, KV, F, Q8) \

@@ -206,11 +206,11 @@ int wide_persistent_ctas(int64_t work_tiles, int num_sms) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(work_tiles, num_sms)));
 }
 
-DecodeSplitCost decode_split_cost(const AttentionProblem& p, int num_sms) {
+DecodeSplitCost decode_split_cost(const AttentionProblem& p, int num_sms, int stages) {
   DecodeSplitCost c;
   c.sms = num_sms > 0 ? num_sms : kDefaultSmCount;
   const int kvb = static_cast<int>(dtype_bytes(p.types.kv));
-  c.ctas_per_sm = decode_ctas_per_sm(p.head_size, kvb);
+  c.ctas_per_sm = decode_ctas_per_sm(p.head_size, kvb, stages);
   c.tile_bytes = 2.0 * decode_block_n(kvb) * p.head_size * kvb;
   const int rows = std::min<int64_t>(static_cast<int64_t>(p.max_seqlen_q()) * p.group_size(), kDecodeRowsPerCta);
   c.partial_bytes = 4.0 * rows * p.head_size;
@@ -225,6 +225,8 @@ DecodeSplitCost decode_split_cost(const AttentionProblem& p, int num_sms) {
   }
   return c;
 }
+
+int decode_stages(const UnifiedKnobs& knobs) { return knobs.stages_3d > 0 ? knobs.stages_3d : kDecodeStages; }
 
 int decode_visible_tiles(const AttentionProblem& p, int s) {
   const device::Visibility vis(p.q_lens[s], p.kv_lens[s], p.causal, p.top_left, p.features.window_left,
@@ -435,7 +437,8 @@ UnifiedLaunchPlan decode_launch_plan(const AttentionProblem& p, const UnifiedKno
   lp.block_m = kDecodeRowsPerCta;
   lp.block_n = decode_block_n(static_cast<int>(dtype_bytes(p.types.kv)));
   lp.m_tiles = decode_row_tiles(p);
-  const DecodeSplitCost cost = decode_split_cost(p, num_sms);
+  lp.decode_stages = decode_stages(knobs);
+  const DecodeSplitCost cost = decode_split_cost(p, num_sms, lp.decode_stages);
   const int forced = knobs.splits_3d;
   lp.splits = forced > 0 ? std::min({forced, kMaxSplits, std::max(1, cost.n_tiles)}) : decode_splits(cost);
   lp.merge = knobs.merge_3d == MergeKnob::automatic ? decode_auto_merge(lp.splits)
@@ -449,6 +452,7 @@ UnifiedLaunchPlan decode_launch_plan(const AttentionProblem& p, const UnifiedKno
   lp.workspace_bytes = decode_workspace_bytes(p, lp.splits, lp.merge_group, lp.merge);
   lp.summary = "3d splits=" + std::to_string(lp.splits) + (forced > 0 ? " (forced)" : "") +
                " rows/cta=" + std::to_string(lp.block_m) + " row-tiles=" + std::to_string(lp.m_tiles) +
+               (lp.decode_stages != kDecodeStages ? " ring=" + std::to_string(lp.decode_stages) : std::string()) +
                decode_merge_summary(lp);
   return lp;
 }

@@ -44,6 +44,7 @@ struct UnifiedKnobs {
   int gqa_pack = 0;                                       // ATTNBENCH_SM90_GQA_PACK; 0 = auto
   bool q_major_grid = false;                              // ATTNBENCH_Q_MAJOR_GRID
   int splits_3d = 0;                                      // ATTNBENCH_3D_SPLITS; 0 = heuristic
+  int stages_3d = 0;                                      // ATTNBENCH_3D_STAGES; 0 = auto (kDecodeStages)
   MergeKnob merge_3d = MergeKnob::automatic;              // ATTNBENCH_3D_MERGE
   QoKnob qo = QoKnob::automatic;                          // ATTNBENCH_SM90_QO
   WalkKnob walk = WalkKnob::automatic;                    // ATTNBENCH_SM90_WALK
@@ -148,7 +149,10 @@ bool wide_qo_tma(const AttentionProblem& p, int tq, const UnifiedKnobs& knobs);
 // mma / softmax chain at no extra K/V bytes. An 8-bit cache: 8 key warps over the whole head, so no two warps widen
 // and multiply the same K codes (the loop, not HBM, sets that kernel's rate).
 constexpr int kDecodeRowsPerCta = 16;
-constexpr int kDecodeStages = 3;  // cp.async ring slots of K and V tiles
+// cp.async ring slots of K and V tiles: 3 (ATTNBENCH_3D_STAGES=auto, the ring every decode row was measured with),
+// or 6 where they fit (d64, d128): a grid of at most one CTA per SM then keeps twice the bytes in flight per SM.
+constexpr int kDecodeStages = 3;
+constexpr int kDecodeDeepStages = 6;
 constexpr int decode_key_warps(int kv_bytes = 2) { return kv_bytes == 1 ? 8 : 4; }
 // Keys per K/V tile: 64 of 16-bit codes, 128 of 8-bit ones (the same bytes, so the loop's fixed costs, its
 // barriers and softmax reductions, are paid once per as many bytes).
@@ -158,14 +162,18 @@ constexpr int decode_warps(int head_size, int kv_bytes = 2) {
   return decode_key_warps(kv_bytes) * decode_d_split(head_size, kv_bytes);
 }
 // Q + the K/V ring.
-constexpr int decode_smem_bytes(int head_size, int kv_bytes = 2) {
-  return kDecodeRowsPerCta * head_size * 2 + kDecodeStages * 2 * decode_block_n(kv_bytes) * head_size * kv_bytes;
+constexpr int decode_smem_bytes(int head_size, int kv_bytes = 2, int stages = kDecodeStages) {
+  return kDecodeRowsPerCta * head_size * 2 + stages * 2 * decode_block_n(kv_bytes) * head_size * kv_bytes;
+}
+// Whether a ring of `stages` slots fits a CTA's shared memory (the deep ring: d64 98 KB, d128 196 KB; not d256).
+constexpr bool decode_ring_fits(int head_size, int kv_bytes, int stages) {
+  return decode_smem_bytes(head_size, kv_bytes, stages) <= kWideSmemLimit;
 }
 constexpr int kMaxSplits = 128;
-// Resident 3D CTAs per SM by shared memory (d64 50 KB: 4, d128 100 KB: 2, d256 200 KB: 1); the split heuristic
-// fills these slots.
-constexpr int decode_ctas_per_sm(int head_size, int kv_bytes = 2) {
-  const int by_smem = kWideSmemLimit / decode_smem_bytes(head_size, kv_bytes);
+// Resident 3D CTAs per SM by shared memory (3 slots: d64 50 KB: 4, d128 100 KB: 2, d256 200 KB: 1; 6 slots: d64 2,
+// d128 1); the split heuristic fills these slots.
+constexpr int decode_ctas_per_sm(int head_size, int kv_bytes = 2, int stages = kDecodeStages) {
+  const int by_smem = kWideSmemLimit / decode_smem_bytes(head_size, kv_bytes, stages);
   return by_smem < 4 ? by_smem : 4;
 }
 
@@ -241,14 +249,18 @@ constexpr double kDecodeMergeBytesPerUs = 1.0e5;   // one CTA's read of the part
 // A CTA's K/V rate, set by the bytes of its two tiles in flight (32 KB at d64, 64 KB at d128, 128 KB at d256) and
 // its dependent mma / softmax chain per tile. Sweeps (kernels/NOTES.md, decode v2; features v6): the 16-bit d128
 // kernel ~40 KB/us; with features (the score mods, 128 registers) 26; d64 (features) 25; d256 31; an 8-bit cache's
-// tile (twice the keys in the bytes) 17.
+// tile (twice the keys in the bytes) 17. Measured with 3 ring slots, and taken for any ring until a deeper one is
+// measured: the model then counts a deep ring by its CTAs per SM only.
 constexpr double decode_cta_bytes_per_us(int head_size, int kv_bytes = 2, bool features = false) {
   if (kv_bytes == 1) return 1.7e4;
   if (head_size >= 256) return 3.1e4;
   if (head_size <= 64) return 2.5e4;
   return features ? 2.6e4 : 4.0e4;
 }
-DecodeSplitCost decode_split_cost(const AttentionProblem& p, int num_sms);
+// The cost model of a ring of `stages` slots (decode_stages).
+DecodeSplitCost decode_split_cost(const AttentionProblem& p, int num_sms, int stages = kDecodeStages);
+// ATTNBENCH_3D_STAGES: the ring the knob names, else kDecodeStages (resolve declines a ring that does not fit).
+int decode_stages(const UnifiedKnobs& knobs);
 // KV tiles (decode_block_n keys, tile-aligned) sequence s's rows see: all of them, or a sliding window's span.
 int decode_visible_tiles(const AttentionProblem& p, int s);
 // Modelled time in microseconds of the problem's CTA columns cut into `splits`: the busiest SM streams its share
@@ -297,6 +309,7 @@ struct UnifiedLaunchPlan {
   bool q_major = false;   // 2D: q-tile index on grid.x
   int m_tiles = 0;        // 2D: q-tiles of the longest sequence; 3D: packed-row tiles of the longest sequence
   int splits = 1;         // 3D: KV splits per (sequence, kv head, row tile)
+  int decode_stages = 0;  // 3D: K/V ring slots (decode_stages)
   int merge_group = 1;    // 3D fused merge: splits merged per group (decode_merge_group; >= splits: one level)
   DecodeMerge merge = DecodeMerge::fused;  // 3D with splits > 1: where the splits are merged
   int grid_x = 0, grid_y = 0, grid_z = 0;

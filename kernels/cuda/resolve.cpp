@@ -23,6 +23,14 @@ Support problem_support(const AttentionProblem& p, const UnifiedKnobs& knobs) {
   // A Q prologue the chosen kernel does not have would silently be skipped.
   if (const std::string q = q_prologue_conflict(p, knobs); !q.empty()) return Support::no(q);
   if (const std::string q = q8_conflict(p, knobs); !q.empty()) return Support::no(q);
+  if (choose_path(p) == UnifiedPath::decode_3d) {
+    const int kvb = static_cast<int>(dtype_bytes(p.types.kv)), stages = decode_stages(knobs);
+    if (!decode_ring_fits(p.head_size, kvb, stages))
+      return Support::no("ATTNBENCH_3D_STAGES=" + std::to_string(stages) + ": a ring of " + std::to_string(stages) +
+                         " K/V tile pairs at head size " + std::to_string(p.head_size) + " takes " +
+                         std::to_string(decode_smem_bytes(p.head_size, kvb, stages)) +
+                         " bytes of shared memory with Q, over the " + std::to_string(kWideSmemLimit) + " a CTA has");
+  }
   // Forced wide knobs the geometry cannot hold are declined; under auto they keep the narrow kernel instead.
   if (choose_path(p) == UnifiedPath::prefill_2d && knobs.path == PathKnob::wide && wide_supports(p)) {
     if (const std::string f = wide_feature_conflict(p); !f.empty()) return Support::no(f);
@@ -62,6 +70,7 @@ UnifiedKnobs UnifiedKnobs::parse(const KnobValues& knobs) {
   k.gqa_pack = knobs.get_int("ATTNBENCH_SM90_GQA_PACK");
   k.q_major_grid = knobs.get_bool("ATTNBENCH_Q_MAJOR_GRID");
   k.splits_3d = knobs.get_int("ATTNBENCH_3D_SPLITS");
+  k.stages_3d = pick<int>(knobs, "ATTNBENCH_3D_STAGES", {{"auto", 0}, {"3", kDecodeStages}, {"6", kDecodeDeepStages}});
   k.merge_3d = pick<MergeKnob>(knobs, "ATTNBENCH_3D_MERGE",
                                {{"auto", MergeKnob::automatic}, {"fused", MergeKnob::fused},
                                 {"separate", MergeKnob::separate}});

@@ -73,8 +73,9 @@ std::string knobs_text(const PathCase& pc) {
   return t;
 }
 
-// Decode (auto, 1 and 16 splits, both merges; ragged, block size 16), speculative decode, the narrow prefill (causal and not)
-// and the wide one (TMA, the cp.async gather of block size 32, GQA-packed short q-tiles), per head size.
+// Decode (auto, 1 and 16 splits, both merges, the 6-slot ring where it fits; ragged, block size 16), speculative
+// decode, the narrow prefill (causal and not) and the wide one (TMA, the cp.async gather of block size 32,
+// GQA-packed short q-tiles), per head size.
 std::vector<PathCase> path_cases(int d) {
   const int kvh = d == 256 ? 2 : 4;
   const std::vector<std::pair<int, int>> ragged = {{1, 3000}, {1, 777}, {1, 64}, {1, 5000}};
@@ -84,6 +85,7 @@ std::vector<PathCase> path_cases(int d) {
       {{"decode", ragged, 16, kvh, d, true, 16}, {{"ATTNBENCH_3D_SPLITS", "16"}, {"ATTNBENCH_3D_MERGE", "fused"}}},
       {{"decode", ragged, 16, kvh, d, true, 16},
        {{"ATTNBENCH_3D_SPLITS", "16"}, {"ATTNBENCH_3D_MERGE", "separate"}}},
+      {{"decode", ragged, 16, kvh, d, true, 16}, {{"ATTNBENCH_3D_STAGES", d == 256 ? "3" : "6"}}},
       {{"spec q6", {{6, 2048}, {6, 611}}, 16, 8, d, true, 64}, {}},
       {{"prefill", {{300, 300}, {200, 1000}}, 8, 2, d, true, 64}, {{"ATTNBENCH_SM90_PATH", "narrow"}}},
       {{"prefill non-causal", {{300, 300}, {200, 1000}}, 8, 2, d, false, 32}, {{"ATTNBENCH_SM90_PATH", "narrow"}}},

@@ -188,17 +188,24 @@ TEST_P(Prefill2D, WideMatchesReferenceForEveryKnob) {
   }
 }
 
+// Every split setting under both merges, in the 3-slot ring and, where it fits, the 6-slot one.
 TEST_P(Decode3D, MatchesReferenceForEverySplitSetting) {
   const auto [idx, dt] = GetParam();
   const Shape sh = decode_shapes()[idx];
-  for (const char* merge : {"fused", "separate"})
-    for (const char* splits : {"0", "1", "3", "9", "16", "64"}) {  // fused, 9 and up: merged in groups of 8
-      const auto o = run_and_check(sh, dt, {{"ATTNBENCH_3D_SPLITS", splits}, {"ATTNBENCH_3D_MERGE", merge}}, 777 + idx);
-      std::printf("  %-46s %s splits=%s merge=%s rows=%lld max_abs=%.3g row_rel=%.3g\n", sh.name.c_str(),
-                  dtype_name(dt), splits, merge, static_cast<long long>(o.rows), o.max_abs, o.max_row_rel);
-      EXPECT_EQ(o.nonfinite, 0) << sh.name << " splits=" << splits << " " << merge << ": unwritten or non-finite";
-      EXPECT_TRUE(o.within) << sh.name << " splits=" << splits << " " << merge << ": " << o.worst;
-    }
+  for (const char* ring : {"3", "6"}) {
+    if (std::string(ring) == "6" && !cuda::decode_ring_fits(sh.head_size, 2, cuda::kDecodeDeepStages)) continue;
+    for (const char* merge : {"fused", "separate"})
+      for (const char* splits : {"0", "1", "3", "9", "16", "64"}) {  // fused, 9 and up: merged in groups of 8
+        const auto o = run_and_check(
+            sh, dt, {{"ATTNBENCH_3D_SPLITS", splits}, {"ATTNBENCH_3D_MERGE", merge}, {"ATTNBENCH_3D_STAGES", ring}},
+            777 + idx);
+        const std::string what = " ring=" + std::string(ring) + " splits=" + splits + " merge=" + merge;
+        std::printf("  %-46s %s%s rows=%lld max_abs=%.3g row_rel=%.3g\n", sh.name.c_str(), dtype_name(dt),
+                    what.c_str(), static_cast<long long>(o.rows), o.max_abs, o.max_row_rel);
+        EXPECT_EQ(o.nonfinite, 0) << sh.name << what << ": unwritten or non-finite";
+        EXPECT_TRUE(o.within) << sh.name << what << ": " << o.worst;
+      }
+  }
 }
 
 std::string case_name(const ::testing::TestParamInfo<std::tuple<int, DType>>& info) {
