@@ -63,7 +63,7 @@ TEST(CudaSplitModel, PicksTheFeatureSweepsFastestSplits) {
 }
 
 TEST(CudaSplitModel, TimeFollowsTheBusiestSm) {
-  const DecodeSplitCost c = decode_split_cost(uniform(8, 1, 4096, 32, 8, 128), 132);
+  const DecodeSplitCost c = decode_split_cost(uniform(8, 1, 4096, 32, 8, 128), 132, kDecodeStages);
   EXPECT_EQ(c.ctas_per_sm, 2);
   EXPECT_DOUBLE_EQ(c.tile_bytes, 2.0 * 64 * 128 * 2);
   EXPECT_DOUBLE_EQ(c.partial_bytes, 4.0 * 4 * 128);  // 4 packed rows (group 4, one token)
@@ -75,7 +75,7 @@ TEST(CudaSplitModel, TimeFollowsTheBusiestSm) {
   // Past the resident slots a second wave costs its fixed time.
   EXPECT_GT(decode_split_time_us(c, 8), decode_split_time_us(c, 4));
   // One split has no merge: its time is the stream of a column on its own SM and one wave.
-  const DecodeSplitCost one = decode_split_cost(uniform(1, 1, 640, 32, 8, 128), 132);
+  const DecodeSplitCost one = decode_split_cost(uniform(1, 1, 640, 32, 8, 128), 132, kDecodeStages);
   EXPECT_DOUBLE_EQ(decode_split_time_us(one, 1), 10 * one.tile_bytes / one.cta_bytes_per_us + kDecodeCtaFixedUs);
 }
 
@@ -87,7 +87,7 @@ TEST(CudaSplitModel, EightBitTilesHoldTwiceTheKeysInTheSameBytes) {
   EXPECT_EQ(decode_smem_bytes(128, 1), decode_smem_bytes(128, 2));
   AttentionProblem p = uniform(8, 1, 4096, 32, 8, 128);
   p.types.kv = DType::e4m3;
-  const DecodeSplitCost c = decode_split_cost(p, 132);
+  const DecodeSplitCost c = decode_split_cost(p, 132, kDecodeStages);
   EXPECT_EQ(c.ctas_per_sm, 2);
   EXPECT_DOUBLE_EQ(c.tile_bytes, 2.0 * 128 * 128 * 1);
   EXPECT_EQ(c.n_tiles, 32);
@@ -147,7 +147,7 @@ TEST(CudaSplitModel, NoChosenSplitIsEmpty) {
       for (int batch : {1, 2, 8}) {
         AttentionProblem p = uniform(batch, 1, kv_len, 32, 8, 128);
         p.types.kv = kv;
-        const DecodeSplitCost c = decode_split_cost(p, 132);
+        const DecodeSplitCost c = decode_split_cost(p, 132, kDecodeStages);
         EXPECT_FALSE(decode_splits_leave_one_empty(c.n_tiles, decode_splits(c)))
             << "B" << batch << " kv" << kv_len << " " << dtype_name(kv) << ": " << decode_splits(c) << " splits";
       }
@@ -156,7 +156,7 @@ TEST(CudaSplitModel, NoChosenSplitIsEmpty) {
 TEST(CudaSplitModel, RaggedBatchesSplitByTheirTotalWork) {
   AttentionProblem p = uniform(4, 1, 64, 32, 8, 128);
   p.kv_lens = {523, 37, 2011, 1328};  // the decode group's ragged shape: 9 + 1 + 32 + 21 tiles per kv head
-  const DecodeSplitCost c = decode_split_cost(p, 132);
+  const DecodeSplitCost c = decode_split_cost(p, 132, kDecodeStages);
   EXPECT_EQ(c.n_tiles, 32);
   EXPECT_EQ(c.column_tiles, 8 * 63);
   // 4 splits give 128 CTAs, the longest 8 tiles; 8 give 256 CTAs over 2 slots per SM, ~2 tiles on average and 4
@@ -166,10 +166,11 @@ TEST(CudaSplitModel, RaggedBatchesSplitByTheirTotalWork) {
 }
 
 TEST(CudaSplitModel, NeverMoreSplitsThanTilesOrCap) {
-  EXPECT_EQ(decode_splits(decode_split_cost(uniform(1, 1, 64, 32, 8, 128), 132)), 1);  // one tile
-  EXPECT_LE(decode_splits(decode_split_cost(uniform(1, 1, 448, 32, 8, 128), 132)), 7);
-  EXPECT_LE(decode_splits(decode_split_cost(uniform(1, 1, 1 << 22, 32, 1, 128), 132)), kMaxSplits);
-  EXPECT_EQ(decode_split_cost(uniform(1, 1, 64, 32, 8, 128), 0).sms, kDefaultSmCount);  // no device: the default
+  auto cost = [](const AttentionProblem& p, int sms) { return decode_split_cost(p, sms, kDecodeStages); };
+  EXPECT_EQ(decode_splits(cost(uniform(1, 1, 64, 32, 8, 128), 132)), 1);  // one tile
+  EXPECT_LE(decode_splits(cost(uniform(1, 1, 448, 32, 8, 128), 132)), 7);
+  EXPECT_LE(decode_splits(cost(uniform(1, 1, 1 << 22, 32, 1, 128), 132)), kMaxSplits);
+  EXPECT_EQ(cost(uniform(1, 1, 64, 32, 8, 128), 0).sms, kDefaultSmCount);  // no device: the default
 }
 
 TEST(CudaSplitModel, MergeInOneLevelWhereThePartialsAreSmall) {

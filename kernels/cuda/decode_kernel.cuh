@@ -6,8 +6,8 @@
 // under ATTNBENCH_3D_STAGES=6; every slot in flight while a tile is awaited) whose block-table reads run a tile
 // ahead. With one split the CTA writes the output; otherwise it writes a base-2 LSE and a normalised fp32 partial,
 // and the splits are merged either in the same launch by the last CTAs to arrive, in groups (decode_merge.cuh), or
-// by a separate merge kernel launched as this one's programmatic dependent (decode_merge_kernel.cuh). The output gate (p.epilogue.gate) is applied at
-// the write (decode_out.cuh).
+// by a separate merge kernel launched as this one's programmatic dependent (decode_merge_kernel.cuh). The output
+// gate (p.epilogue.gate) is applied at the write (decode_out.cuh).
 // A features instance (F) applies the attention features (feature_tile.cuh): a sliding window's first tile starts
 // the split range, the mods and the mask act on every score, and a sink and v_scale scale the finished row; an
 // 8-bit cache (KV) streams its codes in tiles of twice the keys and widens them in registers into fp16 mma

@@ -43,8 +43,8 @@ __device__ __forceinline__ uint32_t gated_bits(uint32_t o, uint32_t g) {
 
 // The e4m3 codes of lo and hi (lo in the low byte) by the hardware's conversion (cvt.rn.satfinite.e4m3x2.f32), one
 // instruction a pair where the shared rule (device::e4m3_code) takes ~20 an element: the rule's bytes, nearest even
-// and saturating at 448 (the toolkit's conversion equals the rule on every fp32 input: MxQuant tests), with NaN set
-// to the rule's 0x7f here rather than left to the instruction.
+// and saturating at 448 (CudaGatedFp8.HardwarePairConversionIsTheSharedRuleOnEveryFp32), with NaN set to the rule's
+// 0x7f here rather than left to the instruction.
 __device__ __forceinline__ uint32_t e4m3_codes2(float lo, float hi) {
   uint32_t c = __nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3);
   if (lo != lo) c = (c & 0xff00u) | 0x7fu;

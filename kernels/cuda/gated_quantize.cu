@@ -1,7 +1,8 @@
 // The gated block's FP8 quantisation pass: code = e4m3(x * scale), the bytes of the rule the CPU block uses
-// (common/device/mx_rules.hpp) by the hardware's pair conversion (elementwise.cuh). Each thread takes one 16-element chunk position of a
-// token's head rows (its part and head found once, by 32-bit division) in 2 consecutive tokens, 1 with the gate:
-// its four 16-byte loads are all issued before any math, then one 16-byte store of codes per token.
+// (common/device/mx_rules.hpp) by the hardware's pair conversion (elementwise.cuh). Each thread takes one
+// 16-element chunk position of a token's head rows (its part and head found once, by 32-bit division) in 2
+// consecutive tokens, 1 with the gate: its four 16-byte loads are all issued before any math, then one 16-byte store
+// of codes per token.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

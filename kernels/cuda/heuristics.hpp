@@ -258,7 +258,7 @@ constexpr double decode_cta_bytes_per_us(int head_size, int kv_bytes = 2, bool f
   return features ? 2.6e4 : 4.0e4;
 }
 // The cost model of a ring of `stages` slots (decode_stages).
-DecodeSplitCost decode_split_cost(const AttentionProblem& p, int num_sms, int stages = kDecodeStages);
+DecodeSplitCost decode_split_cost(const AttentionProblem& p, int num_sms, int stages);
 // ATTNBENCH_3D_STAGES: the ring the knob names, else kDecodeStages (resolve declines a ring that does not fit).
 int decode_stages(const UnifiedKnobs& knobs);
 // KV tiles (decode_block_n keys, tile-aligned) sequence s's rows see: all of them, or a sliding window's span.

@@ -117,6 +117,15 @@ void launch_prefill_wide(const AttentionParams& p, const UnifiedLaunchPlan& lp, 
     auto* kernel = &dev::prefill_wide_kernel<DT, D, WG, kTma, F, KV, Q8>;
     static const bool configured = [&] {
       ATTNBENCH_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kWideSmemLimit));
+      // The roles' setmaxnreg budgets must fit the pool the launch gives the CTA, or a consumer's increase waits
+      // forever: a compile that gave the kernel fewer registers than WideRegs assumes is refused, not launched.
+      using Regs = WideRegs<D, WG, F, !is_16bit(KV)>;
+      cudaFuncAttributes fa{};
+      ATTNBENCH_CUDA_CHECK(cudaFuncGetAttributes(&fa, kernel));
+      if (WG >= 2 && fa.numRegs * Regs::kThreads < Regs::kPool)
+        throw std::logic_error("cuda.unified wide: the kernel has " + std::to_string(fa.numRegs) +
+                               " registers a thread, below the " + std::to_string(Regs::kPool / Regs::kThreads) +
+                               " its register budgets assume");
       return true;
     }();
     (void)configured;

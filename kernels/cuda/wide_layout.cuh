@@ -28,16 +28,20 @@ struct WideTile {
   static constexpr int kQBytes = kQBytesPerWg * WG;
 };
 
-// Register budgets per role (setmaxnreg, WG >= 2), set by the kernel for both roles. The producer keeps 56: an
-// 8-bit cache's producer widens codes in all 128 threads, and the 16-bit kernels were measured with this split
-// (their schedules move with it). Beside 3 consumer warpgroups it gets 32. A d256 features consumer holds O (128
-// fp32 registers), S, the P of the tile before it and the features' row state: at 224 it spills, so the 16-bit
-// producer (which fits in 32, gather included) gives it 240. The consumers share the rest of the register file.
+// Register budgets per role (setmaxnreg, WG >= 2), set by the kernel for both roles. setmaxnreg moves registers
+// within the CTA's pool, what the launch gave it (its threads x the kernel's count, 168 at 384 threads), so the roles'
+// budgets must sum within that pool or an increase waits forever. The producer keeps 56: an 8-bit cache's producer
+// widens codes in all 128 threads, and the 16-bit kernels were measured with this split (their schedules move with
+// it). Beside 3 consumer warpgroups it gets 32. A d256 features consumer holds O (128 fp32 registers), S, the P of
+// the tile before it and the features' row state: at 224 it spills, so the 16-bit producer (which fits in 24, gather
+// included) gives it 240.
 template <int D, int WG, bool F, bool Codes>
 struct WideRegs {
-  static constexpr int kProducer = WG == 3 || (D == 256 && F && !Codes) ? 32 : 56;
-  static constexpr int kConsumer = std::min(240, (65536 - 128 * kProducer) / (128 * WG) / 8 * 8);
-  static_assert(128 * (kProducer + WG * kConsumer) <= 65536, "the roles' budgets fit the register file");
+  static constexpr int kThreads = 128 * (WG + 1);
+  static constexpr int kPool = kThreads * (65536 / kThreads / 8 * 8);  // __launch_bounds__(kThreads, 1)
+  static constexpr int kProducer = WG == 3 ? 32 : D == 256 && F && !Codes ? 24 : 56;
+  static constexpr int kConsumer = std::min(240, (kPool - 128 * kProducer) / (128 * WG) / 8 * 8);
+  static_assert(128 * (kProducer + WG * kConsumer) <= kPool, "the roles' budgets fit the CTA's register pool");
 };
 
 namespace dev {
