@@ -1,21 +1,30 @@
 #include "workspace_owners.hpp"
 
 #include <atomic>
+#include <iterator>
+#include <map>
 #include <mutex>
-#include <unordered_map>
 
 namespace attnbench {
 namespace {
 
+struct Held {
+  std::uintptr_t end;  // one past the range's last byte
+  uint64_t plan;       // whose state the range holds
+};
+
 struct Owners {
   std::mutex mu;
-  std::unordered_map<const void*, uint64_t> last;  // workspace -> the plan whose state it holds
+  std::map<std::uintptr_t, Held> ranges;  // by first byte; no two overlap
 };
 
 Owners& owners() {  // never destroyed: a plan may outlive static destruction
   static Owners* o = new Owners;
   return *o;
 }
+
+std::uintptr_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+std::uintptr_t range_end(const void* p, std::size_t bytes) { return address(p) + (bytes > 0 ? bytes : 1); }
 
 }  // namespace
 
@@ -24,24 +33,28 @@ uint64_t new_plan_id() {
   return next.fetch_add(1);
 }
 
-bool workspace_held_by(const void* workspace, uint64_t plan) {
+bool workspace_held_by(const void* workspace, std::size_t bytes, uint64_t plan) {
   Owners& o = owners();
   std::lock_guard<std::mutex> lock(o.mu);
-  const auto it = o.last.find(workspace);
-  return plan != 0 && it != o.last.end() && it->second == plan;
+  const auto it = o.ranges.find(address(workspace));
+  return plan != 0 && it != o.ranges.end() && it->second.plan == plan && it->second.end == range_end(workspace, bytes);
 }
 
-void record_workspace_call(const void* workspace, uint64_t plan, bool state_known) {
+void record_workspace_call(const void* workspace, std::size_t bytes, uint64_t plan, bool state_known) {
+  const std::uintptr_t begin = address(workspace), end = range_end(workspace, bytes);
   Owners& o = owners();
   std::lock_guard<std::mutex> lock(o.mu);
-  if (state_known) o.last[workspace] = plan;
-  else o.last.erase(workspace);
+  auto it = o.ranges.lower_bound(begin);
+  if (it != o.ranges.begin() && std::prev(it)->second.end > begin) --it;  // a range that starts before and reaches in
+  while (it != o.ranges.end() && it->first < end) it = o.ranges.erase(it);
+  if (state_known) o.ranges[begin] = Held{end, plan};
 }
 
 void forget_workspace_plan(uint64_t plan) {
   Owners& o = owners();
   std::lock_guard<std::mutex> lock(o.mu);
-  for (auto it = o.last.begin(); it != o.last.end();) it = it->second == plan ? o.last.erase(it) : std::next(it);
+  for (auto it = o.ranges.begin(); it != o.ranges.end();)
+    it = it->second.plan == plan ? o.ranges.erase(it) : std::next(it);
 }
 
 }  // namespace attnbench

@@ -185,12 +185,13 @@ class CudaUnified final : public AttentionKernel {
     check_lse_params("cuda.unified", cp->return_lse, a);
     check_qo_tma(*cp, a);
     const auto s = static_cast<cudaStream_t>(stream);
-    const bool write_state = cp->counter_bytes + cp->walk_bytes > 0 && !workspace_held_by(a.workspace, cp->id);
+    const std::size_t ws = cp->workspace_bytes;
+    const bool write_state = cp->counter_bytes + cp->walk_bytes > 0 && !workspace_held_by(a.workspace, ws, cp->id);
     // Unknown until the call is enqueued whole: a launch that throws leaves nobody's state trusted.
-    if (cp->workspace_bytes > 0) record_workspace_call(a.workspace, cp->id, false);
+    if (ws > 0) record_workspace_call(a.workspace, ws, cp->id, false);
     if (write_state) write_workspace_state(*cp, a.workspace, s);
     launch(*cp, a, s);
-    if (cp->workspace_bytes > 0) record_workspace_call(a.workspace, cp->id, !(write_state && capturing(s)));
+    if (ws > 0) record_workspace_call(a.workspace, ws, cp->id, !(write_state && capturing(s)));
   }
 
  private:

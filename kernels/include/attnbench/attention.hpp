@@ -105,8 +105,8 @@ struct AttentionParams {
   const int32_t* seqused_k = nullptr;     // [num_seqs]
   const int32_t* block_table = nullptr;   // [num_seqs, block_table_stride]
   // plan().workspace_bytes, owned by the caller. A cuda.unified plan may keep state there between its calls and
-  // writes it again when another cuda.unified plan ran on this exact pointer since, so they may share one (not
-  // overlapping parts of one buffer); nothing else may write it between such a plan's calls, and a graph captured
+  // writes it again when another cuda.unified plan ran on any of those bytes since, so they may share one buffer, at
+  // the same or overlapping offsets; nothing else may write it between such a plan's calls, and a graph captured
   // from its calls holds it while it may replay.
   void* workspace = nullptr;
   AttentionEpilogue epilogue;   // problem.fusion.output_gate
