@@ -395,9 +395,11 @@ TEST(CudaUnifiedDecode, RepeatedCallsKeepTheSplitCounters) {
   }
 }
 
-// One workspace, two plans in turn: each writes what it keeps there (the split counters, the L2 walk's table) again
-// when the other ran on it since, whatever the other left (garbage here).
-TEST(CudaUnifiedWorkspace, PlansTakeTurnsOnOneWorkspace) {
+// The two cuda.unified plans that keep state in their workspace, a fused-merge decode (seed 5) and an L2-walk
+// prefill (seed 7), taking three turns on one buffer. Same pointer: garbage is written before each call (what the
+// other plan left, as far as this one knows). Overlapping: the prefill's walk table starts on the decode's last
+// merge counter and the decode zeroes its counters over the table's head, nothing else writing the buffer.
+void plans_take_turns(bool overlapping) {
   const Shape dec{"decode d128 h32kv8 b2 kv3000", uniform(2, 1, 3000), 32, 8, 128};
   const Shape pre{"prefill d128 h8kv4 b3 s700", uniform(3, 700, 700), 8, 4, 128};
   DeviceCase a(problem_of(dec, DType::bf16), {{"ATTNBENCH_3D_SPLITS", "7"}, {"ATTNBENCH_3D_MERGE", "fused"}}, 5);
@@ -407,12 +409,15 @@ TEST(CudaUnifiedWorkspace, PlansTakeTurnsOnOneWorkspace) {
                7);
   ASSERT_NE(a.plan->summary.find("+merge(last CTA"), std::string::npos) << a.plan->summary;
   ASSERT_NE(b.plan->summary.find("walk=l2:1KiB"), std::string::npos) << b.plan->summary;
-  cuda::DeviceBuffer shared(std::max(a.plan->workspace_bytes, b.plan->workspace_bytes));
-  a.params.workspace = b.params.workspace = shared.data();
+  const std::size_t b_at = overlapping ? (a.plan->workspace_bytes - 4) / 16 * 16 : 0;
+  cuda::DeviceBuffer shared(std::max(a.plan->workspace_bytes, b_at + b.plan->workspace_bytes));
+  shared.fill_byte(0x5A);
+  a.params.workspace = shared.data();
+  b.params.workspace = static_cast<char*>(shared.data()) + b_at;
   cuda::Stream stream;
   for (int turn = 0; turn < 3; ++turn)
     for (DeviceCase* c : {&a, &b}) {
-      shared.fill_byte(0x5A);  // what the other plan left, as far as this one knows
+      if (!overlapping) shared.fill_byte(0x5A);
       c->poison();
       c->run(stream.get());
       stream.synchronize();
@@ -421,34 +426,11 @@ TEST(CudaUnifiedWorkspace, PlansTakeTurnsOnOneWorkspace) {
     }
 }
 
-// Two plans on overlapping parts of one buffer, nothing else writing it: the prefill's walk table lands on the
-// decode's last merge counters, the decode zeroes its counters over the table's head; each must see the other's
-// call on its bytes and write its state again (a record keyed by the exact pointer would trust it).
-TEST(CudaUnifiedWorkspace, PlansOnOverlappingBytesWriteTheirStateAgain) {
-  const Shape dec{"decode d128 h32kv8 b2 kv3000", uniform(2, 1, 3000), 32, 8, 128};
-  const Shape pre{"prefill d128 h8kv4 b3 s700", uniform(3, 700, 700), 8, 4, 128};
-  DeviceCase a(problem_of(dec, DType::bf16), {{"ATTNBENCH_3D_SPLITS", "7"}, {"ATTNBENCH_3D_MERGE", "fused"}}, 5);
-  DeviceCase b(problem_of(pre, DType::bf16),
-               {{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_PERSISTENT", "1"}, {"ATTNBENCH_SM90_WALK", "l2"},
-                {"ATTNBENCH_SM90_L2_SECTION_KB", "1"}},
-               7);
-  ASSERT_NE(a.plan->summary.find("+merge(last CTA"), std::string::npos) << a.plan->summary;
-  ASSERT_NE(b.plan->summary.find("walk=l2:1KiB"), std::string::npos) << b.plan->summary;
-  const std::size_t b_at = (a.plan->workspace_bytes - 4) / 16 * 16;  // the table's head over the last counter
-  cuda::DeviceBuffer shared(b_at + b.plan->workspace_bytes);
-  shared.fill_byte(0x5A);
-  a.params.workspace = shared.data();
-  b.params.workspace = static_cast<char*>(shared.data()) + b_at;
-  cuda::Stream stream;
-  for (int turn = 0; turn < 3; ++turn)
-    for (DeviceCase* c : {&a, &b}) {
-      c->poison();
-      c->run(stream.get());
-      stream.synchronize();
-      const Outcome o = check_output(*c, c == &a ? 5 : 7);
-      EXPECT_TRUE(o.within) << (c == &a ? "decode" : "prefill") << " turn " << turn << ": " << o.worst;
-    }
-}
+// Each writes what it keeps there again when the other ran on it since, whatever the other left.
+TEST(CudaUnifiedWorkspace, PlansTakeTurnsOnOneWorkspace) { plans_take_turns(false); }
+
+// Each sees the other's call on any of its bytes (a record keyed by the exact pointer would trust its state).
+TEST(CudaUnifiedWorkspace, PlansOnOverlappingBytesWriteTheirStateAgain) { plans_take_turns(true); }
 
 // The plan is made once; run() must be capturable and give the same answer from a graph replay.
 // Under each merge: the separate one is a second, programmatically dependent launch, captured with its edge.
