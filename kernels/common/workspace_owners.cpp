@@ -10,7 +10,8 @@ namespace {
 
 struct Held {
   std::uintptr_t end;  // one past the range's last byte
-  uint64_t plan;       // whose state the range holds
+  uint64_t plan;       // the plan that ran there last
+  bool known;          // whether its state there is written (not a captured write waiting for a replay)
 };
 
 struct Owners {
@@ -37,7 +38,8 @@ bool workspace_held_by(const void* workspace, std::size_t bytes, uint64_t plan) 
   Owners& o = owners();
   std::lock_guard<std::mutex> lock(o.mu);
   const auto it = o.ranges.find(address(workspace));
-  return plan != 0 && it != o.ranges.end() && it->second.plan == plan && it->second.end == range_end(workspace, bytes);
+  return plan != 0 && it != o.ranges.end() && it->second.plan == plan && it->second.known &&
+         it->second.end == range_end(workspace, bytes);
 }
 
 void record_workspace_call(const void* workspace, std::size_t bytes, uint64_t plan, bool state_known) {
@@ -46,8 +48,15 @@ void record_workspace_call(const void* workspace, std::size_t bytes, uint64_t pl
   std::lock_guard<std::mutex> lock(o.mu);
   auto it = o.ranges.lower_bound(begin);
   if (it != o.ranges.begin() && std::prev(it)->second.end > begin) --it;  // a range that starts before and reaches in
-  while (it != o.ranges.end() && it->first < end) it = o.ranges.erase(it);
-  if (state_known) o.ranges[begin] = Held{end, plan};
+  while (it != o.ranges.end() && it->first < end) {
+    if (it->first == begin && it->second.end == end) {  // the same range again (every call): no node to allocate
+      it->second = Held{end, plan, state_known};
+      ++it;
+    } else {
+      it = o.ranges.erase(it);
+    }
+  }
+  o.ranges.try_emplace(begin, Held{end, plan, state_known});  // no node made where the range was there
 }
 
 void forget_workspace_plan(uint64_t plan) {
