@@ -26,6 +26,10 @@ struct PrefillTile {
   static constexpr int kMT = RW / 16;  // m16 tiles per warp
   static constexpr int kBM = RW * W;
   static constexpr int kBN = prefill_block_n(D);
+  // Keys per score pass. The 32-row d128 tile's O takes 128 registers: S of a whole 64-key tile beside them spilled
+  // (92 B), so it scores each K/V tile in passes of 32 keys, 16 with the features' row state (the tile, its barriers
+  // and the keys in flight unchanged); the passes' O rescales are skipped by the max's slack (softmax_tile).
+  static constexpr int score_keys(bool features) { return D == 128 && kMT == 2 ? (features ? 16 : 32) : kBN; }
   // d256 re-reads Q from smem (64 more registers would spill); so does the 32-row variant (its 2 x D/8 fp32
   // accumulators take the registers Q would need).
   static constexpr bool kQInRegs = D <= 128 && kMT == 1;
@@ -48,6 +52,7 @@ __global__ void __launch_bounds__(32 * W) prefill_kernel(const __grid_constant__
   static_assert(F || !kWiden, "an 8-bit cache has scales: a features instance");
   using Tile = PrefillTile<D, W, RW, sizeof(TK)>;
   constexpr int BM = Tile::kBM, BN = Tile::kBN, NT = Tile::kThreads, S = Tile::kStages, MT = Tile::kMT;
+  constexpr int CN = Tile::score_keys(F), kSlackLog2 = CN < BN ? 8 : 0;  // keys per score pass; the max's slack
   extern __shared__ __align__(128) unsigned char smem[];
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -130,37 +135,40 @@ __global__ void __launch_bounds__(32 * W) prefill_kernel(const __grid_constant__
       __syncthreads();
       sk = wk, sv = wv;
     }
-    const int n0 = it * BN;
-
-    float s[MT][BN / 8][4];
-    if constexpr (MT == 1) {
-      qk_tile<DT, D, BN / 8, Tile::kQInRegs>(s[0], qf, sq, warp * RW, sk, 0, lane);
-    } else {
-      qk_tile_mt<DT, D, BN / 8, MT>(s, sq, warp * RW, sk, 0, lane);
-    }
-    if constexpr (F) {
+    // Scored in passes of CN keys (k0 in the tile, n0 in the sequence); unrolled, two passes' scores overlap.
+#pragma unroll 1
+    for (int k0 = 0; k0 < BN; k0 += CN) {
+      const int n0 = it * BN + k0;
+      float s[MT][CN / 8][4];
+      if constexpr (MT == 1) {
+        qk_tile<DT, D, CN / 8, Tile::kQInRegs>(s[0], qf, sq, warp * RW, sk, k0, lane);
+      } else {
+        qk_tile_mt<DT, D, CN / 8, MT>(s, sq, warp * RW, sk, k0, lane);
+      }
+      if constexpr (F) {
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) feats[mt].apply(s[mt], n0, lane);
-    } else if (n0 + BN > mask_from) {
+        for (int mt = 0; mt < MT; ++mt) feats[mt].apply(s[mt], n0, lane);
+      } else if (n0 + CN > mask_from) {
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
+        for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-        for (int n = 0; n < BN / 8; ++n) {
+          for (int n = 0; n < CN / 8; ++n) {
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int col = n0 + n * 8 + 2 * (lane % 4) + (e & 1);
-            const int row = row_a + 16 * mt + 8 * (e >> 1);
-            if (col >= vis().visible_end(row)) s[mt][n][e] = -INFINITY;
+            for (int e = 0; e < 4; ++e) {
+              const int col = n0 + n * 8 + 2 * (lane % 4) + (e & 1);
+              const int row = row_a + 16 * mt + 8 * (e >> 1);
+              if (col >= vis().visible_end(row)) s[mt][n][e] = -INFINITY;
+            }
           }
         }
       }
-    }
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) online_softmax<BN / 8, D / 8>(s[mt], m[mt], l[mt], o[mt], c);
-    if constexpr (MT == 1) {
-      pv_tile<DT, D, BN / 8>(o[0], s[0], sv, 0, lane);
-    } else {
-      pv_tile_mt<DT, D, BN / 8, MT>(o, s, sv, 0, lane);
+      for (int mt = 0; mt < MT; ++mt) online_softmax<CN / 8, D / 8, kSlackLog2>(s[mt], m[mt], l[mt], o[mt], c);
+      if constexpr (MT == 1) {
+        pv_tile<DT, D, CN / 8>(o[0], s[0], sv, k0, lane);
+      } else {
+        pv_tile_mt<DT, D, CN / 8, MT>(o, s, sv, k0, lane);
+      }
     }
   }
   cp_async_wait<0>();

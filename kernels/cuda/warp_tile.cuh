@@ -116,17 +116,25 @@ __device__ __forceinline__ void softmax_tile(float (&s)[NT8][4], float (&m)[2], 
   }
 }
 
-// Online softmax over one tile of scores that also rescales the output accumulator rows.
-template <int NT8, int NO8>
+// Online softmax over one tile of scores that also rescales the output accumulator rows. SLACK_LOG2 > 0: the max's
+// slack (softmax_tile), and a warp whose rows' maxima all stayed skips the rescale.
+template <int NT8, int NO8, int SLACK_LOG2 = 0>
 __device__ __forceinline__ void online_softmax(float (&s)[NT8][4], float (&m)[2], float (&l)[2], float (&o)[NO8][4],
                                                float c) {
-  softmax_tile<NT8>(s, m, l, c, [&](int r, float alpha) {
+  auto rescale = [&](int r, float alpha) {
 #pragma unroll
     for (int d = 0; d < NO8; ++d) {
       o[d][2 * r] *= alpha;
       o[d][2 * r + 1] *= alpha;
     }
-  });
+  };
+  if constexpr (SLACK_LOG2 == 0) {
+    softmax_tile<NT8>(s, m, l, c, rescale);
+  } else {
+    float alpha[2];
+    softmax_tile<NT8, 1, 0, SLACK_LOG2>(s, m, l, c, [&](int r, float a) { alpha[r] = a; });
+    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale(0, alpha[0]), rescale(1, alpha[1]);
+  }
 }
 
 // o (16 x DS) += P (16 x 8*NT8, from the score registers: the accumulator layout of two n8 tiles is the A layout of
