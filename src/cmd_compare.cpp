@@ -1,4 +1,5 @@
 // attnbench compare: BASE vs NEW result files (or kernels against one kernel), a verdict per row, CI exit code.
+#include <algorithm>
 #include <iostream>
 
 #include "attnbench/knobs.hpp"
@@ -16,14 +17,20 @@ struct CompareCli {
   std::string threshold = "2%";
   std::vector<std::string> fail_on;
   std::string json_out;
-  std::string against;
+  std::string against;  // KERNEL[,KERNEL...]
   std::vector<std::string> ignore_knobs;
 };
 
 void compare_callback(const CompareCli& c, Context& ctx) {
   CompareOptions o;
   o.threshold = parse_threshold(c.threshold);
-  o.against = c.against;
+  for (std::size_t at = 0; !c.against.empty() && at <= c.against.size();) {  // each once, in the order given
+    const std::size_t comma = std::min(c.against.find(',', at), c.against.size());
+    const std::string k = c.against.substr(at, comma - at);
+    if (k.empty()) throw UsageError("compare: --against '" + c.against + "': an empty kernel name");
+    if (std::find(o.against.begin(), o.against.end(), k) == o.against.end()) o.against.push_back(k);
+    at = comma + 1;
+  }
   const FailPolicy policy = parse_fail_on(c.fail_on);
   for (const auto& k : c.ignore_knobs) {
     if (find_knob(k) == nullptr) throw UsageError("compare: --ignore-knob: " + check_knob(k, ""));
@@ -32,8 +39,8 @@ void compare_callback(const CompareCli& c, Context& ctx) {
   if (!o.ignore_knobs.empty() && !o.against.empty())
     throw UsageError("compare: --ignore-knob is for BASE vs NEW; --against already matches rows whatever their knobs");
   if (o.against.empty() && c.files.size() != 2)
-    throw UsageError("compare: expected BASE.json NEW.json (or --against KERNEL with one or more files), got " +
-                     std::to_string(c.files.size()) + " file(s)");
+    throw UsageError("compare: expected BASE.json NEW.json (or --against KERNEL[,KERNEL...] with one or more files), "
+                     "got " + std::to_string(c.files.size()) + " file(s)");
   if (ctx.validate_only) return;
   if (!c.json_out.empty()) check_writable(c.json_out);
   // Differences inside a file's control-pair noise floor are not differences: the threshold rises to it.
@@ -89,7 +96,8 @@ void add_compare_command(CLI::App& app, Context& ctx) {
                   "binary's runs under two settings compare (an A/B of the knob)")
       ->delimiter(',');
   cmd->add_option("--against", c->against,
-                  "Compare every other kernel's rows with this kernel's rows (same group, shape, dtype, mode)");
+                  "Compare every other kernel's rows with this kernel's rows (same group, shape, dtype, mode); "
+                  "several, comma-separated: with the fastest of them on each case (the better peer)");
   cmd->callback([c, &ctx] { compare_callback(*c, ctx); });
 }
 

@@ -154,6 +154,13 @@ std::string fmt(double v, int prec) {
   return os.str();
 }
 
+template <typename Names>
+std::string join_names(const Names& names, const char* sep = ",") {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : sep) + n;
+  return out;
+}
+
 std::string percent(double fraction) {
   std::ostringstream os;
   os << fraction * 100 << "%";
@@ -256,42 +263,65 @@ Comparison compare_rows(const std::vector<TimedRow>& base, const std::vector<Tim
   return finish(std::move(rows), new_failures);
 }
 
-Comparison compare_against(const std::vector<TimedRow>& all, const CompareOptions& o) {
+namespace {
+
+// The reference row of each case: of the --against kernels' rows, the fastest ok and timed one, else the first.
+std::unordered_map<std::string, size_t> reference_rows(const std::vector<TimedRow>& all,
+                                                       const std::set<std::string>& refs) {
+  const auto timed = [&](size_t i) { return all[i].status == "ok" && all[i].time_us.has_value(); };
   std::unordered_map<std::string, size_t> ref;
-  std::set<std::pair<std::string, std::string>> ref_shapes;  // (group, shape) the reference kernel ran
-  bool any_ref = false;
   for (size_t i = 0; i < all.size(); ++i) {
-    if (all[i].kernel != o.against) continue;
-    any_ref = true;
-    ref.emplace(row_key(all[i], false), i);  // the first such row
-    ref_shapes.insert({all[i].group, all[i].shape});
+    if (!refs.count(all[i].kernel)) continue;
+    const auto [it, first] = ref.emplace(row_key(all[i], false), i);
+    const size_t held = it->second;
+    if (!first && timed(i) && (!timed(held) || all[i].time_us->median < all[held].time_us->median)) it->second = i;
   }
-  if (!any_ref) {
-    std::string known;
-    std::map<std::string, int> kernels;
-    for (const auto& r : all) kernels[r.kernel] = 1;
-    for (const auto& [k, _] : kernels) known += (known.empty() ? "" : ", ") + k;
-    throw UsageError("--against: no row of kernel '" + o.against + "' (kernels in the files: " + known + ")");
+  return ref;
+}
+
+std::string kernels_in(const std::vector<TimedRow>& all) {
+  std::set<std::string> kernels;
+  for (const auto& r : all) kernels.insert(r.kernel);
+  return join_names(kernels, ", ");
+}
+
+}  // namespace
+
+Comparison compare_against(const std::vector<TimedRow>& all, const CompareOptions& o) {
+  const std::set<std::string> refs(o.against.begin(), o.against.end());
+  std::set<std::pair<std::string, std::string>> ref_shapes;  // (group, shape) a reference kernel ran
+  std::set<std::string> seen;
+  for (const auto& r : all) {
+    if (!refs.count(r.kernel)) continue;
+    seen.insert(r.kernel);
+    ref_shapes.insert({r.group, r.shape});
   }
+  for (const auto& k : o.against)
+    if (!seen.count(k))
+      throw UsageError("--against: no row of kernel '" + k + "' (kernels in the files: " + kernels_in(all) + ")");
+  const auto ref = reference_rows(all, refs);
+  const std::string refs_text = join_names(o.against);
   std::vector<CompareRow> rows;
   int new_failures = 0;
   for (const auto& r : all) {
     new_failures += failed(r.status);
-    if (r.kernel == o.against) continue;
-    // Shapes the reference kernel never ran (another op, another group in the same files) are not comparisons.
+    if (refs.count(r.kernel)) continue;
+    // Shapes no reference kernel ran (another op, another group in the same files) are not comparisons.
     if (!ref_shapes.count({r.group, r.shape})) continue;
     auto it = ref.find(row_key(r, false));
     if (it == ref.end()) {
       CompareRow c = describe(r);
-      c.base_kernel = o.against;
+      c.base_kernel = refs_text;
       c.new_status = r.status;
       c.new_time = r.time_us;
       c.verdict = Verdict::only_new;
-      c.note = "no " + o.against + " row";
+      c.note = "no " + refs_text + " row";
       rows.push_back(std::move(c));
       continue;
     }
-    rows.push_back(judge(all[it->second], r, o.threshold));
+    CompareRow c = judge(all[it->second], r, o.threshold);
+    if (o.against.size() > 1) c.note = "vs " + c.base_kernel + (c.note.empty() ? "" : "; " + c.note);
+    rows.push_back(std::move(c));
   }
   return finish(std::move(rows), new_failures);
 }
@@ -344,7 +374,9 @@ std::string summary_line(const Comparison& c, const CompareOptions& o) {
 std::string format_comparison(const Comparison& c, const CompareOptions& o) {
   std::ostringstream os;
   const bool against = !o.against.empty();
-  if (against) os << "ratio = kernel median / " << o.against << " median (same group, shape, dtype, mode, l2)\n";
+  if (against)
+    os << "ratio = kernel median / " << (o.against.size() > 1 ? "the fastest of " : "") << join_names(o.against)
+       << " median (same group, shape, dtype, mode, l2)\n";
   else os << "ratio = NEW median / BASE median; < 1 is faster\n";
   if (!o.ignore_knobs.empty()) {
     os << "matched whatever their setting (the note gives NEW's; BASE's in --json):";
@@ -402,7 +434,7 @@ json comparison_to_json(const Comparison& c, const CompareOptions& o, const std:
           {"base", base_path},
           {"new", new_path},
           {"threshold", o.threshold},
-          {"against", o.against.empty() ? json(nullptr) : json(o.against)},
+          {"against", o.against.empty() ? json(nullptr) : json(join_names(o.against))},
           {"ignore_knobs", o.ignore_knobs},
           {"summary", summary},
           {"rows", rows}};

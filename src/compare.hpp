@@ -50,7 +50,9 @@ struct CompareRow {
 
 struct CompareOptions {
   double threshold = 0.02;
-  std::string against;  // non-empty: compare every other kernel's rows with this kernel's rows
+  // Non-empty: compare every other kernel's rows with these kernels' rows, on each case with the fastest of them
+  // (the better peer), so one table answers "ahead of the best alternative?".
+  std::vector<std::string> against;
   std::set<std::string> ignore_knobs;  // BASE vs NEW: left out of the matching key (an A/B of these knobs)
 };
 
@@ -64,8 +66,9 @@ struct Comparison {
 // left out of the key, so a knob added to the table later does not break matching against old baselines, and so
 // are o.ignore_knobs, so one binary's rows under two settings of a knob compare.
 Comparison compare_rows(const std::vector<TimedRow>& base, const std::vector<TimedRow>& now, const CompareOptions& o);
-// --against: within `rows`, every row of another kernel against the row of `o.against` with the same
-// (group, shape, dtype, mode, l2); knobs are not part of that key.
+// --against: within `rows`, every row of another kernel against the row of an `o.against` kernel with the same
+// (group, shape, dtype, mode, l2): the one with the lowest median among those ok and timed, else the first such row;
+// knobs are not part of that key. UsageError naming a kernel of o.against that has no row at all.
 Comparison compare_against(const std::vector<TimedRow>& rows, const CompareOptions& o);
 
 // What fails CI. GATE rows fail under every policy.

@@ -140,7 +140,7 @@ TEST(CompareRule, UnsettledSideIsAmbigWithItsReason) {
   json pooled = json::array({row("s", "ref", "graph", "ok", 100, 99.5, 100.5), row("s", "k", "graph", "ok", 50, 49.5, 50.5)});
   pooled[1]["settled"] = false;
   CompareOptions o;
-  o.against = "ref";
+  o.against = {"ref"};
   c = compare_against(rows_of(pooled), o);
   ASSERT_EQ(c.rows.size(), 1u);
   EXPECT_EQ(c.rows[0].verdict, Verdict::ambig);
@@ -191,7 +191,7 @@ TEST(CompareRule, AgainstAKernelWithinRows) {
                                  row("t", "torch.sdpa.flash", "graph", "ok", 10, 10, 10),
                                  row("u", "cuda.unified", "graph", "ok", 5, 5, 5)});  // no torch row for u at all
   CompareOptions o;
-  o.against = "torch.sdpa.flash";
+  o.against = {"torch.sdpa.flash"};
   const Comparison c = compare_against(rows_of(rows), o);
   ASSERT_EQ(c.rows.size(), 3u);  // shape u is not a comparison
   EXPECT_EQ(c.rows[0].verdict, Verdict::fast);
@@ -199,8 +199,48 @@ TEST(CompareRule, AgainstAKernelWithinRows) {
   EXPECT_NEAR(*c.rows[0].ratio, 0.8, 1e-12);
   EXPECT_EQ(c.rows[1].verdict, Verdict::only_new);  // no eager torch row
   EXPECT_EQ(c.rows[2].verdict, Verdict::gate);
-  o.against = "nope";
+  o.against = {"nope"};
   EXPECT_THROW(compare_against(rows_of(rows), o), UsageError);
+}
+
+// Several reference kernels: each case against the fastest of them that is ok and timed (a failed or untimed
+// peer row never becomes the bar), the note naming it; a named kernel with no row at all is a usage error.
+TEST(CompareRule, AgainstTheFastestOfSeveralKernels) {
+  const json rows = json::array({row("s", "cudnn.sdpa", "graph", "ok", 100, 99.5, 100.5),
+                                 row("s", "torch.sdpa.cudnn", "graph", "ok", 90, 89.5, 90.5),
+                                 row("s", "cuda.unified", "graph", "ok", 95, 94.5, 95.5),
+                                 row("t", "cudnn.sdpa", "graph", "ok", 40, 39.5, 40.5),
+                                 row("t", "torch.sdpa.cudnn", "graph", "ok", 50, 49.5, 50.5),
+                                 row("t", "cuda.unified", "graph", "ok", 45, 44.5, 45.5),
+                                 row("u", "cudnn.sdpa", "graph", "error"),
+                                 row("u", "torch.sdpa.cudnn", "graph", "ok", 30, 29.5, 30.5),
+                                 row("u", "cuda.unified", "graph", "ok", 20, 19.5, 20.5),
+                                 row("v", "cudnn.sdpa", "graph", "declined"),
+                                 row("v", "cuda.unified", "graph", "ok", 20, 19.5, 20.5)});
+  CompareOptions o;
+  o.against = {"cudnn.sdpa", "torch.sdpa.cudnn"};
+  const Comparison c = compare_against(rows_of(rows), o);
+  ASSERT_EQ(c.rows.size(), 4u);
+  EXPECT_EQ(c.rows[0].base_kernel, "torch.sdpa.cudnn");  // s: 90 beats 100
+  EXPECT_EQ(c.rows[0].verdict, Verdict::slow);
+  EXPECT_NEAR(*c.rows[0].ratio, 95.0 / 90.0, 1e-12);
+  EXPECT_EQ(c.rows[0].note, "vs torch.sdpa.cudnn");
+  EXPECT_EQ(c.rows[1].base_kernel, "cudnn.sdpa");  // t: 40 beats 50
+  EXPECT_EQ(c.rows[1].verdict, Verdict::slow);
+  EXPECT_EQ(c.rows[2].base_kernel, "torch.sdpa.cudnn");  // u: the failed cudnn.sdpa row is not the bar
+  EXPECT_EQ(c.rows[2].verdict, Verdict::fast);
+  EXPECT_EQ(c.rows[3].base_kernel, "cudnn.sdpa");  // v: only a declined row: nothing to time against
+  EXPECT_EQ(c.rows[3].verdict, Verdict::na);
+  // One of them alone is the old single-kernel comparison.
+  o.against = {"cudnn.sdpa"};
+  EXPECT_EQ(compare_against(rows_of(rows), o).rows[0].base_kernel, "cudnn.sdpa");
+  o.against = {"cudnn.sdpa", "torch.sdpa.flash"};
+  try {
+    compare_against(rows_of(rows), o);
+    ADD_FAILURE() << "a kernel without rows passed";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("no row of kernel 'torch.sdpa.flash'"), std::string::npos) << e.what();
+  }
 }
 
 TEST(CompareRule, FailPolicies) {
@@ -300,6 +340,13 @@ TEST(CompareCli, AgainstOverSeveralFiles) {
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "0.500")) << r.output;
   EXPECT_TRUE(contains(r.output, "FAST")) << r.output;
+  const std::string other =
+      write_results("other.json", results_doc(json::array({row("s", "cudnn.sdpa", "graph", "ok", 40, 39.5, 40.5)})));
+  const Result two = run_cli("compare --against torch.sdpa.flash,cudnn.sdpa " + ours + " " + peer + " " + other);
+  EXPECT_EQ(two.code, 0) << two.output;
+  EXPECT_TRUE(contains(two.output, "the fastest of torch.sdpa.flash,cudnn.sdpa")) << two.output;
+  EXPECT_TRUE(contains(two.output, "1.250")) << two.output;  // 50 against cudnn.sdpa's 40
+  EXPECT_TRUE(contains(two.output, "vs cudnn.sdpa")) << two.output;
 }
 
 TEST(CompareCli, UsageErrorsNameTheFile) {
@@ -322,5 +369,7 @@ TEST(CompareCli, UsageErrorsNameTheFile) {
   expect2("compare " + good, "BASE.json NEW.json");
   expect2("compare " + good + " " + good + " --ignore-knob ATTNBENCH_SM90_Q0", "unknown knob 'ATTNBENCH_SM90_Q0'");
   expect2("compare --against k " + good + " --ignore-knob ATTNBENCH_SM90_QO", "--ignore-knob is for BASE vs NEW");
+  expect2("compare --against k,,j " + good, "--against 'k,,j': an empty kernel name");
+  expect2("compare --against k, " + good, "--against 'k,': an empty kernel name");
   expect2("compare " + good + " " + good + " --json /nonexistent/dir/c.json", "/nonexistent/dir");
 }

@@ -58,6 +58,8 @@ tar czf "$top/report.tgz" -C "$R" .
 step "attnbench vs torch (graph, median us)"
 for g in $groups; do
   "$bin" compare --against torch.sdpa.cudnn "$R/base_$g.json" "$R/torch.json" > "$R/vs_cudnn_$g.txt" 2>&1
+  # the better of cuDNN dense (torch) and paged (cudnn.sdpa), the issues' bar
+  "$bin" compare --against torch.sdpa.cudnn,cudnn.sdpa "$R/base_$g.json" "$R/torch.json" > "$R/vs_best_$g.txt" 2>&1
   "$bin" compare --against torch.chain.gated_block "$R/base_$g.json" "$R/torch.json" > "$R/vs_chain_$g.txt" 2>&1
 done
 "$bin" compare --against torch.chain.gated_block "$R/sweep_gated.json" "$R/torch.json" > "$R/vs_chain_sweep.txt" 2>&1

@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     attnbench::CompareOptions o;
     (void)attnbench::format_comparison(attnbench::compare_rows(rows, rows, o), o);
     if (!rows.empty()) {
-      o.against = rows.front().kernel;
+      o.against = {rows.front().kernel, rows.back().kernel};
       (void)attnbench::compare_against(rows, o);
     }
   });
