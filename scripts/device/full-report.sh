@@ -10,7 +10,7 @@ bin="${ATTNBENCH_BIN:-build/src/attnbench}"
 top="${OUT:-results}"
 R="$top/session"
 mkdir -p "$R"
-groups="decode short_prefill long_prefill gqa gated_397b"
+groups="decode short_prefill long_prefill gqa small_pages gated_397b"
 step() { echo "== $* ($(date +%T))"; }
 
 step info
