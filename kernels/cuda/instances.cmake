@@ -53,6 +53,15 @@ set(ATTNBENCH_CUDA_INSTANCES_CI
   decode/bf16-e4m3/d128/feat wide/fp16-e4m3/d128/wgs2/feat wide/bf16-e5m2/d128/wgs2/feat/q8 decode/fp16-e4m3/d128/feat/q8
   wide/bf16-e4m3/d256/wgs2/feat/q8)
 
+# Instances that spill registers (ptxas, nvcc 13.0), each with its reason (kernels/NOTES.md, the spill audits); every
+# other instance is compiled with ptxas's spill warning as an error under ATTNBENCH_SPILL_CHECK, so a change that
+# makes a kernel spill fails the build that compiles it.
+#   3-slot 8-bit decode with features: 28-40 B at the 128 registers of two CTAs per SM (8 reloads per 128-key tile)
+#   d256 features, wide: the TMA producer warp at its 24 registers, 16 B (its unit walk, reloaded once per unit)
+set(ATTNBENCH_CUDA_INSTANCES_SPILLING
+  "decode/(bf16|fp16)-(e4m3|e5m2)/d128/feat(/q8)?"
+  "wide/(bf16|fp16)/d256/wgs2/feat")
+
 set(ATTNBENCH_CUDA_INSTANCES "all" CACHE STRING
     "cuda.unified instances to build: all, ci, or a list (; or ,) of regular expressions matched against whole keys")
 
@@ -151,6 +160,27 @@ function(attnbench_instance_parts key header_out inst_out entry_out)
   set(${entry_out} "${entry}" PARENT_SCOPE)
 endfunction()
 
+# Whether `key` is one of ATTNBENCH_CUDA_INSTANCES_SPILLING's.
+foreach(pattern IN LISTS ATTNBENCH_CUDA_INSTANCES_SPILLING)
+  set(matched FALSE)
+  foreach(key IN LISTS ATTNBENCH_CUDA_INSTANCE_TABLE)
+    if(key MATCHES "^(${pattern})$")
+      set(matched TRUE)
+    endif()
+  endforeach()
+  if(NOT matched)
+    message(FATAL_ERROR "ATTNBENCH_CUDA_INSTANCES_SPILLING: '${pattern}' matches no key of the table")
+  endif()
+endforeach()
+function(attnbench_instance_spills key out)
+  set(${out} FALSE PARENT_SCOPE)
+  foreach(pattern IN LISTS ATTNBENCH_CUDA_INSTANCES_SPILLING)
+    if(key MATCHES "^(${pattern})$")
+      set(${out} TRUE PARENT_SCOPE)
+    endif()
+  endforeach()
+endfunction()
+
 # Writes the .cu of every key in `keys` and the table (built from `selection`) into `dir`, rewritten only when
 # their text changes so a reconfigure recompiles nothing; `out` gets the sources. The .cu of a key left out later
 # stays in `dir`, unbuilt, so switching the selection back recompiles nothing either.
@@ -172,6 +202,12 @@ ${inst}
 ")
     list(APPEND sources ${cu})
     string(APPEND entries "    ${entry},\n")
+    if(ATTNBENCH_SPILL_CHECK)
+      attnbench_instance_spills(${key} spills)
+      if(NOT spills)
+        set_source_files_properties(${cu} PROPERTIES COMPILE_OPTIONS "-Xptxas=-warn-spills,-Werror")
+      endif()
+    endif()
   endforeach()
   list(LENGTH keys count)
   string(REPLACE "\\" "\\\\" selection_literal "${selection}")
