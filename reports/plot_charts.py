@@ -350,7 +350,8 @@ class Charts:
         ax.set_ylim(len(rows) - 0.5, -0.5)
         ax.grid(axis="x", alpha=0.3)
         against = doc.get("against")
-        ax.set_xlabel((f"speedup over {against}" if against else "speedup of NEW over BASE (base median / new median)")
+        over = f"the fastest of {against}" if against and "," in against else against  # compare --against A,B
+        ax.set_xlabel((f"speedup over {over}" if against else "speedup of NEW over BASE (base median / new median)")
                       + ", log scale")
         handles = [self.plt.Rectangle((0, 0), 1, 1, color=VERDICT_COLOURS[v]) for v in present]
         names = list(present)

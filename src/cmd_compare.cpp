@@ -21,16 +21,25 @@ struct CompareCli {
   std::vector<std::string> ignore_knobs;
 };
 
+// "A,B" -> {A, B}: each name once, in the order given, spaces around it dropped; an empty name is a usage error.
+std::vector<std::string> parse_against(const std::string& text) {
+  std::vector<std::string> names;
+  for (std::size_t at = 0; !text.empty() && at <= text.size();) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    std::string k = text.substr(at, comma - at);
+    k.erase(0, k.find_first_not_of(' '));
+    k.erase(k.find_last_not_of(' ') + 1);
+    if (k.empty()) throw UsageError("compare: --against '" + text + "': an empty kernel name");
+    if (std::find(names.begin(), names.end(), k) == names.end()) names.push_back(k);
+    at = comma + 1;
+  }
+  return names;
+}
+
 void compare_callback(const CompareCli& c, Context& ctx) {
   CompareOptions o;
   o.threshold = parse_threshold(c.threshold);
-  for (std::size_t at = 0; !c.against.empty() && at <= c.against.size();) {  // each once, in the order given
-    const std::size_t comma = std::min(c.against.find(',', at), c.against.size());
-    const std::string k = c.against.substr(at, comma - at);
-    if (k.empty()) throw UsageError("compare: --against '" + c.against + "': an empty kernel name");
-    if (std::find(o.against.begin(), o.against.end(), k) == o.against.end()) o.against.push_back(k);
-    at = comma + 1;
-  }
+  o.against = parse_against(c.against);
   const FailPolicy policy = parse_fail_on(c.fail_on);
   for (const auto& k : c.ignore_knobs) {
     if (find_knob(k) == nullptr) throw UsageError("compare: --ignore-knob: " + check_knob(k, ""));

@@ -1,5 +1,6 @@
 #include "compare.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <deque>
@@ -265,17 +266,24 @@ Comparison compare_rows(const std::vector<TimedRow>& base, const std::vector<Tim
 
 namespace {
 
-// The reference row of each case: of the --against kernels' rows, the fastest ok and timed one, else the first.
+// The reference row of each case. Per kernel its first row there (one --against kernel: that row, as ever); of
+// those, the fastest ok and timed one, else an ok one (a failed NEW row against it is still a GATE), else the first.
 std::unordered_map<std::string, size_t> reference_rows(const std::vector<TimedRow>& all,
-                                                       const std::set<std::string>& refs) {
-  const auto timed = [&](size_t i) { return all[i].status == "ok" && all[i].time_us.has_value(); };
-  std::unordered_map<std::string, size_t> ref;
+                                                       const std::vector<std::string>& refs) {
+  std::unordered_map<std::string, std::vector<size_t>> firsts;  // per case, each kernel's first row
   for (size_t i = 0; i < all.size(); ++i) {
-    if (!refs.count(all[i].kernel)) continue;
-    const auto [it, first] = ref.emplace(row_key(all[i], false), i);
-    const size_t held = it->second;
-    if (!first && timed(i) && (!timed(held) || all[i].time_us->median < all[held].time_us->median)) it->second = i;
+    if (std::find(refs.begin(), refs.end(), all[i].kernel) == refs.end()) continue;
+    auto& rows = firsts[row_key(all[i], false)];
+    if (std::none_of(rows.begin(), rows.end(), [&](size_t j) { return all[j].kernel == all[i].kernel; }))
+      rows.push_back(i);
   }
+  const auto rank = [&](size_t i) { return all[i].status != "ok" ? 2 : all[i].time_us ? 0 : 1; };
+  std::unordered_map<std::string, size_t> ref;
+  for (const auto& [key, rows] : firsts)
+    ref[key] = *std::min_element(rows.begin(), rows.end(), [&](size_t x, size_t y) {
+      if (rank(x) != rank(y)) return rank(x) < rank(y);
+      return rank(x) == 0 && all[x].time_us->median < all[y].time_us->median;
+    });
   return ref;
 }
 
@@ -299,8 +307,7 @@ Comparison compare_against(const std::vector<TimedRow>& all, const CompareOption
   for (const auto& k : o.against)
     if (!seen.count(k))
       throw UsageError("--against: no row of kernel '" + k + "' (kernels in the files: " + kernels_in(all) + ")");
-  const auto ref = reference_rows(all, refs);
-  const std::string refs_text = join_names(o.against);
+  const auto ref = reference_rows(all, o.against);
   std::vector<CompareRow> rows;
   int new_failures = 0;
   for (const auto& r : all) {
@@ -311,11 +318,11 @@ Comparison compare_against(const std::vector<TimedRow>& all, const CompareOption
     auto it = ref.find(row_key(r, false));
     if (it == ref.end()) {
       CompareRow c = describe(r);
-      c.base_kernel = refs_text;
+      c.base_kernel = o.against.size() == 1 ? o.against[0] : "";  // several: no one kernel's row was missing
       c.new_status = r.status;
       c.new_time = r.time_us;
       c.verdict = Verdict::only_new;
-      c.note = "no " + refs_text + " row";
+      c.note = "no " + join_names(o.against, " or ") + " row";
       rows.push_back(std::move(c));
       continue;
     }

@@ -66,9 +66,9 @@ struct Comparison {
 // left out of the key, so a knob added to the table later does not break matching against old baselines, and so
 // are o.ignore_knobs, so one binary's rows under two settings of a knob compare.
 Comparison compare_rows(const std::vector<TimedRow>& base, const std::vector<TimedRow>& now, const CompareOptions& o);
-// --against: within `rows`, every row of another kernel against the row of an `o.against` kernel with the same
-// (group, shape, dtype, mode, l2): the one with the lowest median among those ok and timed, else the first such row;
-// knobs are not part of that key. UsageError naming a kernel of o.against that has no row at all.
+// --against: within `rows`, every row of another kernel against a row of the `o.against` kernels with the same
+// (group, shape, dtype, mode, l2), knobs not part of that key: of each such kernel's first row there, the fastest
+// ok and timed one, else an ok one, else the first. UsageError naming a kernel of o.against that has no row at all.
 Comparison compare_against(const std::vector<TimedRow>& rows, const CompareOptions& o);
 
 // What fails CI. GATE rows fail under every policy.

@@ -229,11 +229,35 @@ TEST(CompareRule, AgainstTheFastestOfSeveralKernels) {
   EXPECT_EQ(c.rows[1].verdict, Verdict::slow);
   EXPECT_EQ(c.rows[2].base_kernel, "torch.sdpa.cudnn");  // u: the failed cudnn.sdpa row is not the bar
   EXPECT_EQ(c.rows[2].verdict, Verdict::fast);
+  EXPECT_EQ(c.rows[2].note, "vs torch.sdpa.cudnn");
   EXPECT_EQ(c.rows[3].base_kernel, "cudnn.sdpa");  // v: only a declined row: nothing to time against
   EXPECT_EQ(c.rows[3].verdict, Verdict::na);
+  EXPECT_EQ(c.rows[3].note.rfind("vs cudnn.sdpa; ", 0), 0u) << c.rows[3].note;
   // One of them alone is the old single-kernel comparison.
   o.against = {"cudnn.sdpa"};
   EXPECT_EQ(compare_against(rows_of(rows), o).rows[0].base_kernel, "cudnn.sdpa");
+  // A failed NEW row is a GATE against a peer that passed untimed, whichever peer's row comes first; a peer that is
+  // ok and timed beats one that is only ok; a case no peer ran is only in NEW, the note naming both.
+  const auto untimed = [](json r) {  // ok, gate-only
+    r["time_us"] = nullptr;
+    return r;
+  };
+  const json gated = json::array({row("w", "cudnn.sdpa", "graph", "error"),
+                                  untimed(row("w", "torch.sdpa.cudnn", "graph", "ok")),
+                                  row("w", "cuda.unified", "graph", "mismatch"),
+                                  untimed(row("x", "cudnn.sdpa", "graph", "ok")),
+                                  row("x", "torch.sdpa.cudnn", "graph", "ok", 70, 69.5, 70.5),
+                                  row("x", "cuda.unified", "graph", "ok", 60, 59.5, 60.5),
+                                  row("x", "cuda.unified", "eager", "ok", 60, 59.5, 60.5)});
+  o.against = {"cudnn.sdpa", "torch.sdpa.cudnn"};
+  const Comparison g = compare_against(rows_of(gated), o);
+  ASSERT_EQ(g.rows.size(), 3u);
+  EXPECT_EQ(g.rows[0].verdict, Verdict::gate);
+  EXPECT_EQ(g.rows[0].base_kernel, "torch.sdpa.cudnn");
+  EXPECT_EQ(g.rows[1].base_kernel, "torch.sdpa.cudnn");
+  EXPECT_EQ(g.rows[1].verdict, Verdict::fast);
+  EXPECT_EQ(g.rows[2].verdict, Verdict::only_new);
+  EXPECT_EQ(g.rows[2].note, "no cudnn.sdpa or torch.sdpa.cudnn row");
   o.against = {"cudnn.sdpa", "torch.sdpa.flash"};
   try {
     compare_against(rows_of(rows), o);
@@ -347,6 +371,11 @@ TEST(CompareCli, AgainstOverSeveralFiles) {
   EXPECT_TRUE(contains(two.output, "the fastest of torch.sdpa.flash,cudnn.sdpa")) << two.output;
   EXPECT_TRUE(contains(two.output, "1.250")) << two.output;  // 50 against cudnn.sdpa's 40
   EXPECT_TRUE(contains(two.output, "vs cudnn.sdpa")) << two.output;
+  // Each name once, spaces around it dropped: the same table.
+  const Result spaced =
+      run_cli("compare --against 'torch.sdpa.flash, cudnn.sdpa,cudnn.sdpa' " + ours + " " + peer + " " + other);
+  EXPECT_EQ(spaced.code, 0) << spaced.output;
+  EXPECT_TRUE(contains(spaced.output, "the fastest of torch.sdpa.flash,cudnn.sdpa median")) << spaced.output;
 }
 
 TEST(CompareCli, UsageErrorsNameTheFile) {
@@ -371,5 +400,6 @@ TEST(CompareCli, UsageErrorsNameTheFile) {
   expect2("compare --against k " + good + " --ignore-knob ATTNBENCH_SM90_QO", "--ignore-knob is for BASE vs NEW");
   expect2("compare --against k,,j " + good, "--against 'k,,j': an empty kernel name");
   expect2("compare --against k, " + good, "--against 'k,': an empty kernel name");
+  expect2("compare --against ,k " + good, "--against ',k': an empty kernel name");
   expect2("compare " + good + " " + good + " --json /nonexistent/dir/c.json", "/nonexistent/dir");
 }

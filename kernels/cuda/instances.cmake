@@ -53,9 +53,9 @@ set(ATTNBENCH_CUDA_INSTANCES_CI
   decode/bf16-e4m3/d128/feat wide/fp16-e4m3/d128/wgs2/feat wide/bf16-e5m2/d128/wgs2/feat/q8 decode/fp16-e4m3/d128/feat/q8
   wide/bf16-e4m3/d256/wgs2/feat/q8)
 
-# Instances that spill registers (ptxas, nvcc 13.0), each with its reason (kernels/NOTES.md, the spill audits); every
-# other instance is compiled with ptxas's spill warning as an error under ATTNBENCH_SPILL_CHECK, so a change that
-# makes a kernel spill fails the build that compiles it.
+# Instances that spill registers (ptxas, nvcc 13.0), each with its reason (kernels/NOTES.md, the spill audits); under
+# ATTNBENCH_SPILL_CHECK every other instance is compiled with ptxas's warnings, a spill among them, as errors, so a
+# change that makes a kernel spill fails the build that compiles it (a listed file's other kernels are not held).
 #   3-slot 8-bit decode with features: 28-40 B at the 128 registers of two CTAs per SM (8 reloads per 128-key tile)
 #   d256 features, wide: the TMA producer warp at its 24 registers, 16 B (its unit walk, reloaded once per unit)
 set(ATTNBENCH_CUDA_INSTANCES_SPILLING
@@ -64,6 +64,20 @@ set(ATTNBENCH_CUDA_INSTANCES_SPILLING
 
 set(ATTNBENCH_CUDA_INSTANCES "all" CACHE STRING
     "cuda.unified instances to build: all, ci, or a list (; or ,) of regular expressions matched against whole keys")
+
+# The table's keys that `pattern` matches whole; an expression that matches none is an error naming `what`.
+function(attnbench_keys_matching pattern what out)
+  set(keys "")
+  foreach(key IN LISTS ATTNBENCH_CUDA_INSTANCE_TABLE)
+    if(key MATCHES "^(${pattern})$")
+      list(APPEND keys ${key})
+    endif()
+  endforeach()
+  if(NOT keys)
+    message(FATAL_ERROR "${what}: '${pattern}' matches no key of instances.cmake")
+  endif()
+  set(${out} ${keys} PARENT_SCOPE)
+endfunction()
 
 # The keys of `selection` (all | ci | regexes), in table order; an expression that matches no key is an error.
 function(attnbench_select_instances selection out)
@@ -78,16 +92,8 @@ function(attnbench_select_instances selection out)
   set(picked "")
   foreach(pattern IN LISTS patterns)
     string(STRIP "${pattern}" pattern)
-    set(matched FALSE)
-    foreach(key IN LISTS ATTNBENCH_CUDA_INSTANCE_TABLE)
-      if(key MATCHES "^(${pattern})$")
-        list(APPEND picked ${key})
-        set(matched TRUE)
-      endif()
-    endforeach()
-    if(NOT matched)
-      message(FATAL_ERROR "ATTNBENCH_CUDA_INSTANCES: '${pattern}' matches no key of instances.cmake")
-    endif()
+    attnbench_keys_matching("${pattern}" ATTNBENCH_CUDA_INSTANCES keys)
+    list(APPEND picked ${keys})
   endforeach()
   set(ordered "")
   foreach(key IN LISTS ATTNBENCH_CUDA_INSTANCE_TABLE)
@@ -160,25 +166,14 @@ function(attnbench_instance_parts key header_out inst_out entry_out)
   set(${entry_out} "${entry}" PARENT_SCOPE)
 endfunction()
 
-# Whether `key` is one of ATTNBENCH_CUDA_INSTANCES_SPILLING's.
-foreach(pattern IN LISTS ATTNBENCH_CUDA_INSTANCES_SPILLING)
-  set(matched FALSE)
-  foreach(key IN LISTS ATTNBENCH_CUDA_INSTANCE_TABLE)
-    if(key MATCHES "^(${pattern})$")
-      set(matched TRUE)
-    endif()
-  endforeach()
-  if(NOT matched)
-    message(FATAL_ERROR "ATTNBENCH_CUDA_INSTANCES_SPILLING: '${pattern}' matches no key of the table")
-  endif()
-endforeach()
-function(attnbench_instance_spills key out)
-  set(${out} FALSE PARENT_SCOPE)
+# The keys ATTNBENCH_CUDA_INSTANCES_SPILLING names (each pattern must name one).
+function(attnbench_spilling_instances out)
+  set(all "")
   foreach(pattern IN LISTS ATTNBENCH_CUDA_INSTANCES_SPILLING)
-    if(key MATCHES "^(${pattern})$")
-      set(${out} TRUE PARENT_SCOPE)
-    endif()
+    attnbench_keys_matching("${pattern}" ATTNBENCH_CUDA_INSTANCES_SPILLING keys)
+    list(APPEND all ${keys})
   endforeach()
+  set(${out} ${all} PARENT_SCOPE)
 endfunction()
 
 # Writes the .cu of every key in `keys` and the table (built from `selection`) into `dir`, rewritten only when
@@ -186,6 +181,7 @@ endfunction()
 # stays in `dir`, unbuilt, so switching the selection back recompiles nothing either.
 function(attnbench_generate_instances selection keys dir out)
   file(MAKE_DIRECTORY ${dir})
+  attnbench_spilling_instances(spilling)
   set(sources "")
   set(entries "")
   foreach(key IN LISTS keys)
@@ -202,11 +198,12 @@ ${inst}
 ")
     list(APPEND sources ${cu})
     string(APPEND entries "    ${entry},\n")
-    if(ATTNBENCH_SPILL_CHECK)
-      attnbench_instance_spills(${key} spills)
-      if(NOT spills)
-        set_source_files_properties(${cu} PROPERTIES COMPILE_OPTIONS "-Xptxas=-warn-spills,-Werror")
+    if(ATTNBENCH_SPILL_CHECK)  # the listed ones warn (their spills stay visible), the others fail
+      set(check "-Xptxas=-warn-spills,-Werror")
+      if(key IN_LIST spilling)
+        set(check "-Xptxas=-warn-spills")
       endif()
+      set_property(SOURCE ${cu} APPEND PROPERTY COMPILE_OPTIONS ${check})
     endif()
   endforeach()
   list(LENGTH keys count)

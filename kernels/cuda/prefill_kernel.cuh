@@ -52,7 +52,10 @@ __global__ void __launch_bounds__(32 * W) prefill_kernel(const __grid_constant__
   static_assert(F || !kWiden, "an 8-bit cache has scales: a features instance");
   using Tile = PrefillTile<D, W, RW, sizeof(TK)>;
   constexpr int BM = Tile::kBM, BN = Tile::kBN, NT = Tile::kThreads, S = Tile::kStages, MT = Tile::kMT;
-  constexpr int CN = Tile::score_keys(F), kSlackLog2 = CN < BN ? 8 : 0;  // keys per score pass; the max's slack
+  constexpr int CN = Tile::score_keys(F);  // keys per score pass
+  // The passes' rescales skipped by the max's slack; one-pass instances keep the softmax they were measured with.
+  constexpr int kSlackLog2 = CN < BN ? kSlackLog2P16 : 0;
+  static_assert(BN % CN == 0, "passes tile the K/V tile");
   extern __shared__ __align__(128) unsigned char smem[];
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -135,7 +138,8 @@ __global__ void __launch_bounds__(32 * W) prefill_kernel(const __grid_constant__
       __syncthreads();
       sk = wk, sv = wv;
     }
-    // Scored in passes of CN keys (k0 in the tile, n0 in the sequence); unrolled, two passes' scores overlap.
+    // Scored in passes of CN keys (k0 in the tile, n0 in the sequence); rolled: unrolled, ptxas interleaves two
+    // passes' scores and spills.
 #pragma unroll 1
     for (int k0 = 0; k0 < BN; k0 += CN) {
       const int n0 = it * BN + k0;

@@ -53,6 +53,9 @@ __device__ __forceinline__ void qk_tile(float (&s)[NT8][4], const uint32_t (&qf)
 // OFF: each row's scores in s lack off[r], one value for the thread's scores of the row on this tile (ALiBi's
 // distance to the thread's first column, which differs across a quad): the max, before the quad's reduction, and the
 // probabilities add it, so it costs per row, not per score.
+// The max's slack for a 16-bit P (fp16 and bf16 hold p <= 2^8 at their usual relative precision).
+constexpr int kSlackLog2P16 = 8;
+
 template <int NT8, int PARTS = 1, int P_LOG2 = 0, int SLACK_LOG2 = 0, bool OFF = false, typename Rescale>
 __device__ __forceinline__ void softmax_tile(float (&s)[NT8][4], float (&m)[2], float (&l)[2], float c,
                                              Rescale&& rescale, const float* off = nullptr) {
@@ -133,7 +136,10 @@ __device__ __forceinline__ void online_softmax(float (&s)[NT8][4], float (&m)[2]
   } else {
     float alpha[2];
     softmax_tile<NT8, 1, 0, SLACK_LOG2>(s, m, l, c, [&](int r, float a) { alpha[r] = a; });
-    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale(0, alpha[0]), rescale(1, alpha[1]);
+    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+      rescale(0, alpha[0]);
+      rescale(1, alpha[1]);
+    }
   }
 }
 

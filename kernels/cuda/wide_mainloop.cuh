@@ -53,7 +53,7 @@ struct WideCtx {
   static constexpr bool P8 = !is_16bit(QT);                  // the FP8 SDPA: P in e4m3 against V^T codes
   // A row's max moves only when a tile's exceeds it by more than 2^kSlackLog2 (softmax_tile): p <= 2^kSlackLog2.
   // An 8-bit P is scaled by 2^kPLog2 into e4m3's range: p 2^kPLog2 <= 2^8 < 448.
-  static constexpr int kSlackLog2 = P8 ? 3 : 8;
+  static constexpr int kSlackLog2 = P8 ? 3 : kSlackLog2P16;
   static constexpr int kPLog2 = P8 ? 8 - kSlackLog2 : 0;
   static constexpr bool kQoTma = !P8;  // Q and O may move by TMA (w.qo_tma): a 16-bit Q's rows
   using Acc = WideAcc<D, BN, P8>;

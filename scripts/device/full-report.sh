@@ -42,7 +42,7 @@ timeout 240 "$bin" sweep --group gated_397b --knob ATTNBENCH_GATED_FUSE_GATE=0,1
 tail -12 "$R/sweep_gated.log"
 
 step "torch peers"
-PYTHONUNBUFFERED=1 timeout 200 python3 scripts/peers/torch_sdpa.py $(for g in $groups; do echo --group "$g"; done) \
+PYTHONUNBUFFERED=1 timeout 300 python3 scripts/peers/torch_sdpa.py $(for g in $groups; do echo --group "$g"; done) \
   --mode graph --timeout 2 -o "$R/torch.json" > "$R/torch.log" 2>&1
 echo "rc=$? $(tail -1 "$R/torch.log")"
 
@@ -53,7 +53,6 @@ grep -E "ERROR SUMMARY|^rows" "$R/memcheck.log"
 
 step plots
 python3 reports/plot.py "$R"/base_*.json "$R/torch.json" -o "$R/plots" > "$R/plots.log" 2>&1; tail -1 "$R/plots.log"
-tar czf "$top/report.tgz" -C "$R" .
 
 step "attnbench vs torch (graph, median us)"
 for g in $groups; do
@@ -63,4 +62,5 @@ for g in $groups; do
   "$bin" compare --against torch.chain.gated_block "$R/base_$g.json" "$R/torch.json" > "$R/vs_chain_$g.txt" 2>&1
 done
 "$bin" compare --against torch.chain.gated_block "$R/sweep_gated.json" "$R/torch.json" > "$R/vs_chain_sweep.txt" 2>&1
+tar czf "$top/report.tgz" -C "$R" .
 for g in $groups; do grep -E ' ok ' "$R/base_$g.log" | grep graph | awk '{printf "%-13s %-34s %-5s %-14s %10s %8s %8s\n",$1,$2,$3,$4,$8,$9,$10}'; done
