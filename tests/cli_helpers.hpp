@@ -1,16 +1,16 @@
 // Helpers for tests that run the attnbench binary (and scripts) and build result files by hand.
 #pragma once
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <array>
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "temp_dir.hpp"
 
 namespace testcli {
 
@@ -19,9 +19,9 @@ struct Result {
   std::string output;
 };
 
-// Runs `command` through the shell in the temp folder; stdout and stderr together.
+// Runs `command` through the shell in this process's temp folder (temp_dir.hpp); stdout and stderr together.
 inline Result shell(const std::string& command) {
-  const std::string cmd = "cd " + std::filesystem::temp_directory_path().string() + " && " + command + " 2>&1";
+  const std::string cmd = "cd " + testtmp::dir().string() + " && " + command + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   std::array<char, 4096> buf;
@@ -34,15 +34,8 @@ inline Result run_cli(const std::string& args, const std::string& env = "") {
   return shell(env + " ATTNBENCH_SHAPES_DIR=" ATTNBENCH_SOURCE_DIR "/shapes " ATTNBENCH_BINARY " " + args);
 }
 
-// A path in the temp folder unique to this process (each test runs in its own process under CTest).
-// A path in the temp folder unique to this test process: the pid and the process's start time, so a later process
-// that reuses the pid never finds an earlier one's files (a stale results folder or journal changes what a run does).
-inline std::string tmp_path(const std::string& name) {
-  static const std::string tag =
-      std::to_string(::getpid()) + "_" +
-      std::to_string(std::chrono::steady_clock::now().time_since_epoch().count() % 1000000000);
-  return (std::filesystem::temp_directory_path() / ("attnbench_res_" + tag + "_" + name)).string();
-}
+// A path in this test process's temp folder (temp_dir.hpp), removed when the process exits.
+inline std::string tmp_path(const std::string& name) { return testtmp::path(name); }
 
 inline std::string write_text(const std::string& name, const std::string& text) {
   const std::string p = tmp_path(name);

@@ -56,7 +56,7 @@ int finished_cases(const std::string& journal) {
 
 // Starts the binary in the background (its output to `log`), returns its pid.
 pid_t spawn_cli(const std::string& args, const std::string& log) {
-  const std::string cmd = "cd " + fs::temp_directory_path().string() +
+  const std::string cmd = "cd " + testtmp::dir().string() +
                           " && exec " ATTNBENCH_BINARY " " + args + " > " + log + " 2>&1";
   const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
   pid_t pid = -1;

@@ -10,16 +10,16 @@
 
 #include "errors.hpp"
 #include "shapes.hpp"
+#include "temp_dir.hpp"
 
 using namespace attnbench;
 
 namespace {
 std::string write_tmp(const std::string& text) {
   static int n = 0;
-  const auto p = std::filesystem::temp_directory_path() / ("attnbench_shapes_" + std::to_string(::getpid()) + "_" +
-                                                           std::to_string(n++) + ".json");
+  const std::string p = testtmp::path("shapes_" + std::to_string(n++) + ".json");
   std::ofstream(p) << text;
-  return p.string();
+  return p;
 }
 
 // Expects a UsageError whose message contains every fragment.

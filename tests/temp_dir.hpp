@@ -1,0 +1,38 @@
+// The files a test process writes live in one folder of the temp folder, removed with them when the process exits
+// (ATTNBENCH_KEEP_TEST_FILES=1 keeps it, to read a failed test's inputs and results). The pid and the process's start
+// time name it, so a later process that reuses the pid never finds an earlier one's files (a stale results folder or
+// journal changes what a run does).
+#pragma once
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <system_error>
+
+namespace testtmp {
+
+inline const std::filesystem::path& dir() {
+  struct Folder {
+    std::filesystem::path path;
+    Folder() {
+      const auto start = std::chrono::steady_clock::now().time_since_epoch().count() % 1000000000;
+      path = std::filesystem::temp_directory_path() /
+             ("attnbench_test_" + std::to_string(::getpid()) + "_" + std::to_string(start));
+      std::filesystem::create_directories(path);
+    }
+    ~Folder() {
+      const char* keep = std::getenv("ATTNBENCH_KEEP_TEST_FILES");
+      std::error_code ec;  // a failed removal must not turn a passing process into a failing one
+      if (keep == nullptr || std::string(keep) != "1") std::filesystem::remove_all(path, ec);
+    }
+  };
+  static const Folder folder;
+  return folder.path;
+}
+
+// `name` inside this process's folder.
+inline std::string path(const std::string& name) { return (dir() / name).string(); }
+
+}  // namespace testtmp
