@@ -240,6 +240,15 @@ TEST(DevicePaged, PositionAndOffsetMatchDivision) {
   EXPECT_FALSE(page_fits_int32(64, 8, 128, -stride_token, 128));
 }
 
+// A sequence's block-table row starts seq x stride entries in, past 2^31 too (the product widens before it can
+// overflow).
+TEST(DevicePaged, BlockTableRowIsSeqTimesStride) {
+  EXPECT_EQ(block_table_row_offset(0, 512), 0u);
+  EXPECT_EQ(block_table_row_offset(3, 512), 1536u);
+  EXPECT_EQ(block_table_row_offset(40000, 60000), uint64_t{2400000000});  // past INT32_MAX
+  EXPECT_EQ(block_table_row_offset(0x7fffffff, 0x7fffffff), uint64_t{0x7fffffff} * 0x7fffffff);
+}
+
 // The work model counts visible pairs with the rule, and reads once each key some row sees; the same counts from
 // the naive loop, with and without a sliding window.
 TEST(DeviceVisibility, WorkModelCountsVisiblePairsAndKeys) {

@@ -20,6 +20,7 @@
 #include "cpu/gemm.hpp"
 #include "cpu/norm_rope.hpp"
 #include "attnbench/backends.hpp"
+#include "common/device/paged.hpp"
 #include "common/device/score_mods.hpp"
 #include "common/device/visibility.hpp"
 
@@ -178,7 +179,7 @@ void attend(const AttentionParams& p, const CpuPlan& pl, const CodeLut& lut, con
 
   k1 = std::min(k1, visibility.rows_end(row0 + rows));  // tiles past the last row's visible end: skipped
   k0 = std::max(k0, visibility.first_visible(row0));    // and keys before the first row's window
-  const int32_t* table = p.block_table + static_cast<int64_t>(seq) * p.block_table_stride;
+  const int32_t* table = p.block_table + device::block_table_row_offset(seq, p.block_table_stride);
 
   int ahead = std::min(k1, k0 + kPrefetchTokens);  // the next token to prefetch, and where it lives
   int ahead_blk = ahead / p.block_size, ahead_off = ahead % p.block_size;

@@ -99,7 +99,7 @@ __global__ void __launch_bounds__(DecodeTile<D, static_cast<int>(dtype_bytes(KV)
                                   p.features.window_right)
              : device::Visibility(q_len, kv_len, p.causal, p.top_left, -1, -1);
   };
-  const int32_t* table_row = p.block_table + static_cast<int64_t>(seq) * p.block_table_stride;
+  const int32_t* table_row = p.block_table + device::block_table_row_offset(seq, p.block_table_stride);
 
   // Keys the tile's rows can see (from a sliding window's first tile); this split's share of the tiles.
   const int last_q = (min(r0 + BM, rows_valid) - 1) / group;

@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(32 * W) prefill_kernel(const __grid_constant__
   if (m_idx >= n_m) return;
   const int m0 = (n_m - 1 - m_idx) * BM;  // longest (last, for causal) q-tiles first
   const int kvh = head / (p.heads / p.kv_heads);
-  const int32_t* table_row = p.block_table + static_cast<int64_t>(seq) * p.block_table_stride;
+  const int32_t* table_row = p.block_table + device::block_table_row_offset(seq, p.block_table_stride);
   // Keys each row sees, built where used: p.causal is then read at each use (held in a register, it changes the
   // kernel's schedule).
   auto vis = [&] {

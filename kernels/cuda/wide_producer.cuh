@@ -20,18 +20,21 @@ namespace attnbench::cuda::dev {
 
 // K and V rows [t BN, t BN + BN) of one kv head (element offset head_off) into the swizzled tiles at sk / sv with
 // 16-byte cp.async through the block table, by THREADS threads (this one: tid), zero-filling tokens >= kv_len;
-// the caller commits and waits. The one-warp tail gather of the TMA producer stays rolled (its register budget).
+// the caller commits and waits. The one-warp tail gather of the TMA producer stays rolled (its register budget);
+// where its step is one row (d256), the row and its page are the warp's, in uniform registers (a tid-derived row
+// there spilled the producer's 24).
 template <int D, int BN, int THREADS>
 __device__ __forceinline__ void gather_kv_tile(const AttentionParams& p, const int32_t* table_row, int64_t head_off,
                                                int kv_len, int t, uint32_t sk, uint32_t sv, int tid) {
   constexpr int kCpr = D / 8;  // 16-byte chunks per row
+  constexpr bool kRowPerStep = THREADS == kCpr;
   constexpr int kUnroll = THREADS >= 128 ? 4 : 1;
   const char* kc = static_cast<const char*>(p.k_cache);
   const char* vc = static_cast<const char*>(p.v_cache);
 #pragma unroll kUnroll
   for (int i = 0; i < BN * kCpr / THREADS; ++i) {
     const int cidx = tid + THREADS * i;
-    const int row = cidx / kCpr, ch = cidx % kCpr;
+    const int row = kRowPerStep ? i : cidx / kCpr, ch = kRowPerStep ? tid : cidx % kCpr;
     const int tok = t * BN + row;
     const bool valid = tok < kv_len;
     int64_t off = 0;
@@ -169,7 +172,7 @@ __device__ __forceinline__ void wide_producer(const AttentionParams& p, const Wi
   WideGeom<Tile::kBN> g;
   int k = 0;
   for (bool have = wide_next_unit(p, w, k, u, g); have; have = wide_next_unit(p, w, ++k, u, g)) {
-    const int32_t* table_row = block_table + static_cast<int64_t>(u.seq) * p.block_table_stride;
+    const int32_t* table_row = block_table + device::block_table_row_offset(u.seq, p.block_table_stride);
     const int64_t head_off = static_cast<int64_t>(g.kvh) * p.kv_stride_head;
     if constexpr (TMA) {
       produce_unit_tma<D, WG, F>(p, w, sm, S, tmk, tmv, g, table_row, head_off, kp, lane);

@@ -202,7 +202,7 @@ __device__ __forceinline__ void wide_producer_codes(const AttentionParams& p, co
   WideGeom<Tile::kBN> g;
   int k = 0;
   for (bool have = wide_next_unit(p, w, k, u, g); have; have = wide_next_unit(p, w, ++k, u, g)) {
-    const int32_t* table_row = block_table + static_cast<int64_t>(u.seq) * p.block_table_stride;
+    const int32_t* table_row = block_table + device::block_table_row_offset(u.seq, p.block_table_stride);
     produce_unit_codes<DT, KV, D, WG, F, Q8>(p, sm, landed, S, tmk, tmv, g, table_row, kp, threadIdx.x);
   }
 }

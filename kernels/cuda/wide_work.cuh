@@ -84,7 +84,8 @@ struct WideGeom {
     q_start = p.cu_seqlens_q[u.seq];
     q_len = p.cu_seqlens_q[u.seq + 1] - q_start;
     kv_len = p.seqused_k[u.seq];
-    const int n_m = w.tq_div.div(q_len + w.tq - 1);
+    const int whole = w.tq_div.div(q_len);  // ceil(q_len / tq) from the floor: no tq - 1 held across units
+    const int n_m = whole + (whole * w.tq < q_len);
     if (u.rank >= n_m) return false;  // a shorter sequence of a ragged batch: no tile at this rank
     m0 = (n_m - 1 - u.rank) * w.tq;
     head0 = u.head * w.pack;

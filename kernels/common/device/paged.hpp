@@ -32,6 +32,11 @@ struct PageDivisor {
 ATTNBENCH_HD_INLINE int64_t paged_offset(int32_t block, int offset, int64_t stride_block, int64_t stride_token) {
   return static_cast<int64_t>(block) * stride_block + offset * static_cast<int32_t>(stride_token);
 }
+// Entries before sequence seq's block-table row. Both factors are non-negative ints: the product widens unsigned, so
+// no sign word is held (in the 24-register producer warp it was one register too many).
+ATTNBENCH_HD_INLINE uint64_t block_table_row_offset(int seq, int stride) {
+  return static_cast<uint64_t>(static_cast<uint32_t>(seq)) * static_cast<uint32_t>(stride);
+}
 // Whether every element of a page (block_size rows, kv_heads heads of head_size) has a 32-bit offset in it.
 ATTNBENCH_HD_INLINE bool page_fits_int32(int block_size, int kv_heads, int head_size, int64_t stride_token,
                                          int64_t stride_head) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "attnbench/attention.hpp"
+#include "common/device/paged.hpp"
 #include "common/device/visibility.hpp"
 #include "hip/device/common.hpp"
 #include "hip/geometry.hpp"
@@ -38,7 +39,7 @@ ATTNBENCH_HD_INLINE WorkRows work_rows(const AttentionParams& p, int seq, int kv
   const int last = device::imin(r0 + block_m, w.rows.count()) - 1;
   w.n_tiles = (w.visible_end(last) + kBlockN - 1) / kBlockN;
   w.mask_from = w.visible_end(r0);
-  w.table_row = p.block_table + static_cast<int64_t>(seq) * p.block_table_stride;
+  w.table_row = p.block_table + device::block_table_row_offset(seq, p.block_table_stride);
   return w;
 }
 
