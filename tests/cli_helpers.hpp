@@ -21,7 +21,7 @@ struct Result {
 
 // Runs `command` through the shell in this process's temp folder (temp_dir.hpp); stdout and stderr together.
 inline Result shell(const std::string& command) {
-  const std::string cmd = "cd " + testtmp::dir().string() + " && " + command + " 2>&1";
+  const std::string cmd = "cd '" + testtmp::dir().string() + "' && " + command + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   std::array<char, 4096> buf;

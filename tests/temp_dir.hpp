@@ -1,7 +1,7 @@
 // The files a test process writes live in one folder of the temp folder, removed with them when the process exits
-// (ATTNBENCH_KEEP_TEST_FILES=1 keeps it, to read a failed test's inputs and results). The pid and the process's start
-// time name it, so a later process that reuses the pid never finds an earlier one's files (a stale results folder or
-// journal changes what a run does).
+// (ATTNBENCH_KEEP_TEST_FILES=1 keeps it, to read a failed test's inputs and results). The pid and a clock reading at
+// the folder's making name it, so a later process that reuses the pid never finds an earlier one's files (a stale
+// results folder or journal changes what a run does). A process that ends by abort (or a fuzzer's finding) leaves it.
 #pragma once
 #include <unistd.h>
 
@@ -16,6 +16,7 @@ namespace testtmp {
 inline const std::filesystem::path& dir() {
   struct Folder {
     std::filesystem::path path;
+    pid_t owner = ::getpid();  // a forked child that exits normally must not remove its parent's folder
     Folder() {
       const auto start = std::chrono::steady_clock::now().time_since_epoch().count() % 1000000000;
       path = std::filesystem::temp_directory_path() /
@@ -25,7 +26,7 @@ inline const std::filesystem::path& dir() {
     ~Folder() {
       const char* keep = std::getenv("ATTNBENCH_KEEP_TEST_FILES");
       std::error_code ec;  // a failed removal must not turn a passing process into a failing one
-      if (keep == nullptr || std::string(keep) != "1") std::filesystem::remove_all(path, ec);
+      if (::getpid() == owner && (keep == nullptr || std::string(keep) != "1")) std::filesystem::remove_all(path, ec);
     }
   };
   static const Folder folder;

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cli_helpers.hpp"
+#include "temp_dir.hpp"
 #include "errors.hpp"
 #include "journal.hpp"
 #include "results.hpp"
@@ -56,8 +57,8 @@ int finished_cases(const std::string& journal) {
 
 // Starts the binary in the background (its output to `log`), returns its pid.
 pid_t spawn_cli(const std::string& args, const std::string& log) {
-  const std::string cmd = "cd " + testtmp::dir().string() +
-                          " && exec " ATTNBENCH_BINARY " " + args + " > " + log + " 2>&1";
+  const std::string cmd = "cd '" + testtmp::dir().string() +
+                          "' && exec " ATTNBENCH_BINARY " " + args + " > " + log + " 2>&1";
   const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
   pid_t pid = -1;
   EXPECT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
@@ -66,6 +67,7 @@ pid_t spawn_cli(const std::string& args, const std::string& log) {
 
 // Sends `sig` once the journal holds `cases` finished cases; the exit status.
 int interrupt_after(pid_t pid, const std::string& journal, int cases, int sig) {
+  if (pid <= 0) return -1;  // not started (spawn_cli failed the test): kill(-1, ...) would signal every process
   const auto t0 = std::chrono::steady_clock::now();
   while (finished_cases(journal) < cases && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60))
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

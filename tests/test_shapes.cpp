@@ -299,7 +299,7 @@ TEST(Shapes, GatedFp8Spec) {
 }
 
 TEST(Shapes, ADirectoryIsAUsageErrorNamingIt) {
-  const std::string dir = std::filesystem::temp_directory_path().string();
+  const std::string dir = testtmp::dir().string();
   try {
     load_shape_file(dir);
     FAIL() << "no error for a directory";

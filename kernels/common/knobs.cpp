@@ -179,16 +179,18 @@ std::string knob_values_text(const KnobSpec& k) {
 
 const std::vector<std::string>& known_non_knob_variables() {
   static const std::vector<std::string> names = {
-      "ATTNBENCH_SHAPES_DIR",    // the shape groups' folder (src/shapes.cpp)
-      "ATTNBENCH_BIN",           // scripts/ci and scripts/device: the binary to run
-      "ATTNBENCH_GPU_TESTS",     // scripts/device/gate-stats.sh: the GPU test binary to run
-      "ATTNBENCH_CUDA",          // scripts/build.sh: ON/OFF for the CUDA backend
-      "ATTNBENCH_CUDNN",         // scripts/build.sh, scripts/install-deps.sh: AUTO/ON/OFF for cudnn.sdpa
-      "ATTNBENCH_HIP",           // scripts/build.sh, scripts/install-deps.sh: AUTO/ON/OFF for the HIP backend
-      "ATTNBENCH_ROCM_ROOT",     // scripts/build.sh, scripts/device/hip-report.sh: the ROCm install to build with
-      "ATTNBENCH_TESTS",         // scripts/build.sh: ON/OFF for the tests
-      "ATTNBENCH_TARGETS",       // scripts/build.sh: the targets to build
-      "ATTNBENCH_TEST_VERBOSE",  // tests: print per-case errors
+      "ATTNBENCH_SHAPES_DIR",       // the shape groups' folder (src/shapes.cpp)
+      "ATTNBENCH_BIN",              // scripts/ci and scripts/device: the binary to run
+      "ATTNBENCH_GPU_TESTS",        // scripts/device/gate-stats.sh: the GPU test binary to run
+      "ATTNBENCH_CUDA",             // scripts/build.sh: ON/OFF for the CUDA backend
+      "ATTNBENCH_CUDNN",            // scripts/build.sh, scripts/install-deps.sh: AUTO/ON/OFF for cudnn.sdpa
+      "ATTNBENCH_HIP",              // scripts/build.sh, scripts/install-deps.sh: AUTO/ON/OFF for the HIP backend
+      "ATTNBENCH_ROCM_ROOT",        // scripts/build.sh, scripts/device/hip-report.sh: the ROCm install to build with
+      "ATTNBENCH_TESTS",            // scripts/build.sh: ON/OFF for the tests
+      "ATTNBENCH_TARGETS",          // scripts/build.sh: the targets to build
+      "ATTNBENCH_CUDA_INSTANCES",   // scripts/build.sh, .ci/run: the cuda.unified instances to build
+      "ATTNBENCH_KEEP_TEST_FILES",  // tests: keep a test process's temp folder
+      "ATTNBENCH_TEST_VERBOSE",     // tests: print per-case errors
   };
   return names;
 }

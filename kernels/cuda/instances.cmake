@@ -45,12 +45,12 @@ set(ATTNBENCH_CUDA_INSTANCE_TABLE
 
 # "ci": a build without a GPU only needs the code to compile and the host tests to plan: every plain bf16 instance
 # (the CPU suite plans bf16 problems) and, so each variant's other paths still compile (and stay within their
-# registers), one fp16 instance of each, four 16-bit features instances (the d256 wide one: its producer's budget is
-# the tightest) and six of an 8-bit cache.
+# registers), one fp16 instance of each, five 16-bit features instances (both d256 wide ones: their producer's budget
+# is the tightest) and six of an 8-bit cache. A kernel change is built with "all" before it lands.
 set(ATTNBENCH_CUDA_INSTANCES_CI
   narrow/bf16/d[0-9]+/w[0-9]+r[0-9]+ wide/bf16/d[0-9]+/wgs[0-9] decode/bf16/d[0-9]+
   narrow/fp16/d128/w4r32 wide/fp16/d64/wgs3 decode/fp16/d128
-  wide/bf16/d128/wgs2/feat wide/bf16/d256/wgs2/feat narrow/bf16/d128/w4r32/feat decode/bf16/d256/feat
+  wide/bf16/d128/wgs2/feat wide/(bf16|fp16)/d256/wgs2/feat narrow/bf16/d128/w4r32/feat decode/bf16/d256/feat
   narrow/fp16-e5m2/d128/w4r32/feat decode/bf16-e4m3/d128/feat wide/fp16-e4m3/d128/wgs2/feat
   wide/bf16-e5m2/d128/wgs2/feat/q8 decode/fp16-e4m3/d128/feat/q8
   wide/bf16-e4m3/d256/wgs2/feat/q8)

@@ -22,7 +22,7 @@ namespace attnbench::cuda::dev {
 // 16-byte cp.async through the block table, by THREADS threads (this one: tid), zero-filling tokens >= kv_len;
 // the caller commits and waits. The one-warp tail gather of the TMA producer stays rolled (its register budget);
 // where its step is one row (d256), the row and its page are the warp's, in uniform registers (a tid-derived row
-// there spilled the producer's 24).
+// needs vector registers the producer's 24 lack).
 template <int D, int BN, int THREADS>
 __device__ __forceinline__ void gather_kv_tile(const AttentionParams& p, const int32_t* table_row, int64_t head_off,
                                                int kv_len, int t, uint32_t sk, uint32_t sv, int tid) {

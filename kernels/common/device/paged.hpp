@@ -33,7 +33,7 @@ ATTNBENCH_HD_INLINE int64_t paged_offset(int32_t block, int offset, int64_t stri
   return static_cast<int64_t>(block) * stride_block + offset * static_cast<int32_t>(stride_token);
 }
 // Entries before sequence seq's block-table row. Both factors are non-negative ints: the product widens unsigned, so
-// no sign word is held (in the 24-register producer warp it was one register too many).
+// no sign word is held (the 24-register producer warp of the wide kernel has no register for it).
 ATTNBENCH_HD_INLINE uint64_t block_table_row_offset(int seq, int stride) {
   return static_cast<uint64_t>(static_cast<uint32_t>(seq)) * static_cast<uint32_t>(stride);
 }
