@@ -50,7 +50,7 @@ set(ATTNBENCH_CUDA_INSTANCE_TABLE
 set(ATTNBENCH_CUDA_INSTANCES_CI
   narrow/bf16/d[0-9]+/w[0-9]+r[0-9]+ wide/bf16/d[0-9]+/wgs[0-9] decode/bf16/d[0-9]+
   narrow/fp16/d128/w4r32 wide/fp16/d64/wgs3 decode/fp16/d128
-  wide/bf16/d128/wgs2/feat wide/(bf16|fp16)/d256/wgs2/feat narrow/bf16/d128/w4r32/feat decode/bf16/d256/feat
+  wide/bf16/d128/wgs2/feat "wide/(bf16|fp16)/d256/wgs2/feat" narrow/bf16/d128/w4r32/feat decode/bf16/d256/feat
   narrow/fp16-e5m2/d128/w4r32/feat decode/bf16-e4m3/d128/feat wide/fp16-e4m3/d128/wgs2/feat
   wide/bf16-e5m2/d128/wgs2/feat/q8 decode/fp16-e4m3/d128/feat/q8
   wide/bf16-e4m3/d256/wgs2/feat/q8)
