@@ -41,6 +41,9 @@ __device__ __forceinline__ void qk_tile(float (&s)[NT8][4], const uint32_t (&qf)
   }
 }
 
+// The max's slack for a 16-bit P (fp16 and bf16 hold p <= 2^8 at their usual relative precision).
+constexpr int kSlackLog2P16 = 8;
+
 // Base-2 online softmax of one score tile (masked with -inf): updates the running max m (raw score units) and the
 // thread-partial row sums l, turns s into probabilities, and hands each row's O rescale factor to
 // rescale(r, alpha). c = softmax scale * log2(e). Both rows at once, the quads' shuffles of the two rows side by
@@ -53,9 +56,6 @@ __device__ __forceinline__ void qk_tile(float (&s)[NT8][4], const uint32_t (&qf)
 // OFF: each row's scores in s lack off[r], one value for the thread's scores of the row on this tile (ALiBi's
 // distance to the thread's first column, which differs across a quad): the max, before the quad's reduction, and the
 // probabilities add it, so it costs per row, not per score.
-// The max's slack for a 16-bit P (fp16 and bf16 hold p <= 2^8 at their usual relative precision).
-constexpr int kSlackLog2P16 = 8;
-
 template <int NT8, int PARTS = 1, int P_LOG2 = 0, int SLACK_LOG2 = 0, bool OFF = false, typename Rescale>
 __device__ __forceinline__ void softmax_tile(float (&s)[NT8][4], float (&m)[2], float (&l)[2], float c,
                                              Rescale&& rescale, const float* off = nullptr) {

@@ -34,7 +34,8 @@ struct WideTile {
 // widens codes in all 128 threads, and the 16-bit kernels were measured with this split (their schedules move with
 // it). Beside 3 consumer warpgroups it gets 32. A d256 features consumer holds O (128 fp32 registers), S, the P of
 // the tile before it and the features' row state: at 224 (or 232) it spills in its main loop, so the 16-bit producer
-// gives it 240 and keeps 24, where the gather and the one TMA warp fit (gather_kv_tile, block_table_row_offset, WideGeom).
+// gives it 240 and keeps 24, where the gather and the one TMA warp fit (gather_kv_tile, block_table_row_offset,
+// WideGeom).
 template <int D, int WG, bool F, bool Codes>
 struct WideRegs {
   static constexpr int kThreads = 128 * (WG + 1);
