@@ -10,6 +10,7 @@ BIN=${BIN:-build/tests/gpu}
 export LD_LIBRARY_PATH=$PWD/$BIN:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-results/wide-ab}; mkdir -p "$OUT"
 W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader | tee "$W/gpu.txt"
 cuobjdump --dump-sass "$BIN/attnbench_gpu_tests" > "$W/sass.txt" 2>/dev/null &&
   echo "SASS: $(grep -c HGMMA "$W/sass.txt") HGMMA, $(grep -cE '\b(LDL|STL)\b' "$W/sass.txt") LDL/STL lines"
