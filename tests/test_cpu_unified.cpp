@@ -235,6 +235,9 @@ TEST(CpuUnified, ReturnLseOnBothPathsMatchesTheReference) {
       a.workspace = ws.data();
       EXPECT_THROW(kernel->run(*plan, a, nullptr), std::invalid_argument);  // return_lse without params.lse
       a.lse = lse.data();
+      a.block_table_stride = -a.block_table_stride;
+      EXPECT_THROW(kernel->run(*plan, a, nullptr), std::invalid_argument);  // a negative table stride
+      a.block_table_stride = -a.block_table_stride;
       kernel->run(*plan, a, nullptr);
       std::vector<float> ref_o(in.q.size()), ref_lse(lse.size());
       reference::paged_attention_all(in.params(), ref_o.data(), ref_lse.data());

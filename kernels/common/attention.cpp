@@ -147,7 +147,14 @@ void check_lse_params(const std::string& kernel, bool return_lse, const Attentio
     throw std::invalid_argument(kernel + ": params.lse is set for a problem without return_lse");
 }
 
+void check_block_table(const std::string& kernel, const AttentionParams& a) {
+  if (a.block_table_stride < 0)
+    throw std::invalid_argument(kernel + ": params.block_table_stride " + std::to_string(a.block_table_stride) +
+                                " is negative");
+}
+
 void check_gpu_layout(const std::string& kernel, const AttentionParams& a) {
+  check_block_table(kernel, a);
   const int64_t q_chunk = 16 / static_cast<int64_t>(dtype_bytes(a.types.q));
   if ((a.q_stride_token | a.q_stride_head) % q_chunk != 0 || (a.o_stride_token | a.o_stride_head) % 8 != 0)
     throw std::invalid_argument(kernel + ": Q and O strides must be multiples of 16 bytes (" + std::to_string(q_chunk) +

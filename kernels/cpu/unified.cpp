@@ -453,6 +453,7 @@ class CpuUnified final : public AttentionKernel {
                                                   : "cpu.unified: params.epilogue.gate is set but the plan has no output gate");
     check_q_prologue_params("cpu.unified", pl->fusion, p.prologue);
     check_lse_params("cpu.unified", pl->return_lse, p);
+    check_block_table("cpu.unified", p);
     if (pl->workspace_bytes > 0 && !p.workspace)
       throw std::invalid_argument("cpu.unified: plan needs " + std::to_string(pl->workspace_bytes) +
                                   " workspace bytes, params.workspace is null");

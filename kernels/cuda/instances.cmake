@@ -63,7 +63,7 @@ set(ATTNBENCH_CUDA_INSTANCES_SPILLING
   "decode/(bf16|fp16)-(e4m3|e5m2)/d128/feat(/q8)?")
 
 set(ATTNBENCH_CUDA_INSTANCES "all" CACHE STRING
-    "cuda.unified instances to build: all, ci, or a list (; or ,) of regular expressions matched against whole keys")
+    "cuda.unified instances to build: all, or a list (; or ,) of ci and regular expressions matched against whole keys")
 
 # The table's keys, in table order, that some expression of `patterns` (a list; spaces around each dropped) matches
 # whole; an expression that matches none is an error naming `what`.
@@ -91,16 +91,26 @@ function(attnbench_keys_matching patterns what out)
   set(${out} ${keys} PARENT_SCOPE)
 endfunction()
 
-# The keys of `selection` (all | ci | regexes), in table order; an expression that matches no key is an error.
+# The keys of `selection` (all, or a list of regexes and ci, the CI subset; empty elements skipped), in table order;
+# an expression that matches no key is an error.
 function(attnbench_select_instances selection out)
   if(selection STREQUAL "all")
     set(${out} ${ATTNBENCH_CUDA_INSTANCE_TABLE} PARENT_SCOPE)
     return()
   endif()
-  if(selection STREQUAL "ci")
-    set(selection "${ATTNBENCH_CUDA_INSTANCES_CI}")
+  string(REPLACE "," ";" elements "${selection}")
+  set(patterns "")
+  foreach(element IN LISTS elements)
+    string(STRIP "${element}" element)
+    if(element STREQUAL "ci")
+      list(APPEND patterns ${ATTNBENCH_CUDA_INSTANCES_CI})
+    elseif(NOT element STREQUAL "")
+      list(APPEND patterns "${element}")
+    endif()
+  endforeach()
+  if(NOT patterns)
+    message(FATAL_ERROR "ATTNBENCH_CUDA_INSTANCES='${selection}' names no expression")
   endif()
-  string(REPLACE "," ";" patterns "${selection}")
   attnbench_keys_matching("${patterns}" ATTNBENCH_CUDA_INSTANCES keys)
   if(NOT keys)
     message(FATAL_ERROR "ATTNBENCH_CUDA_INSTANCES='${selection}' selects no instance")

@@ -250,7 +250,8 @@ TEST(CudaFeatures, Fp8SdpaWithItsDescales) {
 
 // Logits far wider than 1/sqrt(d) gives: a row's max moves past the slack of the wide kernel and of the narrow d128
 // 32-row tile's passes (2^8 in probability, 2^3 for an 8-bit P) on some tiles and within it on others, so both the
-// kept and the moved max run, and an 8-bit P meets values up to its slack. Every path case, 16-bit and FP8, with and without sinks (which read the final max).
+// kept and the moved max run, and an 8-bit P meets values up to its slack. Every path case, 16-bit and FP8, with and
+// without sinks (which read the final max).
 TEST(CudaFeatures, LogitsWideEnoughToMoveTheMaxPastTheSlack) {
   int runs = 0;
   for (int d : {64, 128, 256})

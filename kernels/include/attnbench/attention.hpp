@@ -122,7 +122,7 @@ struct AttentionParams {
   int64_t q_stride_token = 0, q_stride_head = 0;
   int64_t o_stride_token = 0, o_stride_head = 0;
   int64_t kv_stride_block = 0, kv_stride_token = 0, kv_stride_head = 0;
-  int block_table_stride = 0;
+  int block_table_stride = 0;  // >= 0: sequence s's row starts s * block_table_stride entries in
 
   int num_seqs = 0, heads = 0, kv_heads = 0, head_size = 0, block_size = 0;
   int max_seqlen_q = 0, max_seqlen_k = 0;
@@ -142,6 +142,9 @@ void check_q_prologue_params(const std::string& kernel, const AttentionFusion& f
 // spanning fewer than 2^31 elements (offsets inside a page are 32-bit). Throws std::invalid_argument prefixed with
 // `kernel`, naming the strides.
 void check_gpu_layout(const std::string& kernel, const AttentionParams& a);
+// A non-negative block_table_stride (the kernels widen a row's offset unsigned); check_gpu_layout asks it too.
+// Throws std::invalid_argument prefixed with `kernel`, naming the value.
+void check_block_table(const std::string& kernel, const AttentionParams& a);
 
 // Why a kernel that stores Q, K/V and O in one 16-bit dtype (fp16 or bf16) cannot take this problem ("" when it
 // can): the decline today's kernels give 8-bit storage and mixed types.
