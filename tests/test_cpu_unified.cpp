@@ -235,9 +235,6 @@ TEST(CpuUnified, ReturnLseOnBothPathsMatchesTheReference) {
       a.workspace = ws.data();
       EXPECT_THROW(kernel->run(*plan, a, nullptr), std::invalid_argument);  // return_lse without params.lse
       a.lse = lse.data();
-      a.block_table_stride = -a.block_table_stride;
-      EXPECT_THROW(kernel->run(*plan, a, nullptr), std::invalid_argument);  // a negative table stride
-      a.block_table_stride = -a.block_table_stride;
       kernel->run(*plan, a, nullptr);
       std::vector<float> ref_o(in.q.size()), ref_lse(lse.size());
       reference::paged_attention_all(in.params(), ref_o.data(), ref_lse.data());
@@ -391,6 +388,32 @@ TEST(CpuUnified, SplitHeuristic) {
 
 namespace attnbench {
 namespace {
+
+// A negative block-table stride (a table walked backwards) is refused by name, by cpu.unified's run and by the GPU
+// kernels' layout check: every kernel widens a row's offset unsigned.
+TEST(CpuUnified, NegativeBlockTableStrideIsRefusedByName) {
+  const AttentionProblem p = make_problem({1, 1}, {300, 77}, 8, 2, 64, DType::bf16);
+  const HostInputs in = build_inputs(p, 3, BlockOrder::shuffled);
+  auto kernel = make_cpu_unified();
+  const auto plan = kernel->plan(p, KnobValues::resolve({}, false));
+  std::vector<uint16_t> out(in.q.size(), kPoison);
+  std::vector<float> ws((plan->workspace_bytes + 3) / 4 + 1);
+  AttentionParams a = in.params();
+  a.out = out.data();
+  a.workspace = ws.data();
+  a.block_table_stride = -a.block_table_stride;
+  const std::string value = "block_table_stride " + std::to_string(a.block_table_stride);
+  for (int which = 0; which < 2; ++which) {
+    try {
+      which == 0 ? kernel->run(*plan, a, nullptr) : check_gpu_layout("cuda.unified", a);
+      ADD_FAILURE() << "a negative stride was taken (" << which << ")";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(value), std::string::npos) << e.what();
+    }
+  }
+  a.block_table_stride = -a.block_table_stride;
+  kernel->run(*plan, a, nullptr);  // the same params with the stride restored run
+}
 
 // The output gate: O * sigmoid(gate) with the gate read through its own strides, on both paths; a plan made
 // without a gate refuses params that carry one (and the reverse).
