@@ -314,9 +314,10 @@ TEST(CudaWideDispatch, DecodeStays3D) {
 }
 
 TEST(CudaWideDispatch, AutoFollowsTheMeasurement) {
-  // auto (kernels/NOTES.md, wide v3/v4): wide with TMA K/V (block_size % 64 == 0) from max_seqlen_q 128 at d128 and
-  // d256 and from 256 at d64, where it measured faster than the narrow kernel; narrow elsewhere (cp.async K/V at
-  // block_size 32 measured slower; shorter queries measured slower at d64 and not measured at d128/d256).
+  // auto (kernels/NOTES.md, wide v3/v4, small pages v1): wide with TMA K/V (block_size % 64 == 0, or 16 or 32 for a
+  // 16-bit cache) from max_seqlen_q 128 at d128 and d256 and from 256 at d64, where it measured faster than the narrow
+  // kernel; narrow elsewhere (cp.async K/V measured slower; shorter queries measured slower at d64 and not measured at
+  // d128/d256).
   const auto k = knobs();
   EXPECT_EQ(k.path, PathKnob::automatic);
   for (const auto& p : {uniform(1, 8192, 8192, 32, 32, 128), uniform(1, 16384, 16384, 16, 16, 128, false),
@@ -333,15 +334,16 @@ TEST(CudaWideDispatch, AutoFollowsTheMeasurement) {
   auto p = uniform(1, 8192, 8192, 32, 32, 128);
   p.block_size = 128;
   EXPECT_TRUE(choose_wide(p, k));
-  // Pages below 64 tokens: narrow under auto, still wide when forced; a 16-bit cache's pages of 16 or 32 tokens by
-  // TMA (a box per page), other sizes by the cp.async gather.
+  // Pages of other sizes: a 16-bit cache's pages of 16 or 32 tokens land by TMA (a box per page) and take the wide
+  // kernel under auto (measured faster than narrow on every small_pages row); 48 and 80 take the cp.async gather,
+  // narrow under auto, wide only when forced.
   for (int bs : {16, 32, 48, 80}) {
     p.block_size = bs;
-    EXPECT_FALSE(wide_auto(p)) << bs;
-    EXPECT_FALSE(choose_wide(p, k)) << bs;
+    const bool tma = bs <= 32;
+    EXPECT_EQ(wide_auto(p), tma) << bs;
+    EXPECT_EQ(choose_wide(p, k), tma) << bs;
     EXPECT_TRUE(choose_wide(p, knobs({{"ATTNBENCH_SM90_PATH", "wide"}}))) << bs;
     lp = make_unified_launch_plan(p, knobs({{"ATTNBENCH_SM90_PATH", "wide"}}), 132);
-    const bool tma = bs <= 32;
     EXPECT_EQ(lp.wide_kv_tma, tma) << bs;
     EXPECT_NE(lp.summary.find(tma ? "kv=tma" : "kv=cp.async"), std::string::npos) << bs;
   }
@@ -364,7 +366,9 @@ TEST(CudaWideDispatch, AutoFollowsTheMeasurement) {
   EXPECT_TRUE(choose_wide(uniform(1, 4096, 4096, 16, 16, 256), k));
   EXPECT_TRUE(choose_wide(uniform(1, 2048, 2048, 32, 2, 256), k));  // the gated block's SDPA at S2048
   auto p256 = uniform(1, 4096, 4096, 16, 16, 256);
-  p256.block_size = 16;  // cp.async gather: narrow
+  p256.block_size = 16;  // a box per page: wide (2.0x the narrow kernel's speed measured at S4096)
+  EXPECT_TRUE(choose_wide(p256, k));
+  p256.block_size = 48;  // cp.async gather: narrow
   EXPECT_FALSE(choose_wide(p256, k));
   const auto narrow = knobs({{"ATTNBENCH_SM90_PATH", "narrow"}});
   EXPECT_FALSE(choose_wide(uniform(1, 8192, 8192, 32, 32, 128), narrow));
