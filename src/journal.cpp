@@ -51,6 +51,14 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
+// Where two commands part, so a long command's one changed value (a re-measured peak, say) need not be hunted for.
+std::string first_difference(const std::vector<std::string>& was, const std::vector<std::string>& now) {
+  std::size_t i = 0;
+  while (i < was.size() && i < now.size() && was[i] == now[i]) ++i;
+  const auto at = [i](const std::vector<std::string>& v) { return i < v.size() ? "'" + v[i] + "'" : "nothing"; };
+  return "argument " + std::to_string(i + 1) + ": the journal's " + at(was) + ", this run's " + at(now);
+}
+
 std::string case_text(const JournalCase& c) {
   std::string s;
   for (const auto& [row, setting] : c.rows)
@@ -150,10 +158,12 @@ Journal Journal::resume(const std::string& path, const JournalHeader& header, co
     throw differs("seed", text_of(h.value("seed", json())), std::to_string(header.seed));
   if (h.value("command", json()) != json(header.command)) {
     const json c = h.value("command", json());
-    std::string was = c.dump();
-    if (c.is_array() && std::all_of(c.begin(), c.end(), [](const json& a) { return a.is_string(); }))
+    std::string was = c.dump(), where;
+    if (c.is_array() && std::all_of(c.begin(), c.end(), [](const json& a) { return a.is_string(); })) {
       was = join(c.get<std::vector<std::string>>());
-    throw UsageError(path + ": cannot resume: field 'command' differs: the journal's is '" + was +
+      where = " (first at " + first_difference(c.get<std::vector<std::string>>(), header.command) + ")";
+    }
+    throw UsageError(path + ": cannot resume: field 'command' differs" + where + ": the journal's is '" + was +
                      "', this run's '" + join(header.command) + "'");
   }
   if (h.value("cases", json()) != header.cases)

@@ -149,7 +149,8 @@ TEST(Journal, ResumeRefusesAnotherCommandSeedOrBinaryNamingTheField) {
   EXPECT_TRUE(contains(r.output, "field 'seed' differs")) << r.output;
   r = run_cli(slow_args(shapes, out) + " --rounds 4 --resume");
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_TRUE(contains(r.output, "field 'command' differs")) << r.output;
+  EXPECT_TRUE(contains(r.output, "field 'command' differs (first at argument ")) << r.output;
+  EXPECT_TRUE(contains(r.output, ": the journal's nothing, this run's '--rounds')")) << r.output;
   std::string other = kept;
   const auto at = other.find(attnbench::sha256_file(ATTNBENCH_BINARY));
   ASSERT_NE(at, std::string::npos) << "the journal records the binary's sha256";
