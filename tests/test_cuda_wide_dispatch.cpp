@@ -314,7 +314,7 @@ TEST(CudaWideDispatch, DecodeStays3D) {
 }
 
 TEST(CudaWideDispatch, AutoFollowsTheMeasurement) {
-  // auto (kernels/NOTES.md, wide v3/v4, small pages v1): wide with TMA K/V (block_size % 64 == 0, or 16 or 32 for a
+  // auto (kernels/NOTES.md, wide v3/v4 and session 24): wide with TMA K/V (block_size % 64 == 0, or 16 or 32 for a
   // 16-bit cache) from max_seqlen_q 128 at d128 and d256 and from 256 at d64, where it measured faster than the narrow
   // kernel; narrow elsewhere (cp.async K/V measured slower; shorter queries measured slower at d64 and not measured at
   // d128/d256).
@@ -366,7 +366,7 @@ TEST(CudaWideDispatch, AutoFollowsTheMeasurement) {
   EXPECT_TRUE(choose_wide(uniform(1, 4096, 4096, 16, 16, 256), k));
   EXPECT_TRUE(choose_wide(uniform(1, 2048, 2048, 32, 2, 256), k));  // the gated block's SDPA at S2048
   auto p256 = uniform(1, 4096, 4096, 16, 16, 256);
-  p256.block_size = 16;  // a box per page: wide (2.0x the narrow kernel's speed measured at S4096)
+  p256.block_size = 16;  // a box per page: wide (1.85x the narrow kernel's speed measured at S4096)
   EXPECT_TRUE(choose_wide(p256, k));
   p256.block_size = 48;  // cp.async gather: narrow
   EXPECT_FALSE(choose_wide(p256, k));

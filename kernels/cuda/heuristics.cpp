@@ -165,8 +165,8 @@ bool wide_auto(const AttentionProblem& p) {
   // shape measured from max_seqlen_q 128 at d128 (1.07x at B16 S128, 2.1x at S8192) and d256 (2.7x at S8192); at
   // d64 it still loses at B32 S128 (17.3 vs 16.4 us, measured with Q and O by TMA) and wins from S256 on (1.17x at
   // B16 S256, 1.31x at H32/KV8 B8 S384 packed 4 x 48, 1.56x at S8192 with 3 warpgroups). Pages of 16 or 32 tokens
-  // by TMA (a box per page) beat the narrow kernel on every small_pages row (0.52-0.89x its time, small pages v1).
-  // The cp.async gather (other block sizes) lost to it (237 vs 262 TFLOP/s at d128): narrow there.
+  // by TMA (a box per page) beat the narrow kernel on every small_pages row (0.52-0.89x its time; kernels/NOTES.md,
+  // session 24). The cp.async gather (other block sizes) lost to it (237 vs 262 TFLOP/s at d128): narrow there.
   if (!wide_supports(p) || !wide_kv_tma(p.block_size, !is_16bit(p.types.kv))) return false;
   return p.max_seqlen_q() >= (p.head_size == 64 ? kWideShortD64 : 128);
 }

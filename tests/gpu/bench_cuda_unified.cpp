@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
     return std::map<std::string, std::string>{{"ATTNBENCH_SM90_PATH", "wide"}, {"ATTNBENCH_SM90_FLASH_WIDE", wgs}};
   };
   auto splits = [](const char* n) { return std::map<std::string, std::string>{{"ATTNBENCH_3D_SPLITS", n}}; };
-  auto bs32 = [](AttentionProblem p) {  // K/V through the wide kernel's cp.async gather instead of TMA
+  auto bs32 = [](AttentionProblem p) {  // K/V in pages of 32 tokens: a TMA box per page on the wide kernel
     p.block_size = 32;
     return p;
   };
