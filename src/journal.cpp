@@ -160,8 +160,9 @@ Journal Journal::resume(const std::string& path, const JournalHeader& header, co
     const json c = h.value("command", json());
     std::string was = c.dump(), where;
     if (c.is_array() && std::all_of(c.begin(), c.end(), [](const json& a) { return a.is_string(); })) {
-      was = join(c.get<std::vector<std::string>>());
-      where = " (first at " + first_difference(c.get<std::vector<std::string>>(), header.command) + ")";
+      const auto args = c.get<std::vector<std::string>>();
+      was = join(args);
+      where = " (first at " + first_difference(args, header.command) + ")";
     }
     throw UsageError(path + ": cannot resume: field 'command' differs" + where + ": the journal's is '" + was +
                      "', this run's '" + join(header.command) + "'");
