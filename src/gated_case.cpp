@@ -41,8 +41,9 @@ void set_shape_options(const GatedShape& s, GatedOptions& o) {
 }  // namespace
 
 GatedOptions gated_options(const GatedShape& s, const KnobValues& knobs) {
-  GatedOptions o = gated_options_from_knobs(knobs);
+  GatedOptions o;
   set_shape_options(s, o);
+  apply_gated_knobs(knobs, o);
   return o;
 }
 

@@ -89,7 +89,7 @@ TEST(GatedOptions, KnobsSelectTheOptions) {
   s.causal = false;
   s.qk_norm = false;
   const GatedOptions def = gated_options(s, knobs());
-  EXPECT_TRUE(def.fuse_gate);  // the knob's default
+  EXPECT_FALSE(def.fuse_gate);  // auto: the plain 16-bit block runs both passes apart
   EXPECT_FALSE(def.fuse_norm_rope);
   EXPECT_EQ(def.q_gate_layout, QGateLayout::flat);
   EXPECT_FALSE(def.is_causal);
@@ -101,6 +101,27 @@ TEST(GatedOptions, KnobsSelectTheOptions) {
   EXPECT_TRUE(o.fuse_norm_rope);
   EXPECT_EQ(o.q_gate_layout, QGateLayout::interleaved);
   EXPECT_THROW(knobs({{"ATTNBENCH_GATED_QGATE_LAYOUT", "rows"}}), std::invalid_argument);
+}
+
+// auto reads the block's mode: the FP8 block fuses both passes, an MX block the gate only; a value given wins.
+TEST(GatedOptions, AutoFusionsFollowTheMode) {
+  GatedShape fp8;
+  fp8.fp8 = Fp8QuantSpec{};
+  const GatedOptions f = gated_options(fp8, knobs());
+  EXPECT_TRUE(f.fuse_gate);
+  EXPECT_TRUE(f.fuse_norm_rope);
+  const GatedOptions f0 = gated_options(fp8, knobs({{"ATTNBENCH_GATED_FUSE_GATE", "0"}}));
+  EXPECT_FALSE(f0.fuse_gate);
+  EXPECT_TRUE(f0.fuse_norm_rope);
+  GatedShape mx;
+  mx.mx = MxQuantSpec{};
+  const GatedOptions m = gated_options(mx, knobs());
+  EXPECT_TRUE(m.fuse_gate);
+  EXPECT_FALSE(m.fuse_norm_rope);
+  GatedShape plain;
+  const GatedOptions p1 = gated_options(plain, knobs({{"ATTNBENCH_GATED_FUSE_GATE", "1"}}));
+  EXPECT_TRUE(p1.fuse_gate);
+  EXPECT_THROW(knobs({{"ATTNBENCH_GATED_FUSE_GATE", "yes"}}), std::invalid_argument);
 }
 
 TEST(CpuGatedBlock, TypedDeclines) {

@@ -325,12 +325,21 @@ std::size_t GatedWorkspaceLayout::pad_bytes(const GatedGeometry& g) const {
          dtype_bytes(g.dtype());
 }
 
-GatedOptions gated_options_from_knobs(const KnobValues& knobs) {
-  GatedOptions o;
-  o.fuse_gate = knobs.get_bool("ATTNBENCH_GATED_FUSE_GATE");
-  o.fuse_norm_rope = knobs.get_bool("ATTNBENCH_GATED_FUSE_NORM_ROPE");
+namespace {
+bool fusion_knob(const KnobValues& knobs, const char* name, bool auto_value) {
+  const std::string& v = knobs.get(name);
+  return v == "auto" ? auto_value : v == "1";
+}
+}  // namespace
+
+void apply_gated_knobs(const KnobValues& knobs, GatedOptions& o) {
+  // auto, by the block's mode (kernels/NOTES.md, session 25, the fusion sweeps): the plain 16-bit block runs both
+  // passes apart (the SDPA's gate epilogue cost it 2-4%, its Q prologue 0-2%); the FP8 block fuses both (each saves a
+  // quantisation pass: together 3-6% at S >= 2048); the MX modes keep the gate fused, as before (not timed apart).
+  const bool fp8 = o.fp8.has_value();
+  o.fuse_gate = fusion_knob(knobs, "ATTNBENCH_GATED_FUSE_GATE", fp8 || o.mx.has_value());
+  o.fuse_norm_rope = fusion_knob(knobs, "ATTNBENCH_GATED_FUSE_NORM_ROPE", fp8);
   o.q_gate_layout = parse_q_gate_layout(knobs.get("ATTNBENCH_GATED_QGATE_LAYOUT"));
-  return o;
 }
 
 GatedBlockParams make_gated_params(const GatedGeometry& g) {

@@ -76,11 +76,13 @@ const std::vector<KnobSpec>& knob_table() {
        "hip.unified: allow recommend_graph_replay() to say yes for 2D prefill problems"},
       {"HIPDNN_GFX942_3D_GRAPH", {"0", "1"}, "1",
        "hip.unified: allow recommend_graph_replay() to say yes for 3D decode problems"},
-      {"ATTNBENCH_GATED_FUSE_GATE", {"0", "1"}, "1",
-       "*.gated_block: 1 applies O * sigmoid(GATE) in the SDPA epilogue (declined where the SDPA kernel has none)"},
-      {"ATTNBENCH_GATED_FUSE_NORM_ROPE", {"0", "1"}, "0",
-       "*.gated_block: 1 moves Q's RMSNorm + RoPE into the SDPA's Q load (its Q prologue; K keeps a separate pass); "
-       "declined where the SDPA kernel has no Q prologue for the problem"},
+      {"ATTNBENCH_GATED_FUSE_GATE", {"auto", "0", "1"}, "auto",
+       "*.gated_block: 1 applies O * sigmoid(GATE) in the SDPA epilogue, under fp8 in the O quantisation pass (declined "
+       "where the SDPA kernel has none); auto: 0 for the plain 16-bit block, 1 under fp8 or mx"},
+      {"ATTNBENCH_GATED_FUSE_NORM_ROPE", {"auto", "0", "1"}, "auto",
+       "*.gated_block: 1 moves Q's RMSNorm + RoPE into the SDPA's Q load (its Q prologue; K keeps a separate pass), "
+       "under fp8 the Q, K and V quantisation into the norm + RoPE pass; declined where the SDPA kernel has no Q "
+       "prologue for the problem; auto: 1 under fp8, else 0"},
       {"ATTNBENCH_GATED_QGATE_LAYOUT", {"flat", "interleaved"}, "flat",
        "*.gated_block: W_qkvg column blocks Q | GATE | K | V (flat) or per-head [q_h | g_h] then K | V (interleaved)"},
       {"ATTNBENCH_CUDNN_HEURISTICS", {"a", "b", "fallback"}, "a",

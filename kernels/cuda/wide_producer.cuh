@@ -1,8 +1,8 @@
 // The wide prefill kernel's producer warpgroup (prefill_wide.cuh): it walks the CTA's units as the consumers do and
-// fills the K and V rings through the block table, tile by tile in ring order. TMA (wide_kv_tma): one elected thread
-// issues 64-token boxes, or a box per page of 16 or 32 tokens, V one tile behind K; a tile holding tokens past kv_len
-// is gathered by the producer warp with zero-filling cp.async instead (stale slots of the last page may hold NaN; 0 *
-// NaN would poison P V). Other block sizes: 128 threads gather every tile with cp.async.
+// fills the K and V rings through the block table, tile by tile in ring order. TMA (wide_kv_tma): lane 0 issues
+// 64-token boxes, or each lane the boxes of a page of 16 or 32 tokens, V one tile behind K; a tile holding tokens past
+// kv_len is gathered by the producer warp with zero-filling cp.async instead (stale slots of the last page may hold
+// NaN; 0 * NaN would poison P V). Other block sizes: 128 threads gather every tile with cp.async.
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -49,24 +49,30 @@ __device__ __forceinline__ void gather_kv_tile(const AttentionParams& p, const i
   }
 }
 
-// KV tile t of kv head kvh by TMA into the slot at dst, completing on bar: per 64-wide d slab (BN rows of 128 bytes),
-// a {64 d, 1, 64 tokens, 1} box of the 4D map tm per 64 tokens, or one {64 d, 1, block_size, 1} box per page of 16 or
-// 32 tokens (wide_kv_box_tokens) at its rows of the slab. TMA swizzles by the absolute address and the slot is
-// 1024-byte aligned, so a box starting at a row that is a multiple of 8 lands in the slab's 128-byte swizzle.
+// KV tile t of kv head kvh by TMA into the slot at dst, completing on bar, called by the producer warp (lane: this
+// thread's): per 64-wide d slab (BN rows of 128 bytes), a {64 d, 1, 64 tokens, 1} box of the 4D map tm per 64 tokens
+// from lane 0, or one {64 d, 1, block_size, 1} box per page of 16 or 32 tokens (wide_kv_box_tokens) at its rows of
+// the slab, a page per lane: each lane reads its own table entry, so no page waits on another's read or issue. TMA
+// swizzles by the absolute address and the slot is 1024-byte aligned, so a box starting at a row that is a multiple of
+// 8 lands in the slab's 128-byte swizzle.
 template <int D, int BN, typename Smem>
 __device__ __forceinline__ void tma_kv_tile(const AttentionParams& p, const Smem& sm, const int32_t* table_row,
-                                            const CUtensorMap* tm, uint64_t* bar, uint32_t dst, int kvh, int t) {
-  mbar_arrive_expect_tx(bar, Smem::Tile::kTileBytes);
+                                            const CUtensorMap* tm, uint64_t* bar, uint32_t dst, int kvh, int t,
+                                            int lane) {
+  static_assert(BN / 16 <= 32, "a page of 16 tokens per lane");
+  if (lane == 0) mbar_arrive_expect_tx(bar, Smem::Tile::kTileBytes);
   const device::PageDivisor pages(p.block_size);
   if (p.block_size < 64) {  // the tile starts a page: every box at a page's first token
-    for (int r = 0; r < BN; r += p.block_size) {
-      const int blk = __ldg(table_row + pages.pos(t * BN + r).page);
+    __syncwarp();           // the barrier expects the tile's bytes before any box can complete
+    if (lane < pages.page(BN)) {
+      const int blk = __ldg(table_row + pages.page(t * BN) + lane), r = lane * p.block_size;
 #pragma unroll
       for (int c = 0; c < D / 64; ++c)
         tma_load_4d(sm.smem + (dst - sm.base) + c * (BN * 128) + r * 128, tm, c * 64, kvh, 0, blk, bar);
     }
     return;
   }
+  if (lane != 0) return;
 #pragma unroll
   for (int h = 0; h < BN / 64; ++h) {
     const int tok0 = t * BN + h * 64;
@@ -94,7 +100,7 @@ __device__ __forceinline__ void produce_unit_tma(const AttentionParams& p, const
       kp.advance(S);
       mbar_wait(&sm.empty_k[r.slot()], r.phase() ^ 1);
       if (t < full_tiles) {
-        if (lane == 0) tma_kv_tile<D, BN>(p, sm, table_row, &tmk, &sm.full_k[r.slot()], sm.k_slot(r.slot()), g.kvh, t);
+        tma_kv_tile<D, BN>(p, sm, table_row, &tmk, &sm.full_k[r.slot()], sm.k_slot(r.slot()), g.kvh, t, lane);
       } else {  // the tail tile: K and V together, zero-filled past kv_len
         mbar_wait(&sm.empty_v[r.slot()], r.phase() ^ 1);
         gather_kv_tile<D, BN, 32>(p, table_row, head_off, g.kv_len, t, sm.k_slot(r.slot()), sm.v_slot(r.slot()), lane);
@@ -111,7 +117,7 @@ __device__ __forceinline__ void produce_unit_tma(const AttentionParams& p, const
     if (t > t0 && t - 1 < full_tiles) {  // V one tile behind K (the tail tile's V went with its K)
       const RingPos v = r.before(S);
       mbar_wait(&sm.empty_v[v.slot()], v.phase() ^ 1);
-      if (lane == 0) tma_kv_tile<D, BN>(p, sm, table_row, &tmv, &sm.full_v[v.slot()], sm.v_slot(v.slot()), g.kvh, t - 1);
+      tma_kv_tile<D, BN>(p, sm, table_row, &tmv, &sm.full_v[v.slot()], sm.v_slot(v.slot()), g.kvh, t - 1, lane);
     }
   }
 }

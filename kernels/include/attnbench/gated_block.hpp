@@ -104,9 +104,9 @@ void validate_gated_mx(const GatedGeometry& g, const GatedOptions& o);
 void validate_gated_fp8(const GatedGeometry& g, const GatedOptions& o);
 // Why host lengths cannot be a call's seq_lens ("" when they can): "seq_lens[b] = v outside [0, S]".
 std::string gated_seq_lens_conflict(const GatedGeometry& g, const int32_t* seq_lens);
-// The options the gated block's knobs choose (ATTNBENCH_GATED_FUSE_GATE, ATTNBENCH_GATED_FUSE_NORM_ROPE,
-// ATTNBENCH_GATED_QGATE_LAYOUT), the rest at their defaults: the caller sets what its shape fixes.
-GatedOptions gated_options_from_knobs(const KnobValues& knobs);
+// Sets the options the gated block's knobs choose (ATTNBENCH_GATED_FUSE_GATE, ATTNBENCH_GATED_FUSE_NORM_ROPE,
+// ATTNBENCH_GATED_QGATE_LAYOUT) in o, whose mode (fp8, mx) the fusions' auto reads: the caller sets that first.
+void apply_gated_knobs(const KnobValues& knobs, GatedOptions& o);
 
 constexpr float kGatedNormEps = 1e-6f;
 
