@@ -1,6 +1,11 @@
-// The attention op in the runner: paged inputs, the Eigen reference on the checked rows, device binding.
+// The attention op in the runner: paged inputs, the reference (every row on the GPU, or Eigen's on the checked
+// rows), device binding.
+#include <chrono>
+
 #include "attnbench/reference.hpp"
+#include "attnbench/reference_gpu.hpp"
 #include "check_rows.hpp"
+#include "gpu_reference.hpp"
 #include "memory_check.hpp"
 #include "op_case.hpp"
 #include "shape_features.hpp"
@@ -9,11 +14,20 @@ namespace attnbench {
 
 namespace {
 
+// The reference of one case, shared by every kernel bound to it.
+struct AttentionReference {
+  std::vector<int64_t> rows;    // checked flat rows (token * heads + head): also the LSE's index
+  std::vector<float> out, lse;  // rows.size() * head_size, and rows.size() with return_lse
+  std::string where;            // "gpu" or "cpu"
+  double ms = 0;
+  RowCoverage coverage;
+};
+
 class AttentionBound final : public BoundKernel {
  public:
-  AttentionBound(const AttentionKernel& k, Device& dev, const HostInputs& in, const std::vector<int64_t>* rows,
-                 const std::vector<float>* ref, const std::vector<float>* ref_lse, const KnobValues& knobs)
-      : kern_(k), dev_(dev), in_(in), rows_(rows), ref_(ref), ref_lse_(ref_lse), plan_(k.plan(in.problem, knobs)),
+  AttentionBound(const AttentionKernel& k, Device& dev, const HostInputs& in, const AttentionReference* ref,
+                 const KnobValues& knobs)
+      : kern_(k), dev_(dev), in_(in), ref_(ref), plan_(k.plan(in.problem, knobs)),
         q_(dev, in.q.bytes()), k_(dev, in.k_cache.bytes()), v_(dev, in.v_cache.bytes()),
         out_(dev, in.q.size() * dtype_bytes(in.problem.types.o)), cu_(dev, in.cu_seqlens_q.size() * 4), su_(dev, in.seqused_k.size() * 4),
         bt_(dev, in.block_table.size() * 4), ws_(dev, plan_->workspace_bytes),
@@ -58,12 +72,15 @@ class AttentionBound final : public BoundKernel {
     HostTensor host(in_.problem.types.o, in_.q.size());
     dev_.download(host.data(), out_.data(), out_.bytes());
     GateResult g = gate_rows(host.halves(), static_cast<int64_t>(host.size()), host.dtype(), in_.problem.head_size,
-                             *rows_, ref_->data(), tol);
-    if (lse_.bytes()) {  // rows_ hold token * heads + head: the LSE's index too
+                             ref_->rows, ref_->out.data(), tol);
+    if (lse_.bytes()) {
       std::vector<float> lse(lse_.bytes() / 4);
       dev_.download(lse.data(), lse_.data(), lse_.bytes());
-      gate_lse(g, lse.data(), static_cast<int64_t>(lse.size()), *rows_, ref_lse_->data(), tol.rtol);
+      gate_lse(g, lse.data(), static_cast<int64_t>(lse.size()), ref_->rows, ref_->lse.data(), tol.rtol);
     }
+    g.reference = ref_->where;
+    g.reference_ms = ref_->ms;
+    g.coverage = ref_->coverage;
     return g;
   }
 
@@ -71,9 +88,7 @@ class AttentionBound final : public BoundKernel {
   const AttentionKernel& kern_;
   Device& dev_;
   const HostInputs& in_;
-  const std::vector<int64_t>* rows_;
-  const std::vector<float>* ref_;
-  const std::vector<float>* ref_lse_;
+  const AttentionReference* ref_;
   std::unique_ptr<AttentionPlan> plan_;
   Buffer q_, k_, v_, out_, cu_, su_, bt_, ws_, alibi_, sinks_, qq_, lse_;
   AttentionParams prm_;
@@ -81,7 +96,7 @@ class AttentionBound final : public BoundKernel {
 
 class AttentionCase final : public OpCase {
  public:
-  explicit AttentionCase(const ShapeCase& c) : p_(c.attention) {}
+  explicit AttentionCase(const ShapeCase& c) : p_(c.attention), input_spread_(c.input_spread) {}
 
   WorkModel work() const override { return attention_work(p_); }
 
@@ -92,6 +107,7 @@ class AttentionCase final : public OpCase {
                         {"scale", p_.softmax_scale()}};
     if (p_.top_left) d["causal_bottom_right"] = false;
     if (p_.return_lse) d["return_lse"] = true;
+    if (input_spread_.qk_std != 1.f) d["scores"] = "wide";
     if (p_.features.any()) d["features"] = features_json(p_.features);
     bool uniform = true;
     nlohmann::json seq = nlohmann::json::array();
@@ -121,34 +137,55 @@ class AttentionCase final : public OpCase {
     const double rows = static_cast<double>(p_.total_q()) * p_.heads;
     MemoryNeed n;
     if (!inputs_) n.host_bytes += inputs;
-    if (s.gate && ref_.empty()) n.host_bytes += rows * (hs * sizeof(float) + sizeof(int64_t) + sizeof(reference::RowId));
+    if (s.gate && ref_.where.empty()) n.host_bytes += rows * (hs * sizeof(float) + sizeof(int64_t) + sizeof(reference::RowId));
     const double lse = p_.return_lse ? rows * sizeof(float) : 0.0;
     n.host_bytes += o + lse;  // the output (and the LSE) downloaded for the gate
     n.device_bytes = inputs + o + lse + attention_workspace_bound(p_);
     return n;
   }
 
-  void prepare(const CaseSettings& s) override {
-    if (!inputs_) inputs_ = std::make_unique<HostInputs>(build_inputs(p_, s.seed, s.block_order));
-    if (s.gate && ref_.empty()) {
-      const auto rows = select_check_rows(p_, s.reference_gflop * 1e9, s.seed);
-      ref_.resize(rows.size() * p_.head_size);
-      ref_lse_.resize(p_.return_lse ? rows.size() : 0);
-      reference::paged_attention(inputs_->params(), rows, ref_.data(), p_.return_lse ? ref_lse_.data() : nullptr);
-      rows_.reserve(rows.size());
-      for (const auto& r : rows) rows_.push_back(r.token * p_.heads + r.head);
-    }
+  void prepare(const CaseSettings& s, Device* gpu) override {
+    if (!inputs_) inputs_ = std::make_unique<HostInputs>(build_inputs(p_, s.seed, s.block_order, input_spread_));
+    if (!s.gate || !ref_.where.empty()) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string conflict = gpu ? reference::gpu_reference_conflict(p_) : "";
+    if (s.reference == ReferenceWhere::gpu && (!gpu || !conflict.empty()))
+      throw std::runtime_error("--reference gpu: " + (gpu ? conflict : std::string("no CUDA device for it")));
+    if (gpu && conflict.empty()) reference_every_row(*gpu);
+    else reference_sampled(s);
+    ref_.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    ref_.coverage = row_coverage(p_, ref_.rows);
   }
 
   std::unique_ptr<BoundKernel> bind(const KernelEntry& k, Device& dev, const KnobValues& knobs) override {
-    return std::make_unique<AttentionBound>(*k.attention, dev, *inputs_, &rows_, &ref_, &ref_lse_, knobs);
+    return std::make_unique<AttentionBound>(*k.attention, dev, *inputs_, &ref_, knobs);
   }
 
  private:
+  void reference_every_row(Device& gpu) {
+    const int64_t n = p_.total_q() * p_.heads;
+    ref_.out.resize(static_cast<std::size_t>(n) * p_.head_size);
+    ref_.lse.resize(p_.return_lse ? n : 0);
+    reference_on_device(gpu, *inputs_, ref_.out.data(), p_.return_lse ? ref_.lse.data() : nullptr);
+    ref_.rows.resize(n);
+    for (int64_t r = 0; r < n; ++r) ref_.rows[r] = r;
+    ref_.where = "gpu";
+  }
+
+  void reference_sampled(const CaseSettings& s) {
+    const auto rows = select_check_rows(p_, s.reference_gflop * 1e9, s.seed);
+    ref_.out.resize(rows.size() * p_.head_size);
+    ref_.lse.resize(p_.return_lse ? rows.size() : 0);
+    reference::paged_attention(inputs_->params(), rows, ref_.out.data(), p_.return_lse ? ref_.lse.data() : nullptr);
+    ref_.rows.reserve(rows.size());
+    for (const auto& r : rows) ref_.rows.push_back(r.token * p_.heads + r.head);
+    ref_.where = "cpu";
+  }
+
   AttentionProblem p_;
+  InputSpread input_spread_;
   std::unique_ptr<HostInputs> inputs_;
-  std::vector<int64_t> rows_;
-  std::vector<float> ref_, ref_lse_;
+  AttentionReference ref_;
 };
 
 }  // namespace

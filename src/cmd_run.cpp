@@ -18,7 +18,7 @@ struct RunCli {
   RunOptions opt;
   std::vector<std::string> modes{"eager", "graph"};
   std::vector<std::string> sets;
-  std::string l2 = "hot", block_order = "contiguous";
+  std::string l2 = "hot", block_order = "contiguous", reference = "auto";
   std::string out, csv;
   double atol = -1, rtol = -1, peak_tflops = 0, peak_gbps = 0;
   bool no_progress = false;
@@ -43,6 +43,7 @@ void run_callback(RunCli& c, Context& ctx) {
   else throw UsageError("--l2: '" + c.l2 + "' is not hot|cold");
   try {
     o.block_order = parse_block_order(c.block_order);
+    o.reference = parse_reference_where(c.reference);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
@@ -113,7 +114,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--atol", c->atol, "Gate bound on max |out - ref| (default: fp16 2e-2, bf16 4e-2)")
       ->check(positive_finite());
   cmd->add_option("--rtol", c->rtol,
-                  "Gate bound on each checked row's relative L2 error (default: fp16 3e-3, bf16 8e-3; gated block x5)")
+                  "Gate bound on each checked row's relative L2 error (default: fp16 1e-3, bf16 8e-3; gated block x5)")
       ->check(positive_finite());
   cmd->add_flag("--gate-only", c->opt.gate_only, "Gate every row, time nothing");
   cmd->add_flag("--no-gate", c->opt.no_gate, "Time without gating (rows are not checked)");
@@ -125,8 +126,12 @@ void add_run_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--l2", c->l2, "hot: back-to-back; cold: L2 flushed before each sample (CUDA)")->capture_default_str();
   cmd->add_option("--block-order", c->block_order, "contiguous | shuffled | repeated (random, shared) physical KV blocks")->capture_default_str();
   cmd->add_option("--set", c->sets, "Knob override NAME=VALUE (repeatable; see list --knobs)");
+  cmd->add_option("--reference", c->reference,
+                  "Where the fp32 reference runs: auto (the GPU when a CUDA device is there: every row checked; "
+                  "else the CPU), cpu (Eigen, rows sampled past --reference-gflop), gpu")->capture_default_str();
   cmd->add_option("--reference-gflop", c->opt.reference_gflop,
-                  "Reference work per shape before the gate samples rows")->capture_default_str()
+                  "CPU reference work per shape before the gate samples rows (with coverage: README, The gate)")
+      ->capture_default_str()
       ->check(positive_finite());
   cmd->add_option("--peak-tflops", c->peak_tflops, "Device peak TFLOP/s for % of peak (from attnbench info)")
       ->check(positive_finite());

@@ -12,6 +12,12 @@
 
 namespace attnbench {
 
+// Where the fp32 reference runs: automatic (the GPU when a CUDA device is there and the GPU reference is built:
+// every row; else the Eigen reference on the CPU), cpu (Eigen, rows sampled above --reference-gflop), gpu (required).
+enum class ReferenceWhere { automatic, cpu, gpu };
+const char* reference_where_name(ReferenceWhere w);
+ReferenceWhere parse_reference_where(const std::string& s);  // throws std::invalid_argument
+
 struct Tolerance {
   double atol = 0;  // bound on max |out - ref| over the checked elements
   double rtol = 0;  // bound on every checked row's ||out - ref||_2 / ||ref||_2
@@ -26,6 +32,14 @@ inline Tolerance default_tolerance(DType d) { return {default_atol(d), default_r
 // error from its weights) and atol + 2^-4 * 4 (that rounding times a weighted mean of |v| over N(0, 1) values).
 Tolerance attention_tolerance(const AttentionTypes& t, const Tolerance& base);
 
+// How much of an output the checked rows reach: the (sequence, head) pairs and the (64-row tile of a sequence, head)
+// units holding at least one checked row, of all of them. Every row checked covers everything.
+struct RowCoverage {
+  int64_t sequence_heads = 0, sequence_heads_covered = 0;
+  int64_t tile_heads = 0, tile_heads_covered = 0;
+  bool complete() const { return sequence_heads_covered == sequence_heads && tile_heads_covered == tile_heads; }
+};
+
 struct GateResult {
   bool passed = false;
   double max_abs = 0;
@@ -38,6 +52,9 @@ struct GateResult {
   int64_t worst_row = -1;    // flat row index of the largest row relative error
   std::vector<std::string> failed;  // the criteria that failed: nonfinite, max_abs, row_rel_l2, no_rows, lse
   std::string detail;               // where the worst errors are
+  std::string reference;            // where the reference ran: "gpu" (every row) or "cpu" (Eigen); "" unknown
+  double reference_ms = 0;          // the reference's wall time for the case (its rows share it)
+  RowCoverage coverage;             // what the checked rows reach (all units when every row is checked)
   // return_lse (gate_lse): rows whose LSE was compared, the largest |lse - ref| / max(1, |ref|), its bound.
   int64_t lse_checked = 0;
   double lse_max_err = 0, lse_tol = 0;

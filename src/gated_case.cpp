@@ -3,11 +3,13 @@
 #include "gated_case.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <random>
 #include <set>
 
+#include "check_rows.hpp"
 #include "memory_check.hpp"
 #include "op_case.hpp"
 
@@ -197,6 +199,15 @@ std::vector<int64_t> gated_check_rows(const GatedGeometry& g, const GatedOptions
   double spent = 0;
   for (int64_t r : rows) spent += row_cost(r);
   std::mt19937_64 rng(seed ^ 0x6a7edb10c4ull);
+  // A row in every 64-token tile while the budget lasts (each covers every head), tile by tile across sequences.
+  for (int k = 0; k * kCoverageTile < S && spent < budget_flops; ++k)
+    for (int b = 0; b < g.batch() && spent < budget_flops; ++b) {
+      const int64_t first = static_cast<int64_t>(b) * S + k * kCoverageTile;
+      const int64_t last = std::min<int64_t>(first + kCoverageTile, static_cast<int64_t>(b + 1) * S) - 1;
+      if (rows.lower_bound(first) != rows.end() && *rows.lower_bound(first) <= last) continue;
+      const int64_t r = std::uniform_int_distribution<int64_t>(first, last)(rng);
+      if (rows.insert(r).second) spent += row_cost(r);
+    }
   std::uniform_int_distribution<int64_t> pick(0, T - 1);
   const std::size_t min_rows = static_cast<std::size_t>(std::min<int64_t>(16, T));
   while ((spent < budget_flops || rows.size() < min_rows) && static_cast<int64_t>(rows.size()) < T) {
@@ -204,6 +215,21 @@ std::vector<int64_t> gated_check_rows(const GatedGeometry& g, const GatedOptions
     if (rows.insert(r).second) spent += row_cost(r);
   }
   return {rows.begin(), rows.end()};
+}
+
+RowCoverage gated_row_coverage(const GatedGeometry& g, const std::vector<int64_t>& rows) {
+  const int S = g.seqlen(), tiles = (S + kCoverageTile - 1) / kCoverageTile;
+  std::vector<char> seq(g.batch(), 0), tile(static_cast<std::size_t>(g.batch()) * tiles, 0);
+  for (int64_t r : rows) {
+    seq[r / S] = 1;
+    tile[static_cast<std::size_t>(r / S) * tiles + (r % S) / kCoverageTile] = 1;
+  }
+  RowCoverage c;  // a checked token holds every head
+  c.sequence_heads = static_cast<int64_t>(seq.size()) * g.h_q();
+  c.tile_heads = static_cast<int64_t>(tile.size()) * g.h_q();
+  c.sequence_heads_covered = std::count(seq.begin(), seq.end(), 1) * g.h_q();
+  c.tile_heads_covered = std::count(tile.begin(), tile.end(), 1) * g.h_q();
+  return c;
 }
 
 std::vector<int64_t> gated_lse_index(const GatedGeometry& g, const std::vector<int64_t>& rows) {
@@ -236,6 +262,8 @@ struct GatedData {
   std::vector<int64_t> rows;
   std::vector<float> ref;      // rows.size() * d_model
   std::vector<float> ref_lse;  // rows.size() * h_q with return_lse
+  double ref_ms = 0;
+  RowCoverage coverage;
 };
 
 class GatedBound final : public BoundKernel {
@@ -307,6 +335,9 @@ class GatedBound final : public BoundKernel {
       gate_lse(gr, lse.data(), static_cast<int64_t>(lse.size()), gated_lse_index(g_, data_.rows), data_.ref_lse.data(),
                eff.rtol);
     }
+    gr.reference = "cpu";
+    gr.reference_ms = data_.ref_ms;
+    gr.coverage = data_.coverage;
     return gr;
   }
 
@@ -409,7 +440,9 @@ class GatedCase final : public OpCase {
 
   // Inputs and reference are built in bind(), once, after the first kernel accepted its options: a run whose
   // kernels all decline (the CPU work limit on the 397B shapes) pays for neither.
-  void prepare(const CaseSettings& s) override { settings_ = s; }
+  void prepare(const CaseSettings& s, Device* /*gpu: the Eigen block reference runs on the host*/) override {
+    settings_ = s;
+  }
 
   std::unique_ptr<BoundKernel> bind(const KernelEntry& k, Device& dev, const KnobValues& knobs) override {
     // supports() said yes under these knobs, so a decline here is an error.
@@ -421,12 +454,15 @@ class GatedCase final : public OpCase {
       if (shape_.mx) apply_mx_weights(*geom_, *shape_.mx, data_->in);
       if (shape_.fp8) apply_fp8_inputs(*geom_, *shape_.fp8, data_->in);
       if (settings_.gate) {
+        const auto t0 = std::chrono::steady_clock::now();
         data_->rows = gated_check_rows(*geom_, shape_options(), data_->in.ref().seq_lens, settings_.reference_gflop * 1e9,
                                        settings_.seed);
         data_->ref.resize(data_->rows.size() * geom_->d_model());
         data_->ref_lse.resize(shape_.return_lse ? data_->rows.size() * geom_->h_q() : 0);
         reference::gated_block(*geom_, shape_options(), data_->in.ref(), data_->rows, data_->ref.data(),
                                shape_.return_lse ? data_->ref_lse.data() : nullptr);
+        data_->ref_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        data_->coverage = gated_row_coverage(*geom_, data_->rows);
       }
     }
     const QGateLayout layout = block->options().q_gate_layout;

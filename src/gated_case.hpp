@@ -46,8 +46,8 @@ GatedKernelWeights gated_kernel_weights(const GatedGeometry& g, const GatedOptio
 
 // Output rows (flat tokens b * S + s) the gate checks: all of them when the reference's per-row work fits
 // budget_flops; else the first and last row of each sequence, both sides of the 64- and 128-row tile
-// boundaries at the start and the end of each sequence, and seeded random rows until the budget is spent
-// (at least 16 rows). Sorted, unique.
+// boundaries at the start and the end of each sequence, then a seeded random row of every 64-token tile while the
+// budget lasts, and seeded random rows until the budget is spent (at least 16 rows). Sorted, unique.
 std::vector<int64_t> gated_check_rows(const GatedGeometry& g, const GatedOptions& o, const int32_t* seq_lens,
                                       double budget_flops, uint64_t seed);
 
@@ -57,8 +57,12 @@ std::vector<int64_t> gated_check_rows(const GatedGeometry& g, const GatedOptions
 // weight quadruples the scores) amplifies to 1.8e-2 in bf16 (README, "The gate").
 inline constexpr double kGatedRtolFactor = 5;
 
+// What the checked tokens cover (check_rows.hpp's units; a token holds every head).
+RowCoverage gated_row_coverage(const GatedGeometry& g, const std::vector<int64_t>& rows);
+
 // Where the block's lse [B, h_q, S] holds row r's (flat token b S + s) head h, for each checked row and head in
 // reference::gated_block's order (r-major): (b h_q + h) S + s.
+
 std::vector<int64_t> gated_lse_index(const GatedGeometry& g, const std::vector<int64_t>& rows);
 // Under the MX modes (mx set) the block and the reference quantise the gated O from values that differ by the bf16
 // chain's error r = base.rtol * kGatedRtolFactor: an element near a rounding boundary lands on the other neighbour.

@@ -138,7 +138,11 @@ void HostTensor::set(std::size_t i, float v) {
   else bytes_[i] = float_to_fp8(v, dt_);
 }
 
-HostInputs build_inputs(const AttentionProblem& p, uint64_t seed, BlockOrder order) {
+InputSpread wide_scores(const AttentionProblem& p) {
+  return {std::sqrt(kWideScoreStd / (p.softmax_scale() * std::sqrt(static_cast<float>(p.head_size))))};
+}
+
+HostInputs build_inputs(const AttentionProblem& p, uint64_t seed, BlockOrder order, const InputSpread& spread) {
   p.validate();
   HostInputs in;
   in.problem = p;
@@ -167,11 +171,12 @@ HostInputs build_inputs(const AttentionProblem& p, uint64_t seed, BlockOrder ord
   const std::size_t hs = static_cast<std::size_t>(p.head_size);
   // An 8-bit Q holds codes whose dequantised values (code * q_scale) are N(0, 1), as K's do.
   const float qs = is_16bit(p.types.q) ? 1.f : p.features.q_scale;
-  in.q = random_tensor(static_cast<std::size_t>(p.total_q()) * p.heads * hs, p.types.q, seed, 1, 0.f, 1.f / qs);
+  in.q = random_tensor(static_cast<std::size_t>(p.total_q()) * p.heads * hs, p.types.q, seed, 1, 0.f,
+                       spread.qk_std / qs);
   const std::size_t cache = static_cast<std::size_t>(in.num_blocks) * p.block_size * p.kv_heads * hs;
   // An 8-bit cache holds codes whose dequantised values (code * scale) are N(0, 1), as a quantised cache does.
   const float ks = is_16bit(p.types.kv) ? 1.f : p.features.k_scale, vs = is_16bit(p.types.kv) ? 1.f : p.features.v_scale;
-  in.k_cache = random_tensor(cache, p.types.kv, seed, 2, 0.f, 1.f / ks);
+  in.k_cache = random_tensor(cache, p.types.kv, seed, 2, 0.f, spread.qk_std / ks);
   in.v_cache = random_tensor(cache, p.types.kv, seed, 3, 0.f, 1.f / vs);
   poison_unowned_slots(in);
   return in;

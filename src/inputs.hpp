@@ -58,12 +58,24 @@ std::vector<uint16_t> random_normal(std::size_t n, DType dt, uint64_t seed, uint
 // The same values in any storage dtype (8-bit codes saturate at the format's largest finite value).
 HostTensor random_tensor(std::size_t n, DType dt, uint64_t seed, uint64_t stream, float mean = 0.f, float std = 1.f);
 
+// How the inputs are drawn beyond the N(0, 1) default: Q and K (their dequantised values) with standard deviation
+// qk_std, so that the scores' spread is qk_std^2 * scale * sqrt(head_size) (a shape's "scores": "wide").
+struct InputSpread {
+  float qk_std = 1.f;
+};
+// The scores' standard deviation of "scores": "wide": rows of a few thousand keys reach scores near ±100, past
+// e^88.7 (fp32's largest), so a softmax without its row maximum overflows in any dtype.
+inline constexpr float kWideScoreStd = 24.f;
+// InputSpread of "scores": "wide" for problem p (its scale and head size).
+InputSpread wide_scores(const AttentionProblem& p);
+
 // Block table: each sequence owns ceil(kv_len / block_size) blocks; contiguous gives sequence s the run
 // after sequence s-1's, shuffled permutes the physical block ids (seeded), repeated is shuffled with every slot but
 // a sequence's last naming a seeded random block among those no sequence ends in (repeats, as shared prefixes
 // give). Each row has one slot more than the longest sequence needs, and every unused slot names the sentinel block
 // (the last one): a correct kernel never uses its keys, and a kernel that reads past a sequence's end reads poison,
 // inside the cache.
-HostInputs build_inputs(const AttentionProblem& p, uint64_t seed, BlockOrder order = BlockOrder::contiguous);
+HostInputs build_inputs(const AttentionProblem& p, uint64_t seed, BlockOrder order = BlockOrder::contiguous,
+                        const InputSpread& spread = {});
 
 }  // namespace attnbench

@@ -23,8 +23,9 @@ namespace attnbench {
 struct CaseSettings {
   uint64_t seed = 1234;
   BlockOrder block_order = BlockOrder::contiguous;
-  double reference_gflop = 8.0;  // reference work before the gate samples rows
+  double reference_gflop = 16.0;  // CPU reference work before the gate samples rows
   bool gate = true;              // compute the reference
+  ReferenceWhere reference = ReferenceWhere::automatic;
 };
 
 // A kernel with its inputs uploaded, its plan made, its buffers allocated and its output poisoned.
@@ -55,8 +56,9 @@ class OpCase {
   virtual Support supports(const KernelEntry& k, const KnobValues& knobs) const = 0;
   // What prepare() and bind() of kernel k will allocate (MemoryNeed); computed from the dims, allocating nothing.
   virtual MemoryNeed memory_need(const KernelEntry& k, const CaseSettings& s) const = 0;
-  // Builds host inputs and the reference once (later calls do nothing).
-  virtual void prepare(const CaseSettings& s) = 0;
+  // Builds host inputs and the reference once (later calls do nothing). gpu: the CUDA device the reference may
+  // run on (every row), or null where it runs on the CPU.
+  virtual void prepare(const CaseSettings& s, Device* gpu) = 0;
   virtual std::unique_ptr<BoundKernel> bind(const KernelEntry& k, Device& dev, const KnobValues& knobs) = 0;
 };
 

@@ -109,6 +109,10 @@ void ResultTable::legend() {
   if (any_unsettled_) out_ << unsettled_legend(stop_) << "\n";
 }
 
+void ResultTable::note(const std::string& line) {
+  if (!line.empty()) out_ << line << "\n";
+}
+
 void Progress::start(size_t index, const std::string& group, const std::string& shape, const std::string& dtype) {
   if (!enabled_) return;
   std::cerr << (terminal_ ? "\r" : "") << "[" << index << "/" << total_ << "] " << group << "/" << shape << " "

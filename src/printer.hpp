@@ -29,6 +29,8 @@ class ResultTable {
   void breakdown(const nlohmann::json& b);
   // The marker's meaning, when a printed row's timing did not settle; nothing otherwise.
   void legend();
+  // A line after the table (the reference's summary); nothing for an empty one.
+  void note(const std::string& line);
 
  private:
   struct Column {

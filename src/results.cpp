@@ -47,6 +47,15 @@ json row_to_json(const ResultRow& r) {
                  {"nonfinite", g.nonfinite},
                  {"worst_index", g.worst_index},
                  {"detail", g.detail}};
+    if (!g.reference.empty()) {
+      j["gate"]["reference"] = g.reference;
+      j["gate"]["reference_ms"] = g.reference_ms;
+    }
+    if (g.coverage.tile_heads > 0) {
+      const RowCoverage& c = g.coverage;
+      j["gate"]["coverage"] = {{"sequence_heads", {c.sequence_heads_covered, c.sequence_heads}},
+                               {"tile_heads", {c.tile_heads_covered, c.tile_heads}}};
+    }
     if (g.lse_checked > 0) {
       j["gate"]["lse_checked"] = g.lse_checked;
       j["gate"]["lse_max_err"] = std::isfinite(g.lse_max_err) ? json(g.lse_max_err) : json("inf");
@@ -108,6 +117,21 @@ std::optional<Stats> stats_from(const json& j, const char* name) {
   s.n = get_field<int>(v, "n");
   return s;
 }
+// gate.coverage: {"sequence_heads": [covered, of], "tile_heads": [covered, of]}.
+RowCoverage coverage_from(const json& c) {
+  RowCoverage r;
+  const auto pair = [&](const char* name, int64_t& covered, int64_t& of) {
+    const auto v = get_field<std::vector<int64_t>>(c, name);
+    if (v.size() != 2 || v[0] < 0 || v[0] > v[1])
+      throw UsageError(std::string("gate.coverage field '") + name + "': expected [covered, of], got " +
+                       compact_value(field(c, name).dump()));
+    covered = v[0];
+    of = v[1];
+  };
+  pair("sequence_heads", r.sequence_heads_covered, r.sequence_heads);
+  pair("tile_heads", r.tile_heads_covered, r.tile_heads);
+  return r;
+}
 template <class T>
 std::optional<T> opt_from(const json& j, const char* name) {
   const auto it = j.find(name);
@@ -150,6 +174,11 @@ ResultRow row_from_json(const json& j) {
     gr.nonfinite = get_field<int64_t>(g, "nonfinite");
     gr.worst_index = get_field<int64_t>(g, "worst_index");
     gr.detail = get_field<std::string>(g, "detail");
+    if (g.contains("reference")) {
+      gr.reference = get_field<std::string>(g, "reference");
+      gr.reference_ms = get_field<double>(g, "reference_ms");
+    }
+    if (g.contains("coverage")) gr.coverage = coverage_from(field(g, "coverage"));
     if (g.contains("lse_checked")) {
       gr.lse_checked = get_field<int64_t>(g, "lse_checked");
       gr.lse_max_err = gate_number(g, "lse_max_err");

@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "attnbench/reference_gpu.hpp"
 #include "control_pair.hpp"
 #include "errors.hpp"
 #include "interrupt.hpp"
@@ -20,6 +21,7 @@
 #include "op_case.hpp"
 #include "peer_ratio.hpp"
 #include "printer.hpp"
+#include "reference_summary.hpp"
 #include "repro.hpp"
 #include "registry.hpp"
 #include "sha256.hpp"
@@ -96,6 +98,11 @@ Runner::Runner(const RunOptions& options, const std::vector<KnobValues>& knob_va
   settings.block_order = o.block_order;
   settings.reference_gflop = o.reference_gflop;
   settings.gate = !o.no_gate;
+  settings.reference = o.reference;
+  if (o.reference == ReferenceWhere::gpu && !o.no_gate && (!gpus[Backend::cuda].available || !reference::gpu_reference_built()))
+    throw UsageError("--reference gpu: " + (reference::gpu_reference_built()
+                                                ? "no CUDA device (" + gpus[Backend::cuda].why_not + ")"
+                                                : std::string("this build has no CUDA backend")));
   file.provenance = run_provenance(o, knob_sets.front(), gpus[Backend::cuda].available, gpus[Backend::cuda].why_not);
   file.provenance["isolation"] = isolation_name(isolation);
   if (isolation != Isolation::off && o.case_timeout_s) file.provenance["case_timeout_s"] = *o.case_timeout_s;
@@ -245,6 +252,9 @@ ResultsFile Runner::run() {
   if (o.resume)
     file.provenance["resumed"] = {{"journal", o.journal}, {"cases", finished.size()}, {"rows", resumed_rows}};
   table->legend();
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  file.provenance["reference"] = reference_summary(file.rows, wall_s);
+  table->note(reference_summary_line(file.provenance["reference"]));
   finish_provenance();
   if (o.control) file.provenance["control"] = control_pair_summary(file.rows);
   file.provenance["clock_settle"] = clocks.summary();

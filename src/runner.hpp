@@ -38,7 +38,8 @@ struct RunOptions {
   L2Mode l2 = L2Mode::hot;
   BlockOrder block_order = BlockOrder::contiguous;
   StopRule stop;
-  double reference_gflop = 8.0;     // reference work before the gate samples rows
+  double reference_gflop = 16.0;    // reference work before the gate samples rows (the CPU reference)
+  ReferenceWhere reference = ReferenceWhere::automatic;
   std::map<std::string, std::string> knob_overrides;
   std::pair<int, int> shard{1, 1};  // K-th of N (1-based): keeps selected cases whose index % N == K - 1
   std::optional<double> peak_tflops, peak_gbps;

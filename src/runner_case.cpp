@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "attnbench/reference_gpu.hpp"
 #include "case_timing.hpp"
 #include "control_pair.hpp"
 #include "errors.hpp"
@@ -145,7 +146,7 @@ void Runner::bind_slot(const ShapeCase& c, OpCase& op_case, Slot& s) {
   if (!fits.ok) return all_rows("declined", fits.reason);
   try {
     mark(-1, kStagePrepare);
-    op_case.prepare(settings);
+    op_case.prepare(settings, reference_device());
     mark(me, kStageBind);
     s.bound = op_case.bind(e, *s.dev, knobs);
     mark(me, kStageGate);
@@ -159,6 +160,13 @@ void Runner::bind_slot(const ShapeCase& c, OpCase& op_case, Slot& s) {
     s.bound.reset();
     all_rows("error", allocation_failure_reason(ex.what()));
   }
+}
+
+Device* Runner::reference_device() {
+  if (settings.reference == ReferenceWhere::cpu || !gpus[Backend::cuda].available || !reference::gpu_reference_built())
+    return nullptr;
+  std::string why_not;
+  return devices.get(Backend::cuda, &why_not);
 }
 
 // Declines decided before prepare() and bind() allocate anything (inputs, reference, device buffers).

@@ -2,6 +2,7 @@
 // this process: slots, binding, the gate, timing) and runner_isolate.cpp (cases in worker processes): one Runner per
 // run or sweep. Internal to the harness; runner.hpp is the interface.
 #pragma once
+#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -88,6 +89,8 @@ class Runner {
   void bind_slot(const ShapeCase& c, OpCase& op_case, Slot& s);
   void gate_slot(const ShapeCase& c, const OpCase& op_case, Slot& s);
   Support check_before_allocation(const OpCase& op_case, const KernelEntry& e, const Device& dev) const;
+  // The CUDA device the reference runs on (every row), or null for the Eigen reference on the CPU.
+  Device* reference_device();
   void probe_backends(bool in_a_worker);
   void finish_provenance();
 
@@ -106,6 +109,7 @@ class Runner {
   int first_timing_failure = -1;         // in a worker: the slot whose timing failed first
   std::map<Backend, std::map<std::string, std::string>> worker_facts;  // device facts the workers reported
   CaseSettings settings;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   ResultsFile file;
   std::optional<ResultTable> table;
   Progress progress;

@@ -51,7 +51,7 @@ const std::set<std::string> kTopKeys = {"group", "op", "description", "defaults"
 const std::set<std::string> kAttentionKeys = [] {
   std::set<std::string> k = {"name",     "batch",     "seqlen_q", "seqlen_k", "seqlens",    "heads",
                              "kv_heads", "head_size", "dtypes",   "causal",   "block_size", "scale", "kv_dtype",
-                             "q_dtype",  "causal_bottom_right", "return_lse"};
+                             "q_dtype",  "causal_bottom_right", "return_lse", "scores"};
   k.insert(feature_keys().begin(), feature_keys().end());
   return k;
 }();
@@ -341,6 +341,15 @@ std::optional<DType> get_storage_dtype(const json& j, const char* key, const Whe
   return d;
 }
 
+// "scores": "normal" (the default: N(0, 1) inputs) or "wide" (inputs.hpp, wide_scores).
+InputSpread parse_scores(const json& s, const AttentionProblem& p, const Where& w) {
+  if (!s.contains("scores")) return {};
+  const json& v = s.at("scores");
+  if (v == "normal") return {};
+  if (v == "wide") return wide_scores(p);
+  w.fail("scores", "expected \"normal\" or \"wide\", got " + compact_value(v.dump()));
+}
+
 // One shape's cases (one per dtype) appended to `out`; w.name is set as soon as the shape's name is known.
 void add_shape(const json& raw, const FileHeader& h, Where& w, std::set<std::string>& names,
                std::vector<ShapeCase>& out) {
@@ -367,8 +376,12 @@ void add_shape(const json& raw, const FileHeader& h, Where& w, std::set<std::str
   base.group = h.group;
   base.file = w.file;
   base.op = h.op;
-  if (h.op == Op::attention) base.attention = parse_attention(s, w);
-  else base.gated = parse_gated(s, w);
+  if (h.op == Op::attention) {
+    base.attention = parse_attention(s, w);
+    base.input_spread = parse_scores(s, base.attention, w);
+  } else {
+    base.gated = parse_gated(s, w);
+  }
   base.name = w.name.empty() ? auto_name(base) : w.name;
   if (!names.insert(base.name).second) w.fail("name", "duplicate shape name '" + base.name + "'");
   const std::optional<DType> kv = get_storage_dtype(s, "kv_dtype", w), q = get_storage_dtype(s, "q_dtype", w);

@@ -8,6 +8,7 @@
 #include "attnbench/attention.hpp"
 #include "attnbench/gated_fp8.hpp"
 #include "attnbench/gated_mx.hpp"
+#include "inputs.hpp"
 
 namespace attnbench {
 
@@ -32,6 +33,7 @@ struct ShapeCase {
   DType dtype = DType::bf16;    // the shape's "dtypes" entry of this case
   AttentionProblem attention;  // op == attention (attention.types: O in dtype; Q in "q_dtype" or dtype, K/V in
                                // "kv_dtype" or dtype)
+  InputSpread input_spread;    // op == attention: "scores": "wide" widens Q and K (inputs.hpp)
   GatedShape gated;            // op == gated_block
   std::string describe() const;  // one line: dims of the case
   // The dtype label of the case and its rows: the dtype, or q-kv-o where a shape's q_dtype or kv_dtype differs.

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "attnbench/attention.hpp"
@@ -39,6 +40,15 @@ enum class Bug {
   alignment_flipped,    // rows placed bottom-right on a top-left problem (and top-left on a bottom-right one)
   q_scale_ignored,      // an 8-bit Q's q_scale not applied (the FP8 SDPA's missing descale)
   pv_not_rescaled,      // the running P V sum not rescaled by e^(m_old - m_new) when a tile raises the row max
+  // local defects (one unit of the output wrong) and the subtle numerical ones
+  one_seq_head,         // one (sequence, head) pair's output x 0.95 (the middle sequence, the middle head)
+  one_tile_head,        // one 64-row tile of one head x 0.95 (the longest sequence's middle tile, the last head)
+  one_split,            // one split of a split-KV walk lost: the middle 1/16 of each row's keys, one (seq, kv head)
+  cta_skipped,          // one CTA of a persistent walk never runs: a (tile, kv head group) unit left unwritten
+  causal_clamped,       // the causal diagonal one key late, clamped to the sequence: a real future key, no poison
+  one_key_short,        // each row's last visible key dropped
+  o_acc_16bit,          // the O accumulator held in O's 16-bit dtype between 64-key tiles
+  no_max_subtraction,   // the softmax without its row maximum: e^s overflows once scores pass ~88 ("scores": "wide")
 };
 
 // The feature a feature bug needs on the problem ("" for the plain bugs).
@@ -72,6 +82,32 @@ inline const std::vector<Bug>& every_bug() {
   return all;
 }
 
+// The local and numerical defects (each fails the gate on every shape it can show on: bug_shows_on).
+inline const std::vector<Bug>& every_local_bug() {
+  static const std::vector<Bug> all = {Bug::one_seq_head,   Bug::one_tile_head, Bug::one_split,
+                                       Bug::cta_skipped,    Bug::causal_clamped, Bug::one_key_short,
+                                       Bug::o_acc_16bit};
+  return all;
+}
+
+// Why no gate bound can see bug b on problem p ("" when the gate must fail it; README, "The gate"): a causal
+// diagonal one key late moves no row that already sees every key (decode, non-causal); a 16-bit O accumulator's
+// rounding grows like the square root of a row's tiles, within 2.2x of a correct kernel's error (P rounded to 16
+// bits, the output's own rounding) below 3000 keys; one key among 16384 or more moves a bf16 row past its bound only
+// on some of 64 rows; an unsubtracted maximum only overflows on wide scores.
+inline std::string bug_shows_on(Bug b, const AttentionProblem& p, bool wide_scores) {
+  if (b == Bug::causal_clamped) {
+    bool moved = false;
+    for (int s = 0; s < p.num_seqs(); ++s) moved = moved || (p.causal && p.q_lens[s] > 1);
+    if (!moved) return "every row sees every key of its sequence";
+  }
+  if (b == Bug::o_acc_16bit && p.max_seqlen_k() < 3000) return "rows of fewer than 3000 keys";
+  if (b == Bug::one_key_short && p.types.o == DType::bf16 && p.max_seqlen_k() >= 16384 && p.total_q() * p.heads < 64)
+    return "one bf16 key among 16384 or more, on fewer than 64 rows";
+  if (b == Bug::no_max_subtraction && !wide_scores) return "scores of N(0, 1) inputs stay far from e^s's overflow";
+  return "";
+}
+
 inline const char* bug_name(Bug b) {
   switch (b) {
     case Bug::none: return "none";
@@ -96,6 +132,14 @@ inline const char* bug_name(Bug b) {
     case Bug::alignment_flipped: return "alignment_flipped";
     case Bug::q_scale_ignored: return "q_scale_ignored";
     case Bug::pv_not_rescaled: return "pv_not_rescaled";
+    case Bug::one_seq_head: return "one_seq_head";
+    case Bug::one_tile_head: return "one_tile_head";
+    case Bug::one_split: return "one_split";
+    case Bug::cta_skipped: return "cta_skipped";
+    case Bug::causal_clamped: return "causal_clamped";
+    case Bug::one_key_short: return "one_key_short";
+    case Bug::o_acc_16bit: return "o_acc_16bit";
+    case Bug::no_max_subtraction: return "no_max_subtraction";
   }
   return "?";
 }
@@ -155,6 +199,7 @@ class PlantedKernel {
     int e = p.causal ? std::min(kv_len, causal_visible_end(i, q_len, kv_len, top_left)) : kv_len;
     if (f.window_right >= 0) e = std::min(e, pos + f.window_right + 1);
     if (bug == Bug::mask_off_by_one) ++e;
+    if (bug == Bug::causal_clamped && p.causal) e = std::min(kv_len, e + 1);
     if (bug == Bug::half_kv) e = std::min(e, (kv_len + 1) / 2);
     if (bug == Bug::quarter_kv) e = std::min(e, (kv_len + 3) / 4);
     const int tiles = (e + kTile - 1) / kTile;
@@ -162,7 +207,26 @@ class PlantedKernel {
     if (bug == Bug::softcap_after_mask) b = 0, e = kv_len;  // every key scored; the mask comes later
     *begin = bug == Bug::first_tile_dropped ? std::min(e, b + kTile) : b;
     *end = bug == Bug::last_tile_dropped ? std::max(0, (tiles - 1) * kTile) : e;
+    if (bug == Bug::one_key_short) --*end;
     if (*end < *begin) *end = *begin;
+  }
+
+  // The sequence with the most query rows (the first of them), and the unit the local bugs pick in it.
+  int longest_seq() const {
+    const auto& q = in_.problem.q_lens;
+    return static_cast<int>(std::max_element(q.begin(), q.end()) - q.begin());
+  }
+  // Whether row i of sequence s under head h (kv head kvh) is the unit a local bug spoils.
+  bool in_spoiled_unit(Bug bug, int s, int i, int h, int kvh) const {
+    const AttentionProblem& p = in_.problem;
+    const int longest = longest_seq(), tiles = (p.q_lens[longest] + kTile - 1) / kTile;
+    switch (bug) {
+      case Bug::one_seq_head: return s == p.num_seqs() / 2 && h == p.heads / 2;
+      case Bug::one_tile_head: return s == longest && i / kTile == tiles / 2 && h == p.heads - 1;
+      case Bug::one_split: return s == p.num_seqs() - 1 && kvh == 0;
+      case Bug::cta_skipped: return s == longest && i / kTile == tiles - 1 && kvh == p.kv_heads - 1;
+      default: return false;
+    }
   }
 
   void row(Bug bug, const std::vector<int32_t>& table, int s, int i, int h, std::vector<uint16_t>& out) const {
@@ -178,6 +242,11 @@ class PlantedKernel {
     auto data_key = [&](int j) {  // the key whose K/V the kernel reads at position j
       return bug == Bug::stale_tile && last_tile > 0 && j / kTile == last_tile ? j - kTile : j;
     };
+    const bool spoiled = in_spoiled_unit(bug, s, i, h, kvh);
+    if (bug == Bug::cta_skipped && spoiled) return;  // its rows keep the output's poison
+    // Bug::one_split: the keys [lost_from, lost_to) of the row, the middle sixteenth, are never merged in.
+    const int lost_from = bug == Bug::one_split && spoiled ? begin + (end - begin) / 2 : end;
+    const int lost_to = lost_from + std::max(1, (end - begin + 15) / 16);
     const AttentionFeatures& f = p.features;
     const bool scaled = bug != Bug::kv_scale_ignored;
     const float ks = scaled ? f.k_scale : 1.f, vs = scaled ? f.v_scale : 1.f;
@@ -205,6 +274,8 @@ class PlantedKernel {
       sc[j - begin] = v;
       m = std::max(m, v);
     }
+    if (bug == Bug::no_max_subtraction) m = 0.f;
+    for (int j = lost_from; j < std::min(end, lost_to); ++j) sc[j - begin] = -INFINITY;
     float l = f.sinks.empty() ? 0.f : std::exp(f.sinks[h] - m);
     std::vector<float> acc(hs, 0.f);
     auto weigh = [&](float w, int j) {
@@ -216,6 +287,8 @@ class PlantedKernel {
     if (bug == Bug::sink_in_numerator && !f.sinks.empty() && end > begin) weigh(l, begin);
     if (bug == Bug::pv_not_rescaled) {
       online_without_rescale(sc, begin, end, weigh, &l);
+    } else if (bug == Bug::o_acc_16bit) {
+      online_16bit_accumulator(sc, begin, end, weigh, acc, p.types.o, &l);
     } else {
       for (int j = begin; j < end; ++j) {
         const float w = std::exp(sc[j - begin] - m);
@@ -230,6 +303,7 @@ class PlantedKernel {
       float val = l > 0 ? acc[x] / l : 0.f;
       if (bug == Bug::zeros) val = 0.f;
       if (bug == Bug::times_half) val *= 0.5f;
+      if (spoiled && (bug == Bug::one_seq_head || bug == Bug::one_tile_head)) val *= 0.95f;
       o[x] = float_to_half(val, p.types.o);
     }
   }
@@ -250,6 +324,30 @@ class PlantedKernel {
         sum += w;
         weigh(w, j);
       }
+    }
+    *l = sum;
+  }
+
+  // The online softmax over 64-key tiles, rescaled as it should be, with the O accumulator rounded to O's dtype
+  // after each tile's P V (the row sum stays fp32): Bug::o_acc_16bit, on rows without sinks.
+  template <class Weigh>
+  static void online_16bit_accumulator(const std::vector<float>& sc, int begin, int end, Weigh& weigh,
+                                       std::vector<float>& acc, DType dt, float* l) {
+    float m = -INFINITY, sum = 0.f;
+    for (int t0 = begin; t0 < end; t0 += kTile) {
+      const int t1 = std::min(end, t0 + kTile);
+      const float mt = std::max(m, *std::max_element(sc.begin() + (t0 - begin), sc.begin() + (t1 - begin)));
+      if (mt == -INFINITY) continue;
+      const float alpha = std::exp(m - mt);
+      sum *= alpha;
+      for (float& a : acc) a *= alpha;
+      m = mt;
+      for (int j = t0; j < t1; ++j) {
+        const float w = std::exp(sc[j - begin] - m);
+        sum += w;
+        weigh(w, j);
+      }
+      for (float& a : acc) a = half_to_float(float_to_half(a, dt), dt);
     }
     *l = sum;
   }

@@ -3,10 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <set>
 #include <vector>
 
 #include "check_rows.hpp"
 #include "gate.hpp"
+#include "runner.hpp"
+#include "shapes.hpp"
 
 using namespace attnbench;
 
@@ -71,7 +75,7 @@ TEST(Gate, RelativeBoundCatchesWhatMaxAbsCannotOnSmallOutputs) {
 
 // One bad row among many good ones: the global rel_l2 dilutes it, the per-row bound does not.
 TEST(Gate, OneWrongRowAmongManyFails) {
-  const int rows = 400, len = 32;
+  const int rows = 4000, len = 32;
   std::vector<float> ref(rows * len);
   std::vector<uint16_t> out(rows * len);
   for (int i = 0; i < rows * len; ++i) {
@@ -140,4 +144,96 @@ TEST(CheckRows, SampledRowsHoldFirstAndLastRowOfEachSequence) {
   ASSERT_EQ(rows.size(), again.size());
   for (std::size_t i = 0; i < rows.size(); ++i)
     EXPECT_TRUE(rows[i].token == again[i].token && rows[i].head == again[i].head) << "sampling must be deterministic";
+}
+
+// Every (sequence, head) pair holds a checked row whatever the budget (decode: every row, with no cap on the
+// heads per token); every 64-row boundary of a sequence is checked on both sides.
+TEST(CheckRows, EverySequenceHeadAndEveryBoundaryWhateverTheBudget) {
+  AttentionProblem d;
+  d.q_lens.assign(128, 1);
+  d.kv_lens.assign(128, 4096);
+  d.heads = 32;
+  d.kv_heads = 8;
+  d.head_size = 128;
+  const auto rows = select_check_rows(d, 1e6, 1);
+  EXPECT_EQ(static_cast<int64_t>(rows.size()), d.total_q() * d.heads);
+  AttentionProblem p;
+  p.q_lens = {1000, 3000};
+  p.kv_lens = {1000, 3000};
+  p.heads = 16;
+  p.kv_heads = 4;
+  p.head_size = 128;
+  std::vector<int64_t> flat;
+  std::set<int64_t> tokens;
+  for (const auto& r : select_check_rows(p, 1e6, 3)) {
+    flat.push_back(r.token * p.heads + r.head);
+    tokens.insert(r.token);
+  }
+  const RowCoverage c = row_coverage(p, flat);
+  EXPECT_EQ(c.sequence_heads_covered, c.sequence_heads);
+  EXPECT_EQ(c.sequence_heads, 2 * 16);
+  EXPECT_EQ(c.tile_heads, (16 + 47) * 16);
+  EXPECT_LT(c.tile_heads_covered, c.tile_heads);  // a budget this small covers only the fixed rows' units
+  for (int64_t b = 64; b < 1000; b += 64) EXPECT_TRUE(tokens.count(b - 1) && tokens.count(b)) << b;
+  for (int64_t b = 64; b < 3000; b += 64) EXPECT_TRUE(tokens.count(1000 + b - 1) && tokens.count(1000 + b)) << b;
+}
+
+// Past the fixed rows, the budget buys one row of every (64-row tile, head) unit before any other: the default
+// budget covers every unit of a causal S8192 H32 prefill (a wrong tile of one head is always seen).
+TEST(CheckRows, TheBudgetCoversEveryTileHeadUnitFirst) {
+  AttentionProblem p;
+  p.q_lens = {8192};
+  p.kv_lens = {8192};
+  p.heads = 32;
+  p.kv_heads = 32;
+  p.head_size = 128;
+  std::vector<int64_t> flat;
+  for (const auto& r : select_check_rows(p, 16e9, 1234)) flat.push_back(r.token * p.heads + r.head);
+  const RowCoverage c = row_coverage(p, flat);
+  EXPECT_EQ(c.tile_heads, 128 * 32);
+  EXPECT_EQ(c.tile_heads_covered, c.tile_heads);
+  EXPECT_LT(static_cast<int64_t>(flat.size()), p.total_q() * p.heads / 16);
+}
+
+TEST(CheckRows, CoverageCountsUnitsOfEverySequence) {
+  AttentionProblem p;
+  p.q_lens = {5, 129};
+  p.kv_lens = {18, 463};
+  p.heads = 2;
+  p.kv_heads = 1;
+  p.head_size = 64;
+  const RowCoverage none = row_coverage(p, {});
+  EXPECT_EQ(none.sequence_heads, 4);
+  EXPECT_EQ(none.tile_heads, (1 + 3) * 2);
+  EXPECT_EQ(none.tile_heads_covered, 0);
+  // token 5 + 128 (the second sequence's last row, tile 2) under head 1; token 0 under head 0
+  const RowCoverage some = row_coverage(p, {(5 + 128) * 2 + 1, 0});
+  EXPECT_EQ(some.sequence_heads_covered, 2);
+  EXPECT_EQ(some.tile_heads_covered, 2);
+  EXPECT_FALSE(some.complete());
+}
+
+// At the default budget the CPU's sample covers every (sequence, head) pair of every shipped attention case, and
+// every (tile, head) unit of the long prefill rows (the S8192 causal row's wrong tile of head 0 is seen); the
+// table's numbers are the README's ("The gate").
+TEST(CheckRows, ShippedCasesAtTheDefaultBudget) {
+  const double budget = RunOptions().reference_gflop * 1e9;
+  int cases = 0, complete = 0;
+  for (const std::string& g : list_groups())
+    for (const ShapeCase& c : load_group(g)) {
+      if (c.op != Op::attention || c.dtype != DType::bf16) continue;
+      std::vector<int64_t> flat;
+      for (const auto& r : select_check_rows(c.attention, budget, 1234)) flat.push_back(r.token * c.attention.heads + r.head);
+      const RowCoverage cov = row_coverage(c.attention, flat);
+      EXPECT_EQ(cov.sequence_heads_covered, cov.sequence_heads) << g << "/" << c.name;
+      if (g == "long_prefill" && c.name == "d128_h32kv32_b1_s8192") EXPECT_TRUE(cov.complete());
+      ++cases;
+      complete += cov.complete();
+      if (!cov.complete())
+        std::printf("%-14s %-44s rows %9zu of %10lld, tile-head units %6lld of %6lld\n", g.c_str(), c.name.c_str(),
+                    flat.size(), static_cast<long long>(c.attention.total_q() * c.attention.heads),
+                    static_cast<long long>(cov.tile_heads_covered), static_cast<long long>(cov.tile_heads));
+    }
+  std::printf("%d of %d shipped bf16 attention cases fully covered at %.0f GFLOP\n", complete, cases, budget / 1e9);
+  EXPECT_GT(cases, 30);
 }

@@ -63,7 +63,7 @@ TEST(MemoryCheck, AttentionEstimateCoversItsInputsAndShrinksOncePrepared) {
   EXPECT_GE(before.host_bytes, input_bytes + out_bytes);
   EXPECT_GE(before.device_bytes, input_bytes + out_bytes);
   EXPECT_LE(before.device_bytes, 4 * (input_bytes + out_bytes)) << "a bound, not a wild guess";
-  op->prepare(s);
+  op->prepare(s, nullptr);
   const MemoryNeed after = op->memory_need(k, s);
   EXPECT_DOUBLE_EQ(after.host_bytes, out_bytes) << "prepared inputs are not counted again";
   EXPECT_DOUBLE_EQ(after.device_bytes, before.device_bytes);

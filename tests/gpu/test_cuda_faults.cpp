@@ -4,6 +4,7 @@
 // probe, in a worker, says whether there is one.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <sstream>
 
 #include "cli_helpers.hpp"
@@ -81,6 +82,45 @@ TEST(CudaFaultIsolation, EachFaultCostsOnlyItsOwnRowsPerKernel) {
   const ResultsFile f = fault_run(Isolation::per_kernel);
   if (!gpu_ran(f)) GTEST_SKIP() << "no CUDA device";
   expect_own_rows_only(f);
+}
+
+// A local defect (one 64-row tile of one head, or one (sequence, head) pair, x 0.95) is a mismatch through the full
+// run path: the GPU reference checks every row; with --reference cpu the sampled rows still cover every (tile, head)
+// unit of these shapes, the prefill's full reference being past the CPU budget. cuda.unified passes both ways.
+// In-process (isolation off), so it runs after the tests above have forked their workers.
+TEST(CudaLocalFaults, OneWrongTileOrHeadIsAMismatchThroughRun) {
+  const char* shapes = R"({"group": "local", "defaults": {"heads": 32, "kv_heads": 8, "head_size": 128,
+    "dtypes": ["bf16", "fp16"]}, "shapes": [{"name": "prefill_s4096", "batch": 1, "seqlen_k": 4096},
+    {"name": "ragged", "seqlens": [[300, 900], [1000, 1000], [77, 5000]]},
+    {"name": "decode_b16", "batch": 16, "seqlen_q": 1, "seqlen_k": 4096}]})";
+  for (ReferenceWhere where : {ReferenceWhere::automatic, ReferenceWhere::cpu}) {
+    RunOptions o;
+    o.shape_files = {testcli::write_text("gpu_local.json", shapes)};
+    o.backend = "cuda";
+    o.modes = {Mode::graph};
+    o.kernel_glob = "cuda.unified,test.cuda_wrong_*";
+    o.extra_kernels = gputest::local_fault_entries();
+    o.isolate = Isolation::off;
+    o.gate_only = true;
+    o.reference = where;
+    std::ostringstream out;
+    const ResultsFile f = run_benchmarks(o, out);
+    if (!gpu_ran(f)) GTEST_SKIP() << "no CUDA device";
+    ASSERT_EQ(f.rows.size(), 3u * 2u * 3u);
+    for (const auto& r : f.rows) {
+      SCOPED_TRACE(r.shape + " " + r.dtype + " " + r.kernel + " (reference " + reference_where_name(where) + "): " +
+                   r.status + " " + r.reason);
+      ASSERT_TRUE(r.gate);
+      EXPECT_EQ(r.status, r.kernel == "cuda.unified" ? "ok" : "mismatch");
+      EXPECT_EQ(r.gate->reference, where == ReferenceWhere::cpu ? "cpu" : "gpu");
+      EXPECT_TRUE(r.gate->coverage.complete());
+      const std::map<std::string, int64_t> tokens = {{"prefill_s4096", 4096}, {"ragged", 1377}, {"decode_b16", 16}};
+      if (where != ReferenceWhere::cpu) EXPECT_EQ(r.gate->rows_checked, tokens.at(r.shape) * 32);  // every row
+    }
+    if (where == ReferenceWhere::cpu)
+      for (const auto& r : f.rows)
+        if (r.shape == "prefill_s4096") EXPECT_LT(r.gate->rows_checked, 4096 * 32 / 4);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,16 @@
+// A build without the CUDA backend has no GPU reference: the harness gates on the Eigen reference.
+#include <stdexcept>
+
+#include "attnbench/reference_gpu.hpp"
+
+namespace attnbench::reference {
+
+bool gpu_reference_built() { return false; }
+
+std::string gpu_reference_conflict(const AttentionProblem&) { return "the GPU reference is not built (no CUDA backend)"; }
+
+void paged_attention_gpu(const AttentionParams&, float*, float*, void*) {
+  throw std::logic_error("reference::paged_attention_gpu: not built (no CUDA backend)");
+}
+
+}  // namespace attnbench::reference

@@ -1,0 +1,48 @@
+#include "gpu_reference.hpp"
+
+#include "attnbench/reference_gpu.hpp"
+
+namespace attnbench {
+
+namespace {
+// A host vector's copy in the device's memory (none for an empty one).
+struct Uploaded {
+  Buffer buf;
+  template <class T>
+  Uploaded(Device& dev, const std::vector<T>& v) : buf(dev, v.size() * sizeof(T)) {
+    if (buf.bytes()) dev.upload(buf.data(), v.data(), buf.bytes());
+  }
+  Uploaded(Device& dev, const HostTensor& t) : buf(dev, t.bytes()) {
+    if (buf.bytes()) dev.upload(buf.data(), t.data(), buf.bytes());
+  }
+  template <class T>
+  const T* as() const { return static_cast<const T*>(buf.data()); }
+};
+}  // namespace
+
+void reference_on_device(Device& dev, const HostInputs& in, float* out, float* lse) {
+  const AttentionProblem& p = in.problem;
+  const AttentionFeatures& f = p.features;
+  const Uploaded q(dev, in.q), k(dev, in.k_cache), v(dev, in.v_cache), cu(dev, in.cu_seqlens_q),
+      used(dev, in.seqused_k), table(dev, in.block_table), alibi(dev, f.alibi_slopes), sinks(dev, f.sinks),
+      qq(dev, f.qq_bias);
+  const std::size_t rows = static_cast<std::size_t>(p.total_q()) * p.heads;
+  Buffer o(dev, rows * p.head_size * sizeof(float)), l(dev, lse ? rows * sizeof(float) : 0);
+  AttentionParams a = in.params();
+  a.q = q.buf.data();
+  a.k_cache = k.buf.data();
+  a.v_cache = v.buf.data();
+  a.cu_seqlens_q = cu.as<int32_t>();
+  a.seqused_k = used.as<int32_t>();
+  a.block_table = table.as<int32_t>();
+  a.features.alibi_slopes = f.alibi_slopes.empty() ? nullptr : alibi.as<float>();
+  a.features.sinks = f.sinks.empty() ? nullptr : sinks.as<float>();
+  a.features.qq_bias = f.qq_bias.empty() ? nullptr : qq.as<float>();
+  reference::paged_attention_gpu(a, static_cast<float*>(o.data()), lse ? static_cast<float*>(l.data()) : nullptr,
+                                 dev.stream());
+  dev.synchronize();
+  dev.download(out, o.data(), o.bytes());
+  if (lse) dev.download(lse, l.data(), l.bytes());
+}
+
+}  // namespace attnbench
