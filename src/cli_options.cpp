@@ -123,6 +123,12 @@ void add_resume_option(CLI::App* cmd, RunOptions& o) {
                 "the rest run; refused when the command, the binary or the seed differ");
 }
 
+void add_force_option(CLI::App* cmd, bool& force) {
+  cmd->add_flag("--force", force,
+                "Let an output path replace an existing file that holds something else than this command's own "
+                "earlier output (never a device, a folder or one of the command's inputs)");
+}
+
 void set_journal(RunOptions& o, const std::string& out, const std::vector<std::string>& args) {
   o.journal = journal_path(out);
   o.journal_command = journal_command(args);

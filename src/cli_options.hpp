@@ -28,6 +28,8 @@ CLI::Validator integer_in(long long lo, long long hi);
 void add_isolation_options(CLI::App* cmd, RunOptions& o);
 // --resume (run, sweep).
 void add_resume_option(CLI::App* cmd, RunOptions& o);
+// --force: an output path may replace a regular file that is not this command's own earlier output (output_guard.hpp).
+void add_force_option(CLI::App* cmd, bool& force);
 // The journal of a run or sweep writing `out`: its path and the command it records.
 void set_journal(RunOptions& o, const std::string& out, const std::vector<std::string>& args);
 // Writes the results JSON and CSV (atomically); a run that ran to its end removes its journal, an interrupted one

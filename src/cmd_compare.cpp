@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "attnbench/knobs.hpp"
+#include "cli_options.hpp"
 #include "commands.hpp"
 #include "compare.hpp"
 #include "control_pair.hpp"
@@ -19,6 +20,7 @@ struct CompareCli {
   std::string json_out;
   std::string against;  // KERNEL[,KERNEL...]
   std::vector<std::string> ignore_knobs;
+  bool force = false;
 };
 
 // "A,B" -> {A, B}: each name once, in the order given, spaces around it dropped; an empty name is a usage error.
@@ -51,7 +53,10 @@ void compare_callback(const CompareCli& c, Context& ctx) {
     throw UsageError("compare: expected BASE.json NEW.json (or --against KERNEL[,KERNEL...] with one or more files), "
                      "got " + std::to_string(c.files.size()) + " file(s)");
   if (ctx.validate_only) return;
-  if (!c.json_out.empty()) check_writable(c.json_out);
+  if (!c.json_out.empty()) {
+    check_output_path(c.json_out, "--json", OutputKind::compare_json, {c.files, ctx.command_line, c.force});
+    check_writable(c.json_out);
+  }
   // Differences inside a file's control-pair noise floor are not differences: the threshold rises to it.
   for (const auto& f : c.files)
     if (const auto floor = control_noise_floor(f); floor && *floor > o.threshold) {
@@ -60,13 +65,14 @@ void compare_callback(const CompareCli& c, Context& ctx) {
     }
 
   Comparison cmp;
-  std::string base_path, new_path;
+  std::string base_path, new_path, nothing;
   if (o.against.empty()) {
     base_path = c.files[0];
     new_path = c.files[1];
     const auto base = load_timed_rows(base_path);
     const auto now = load_timed_rows(new_path);
     cmp = compare_rows(base, now, o);
+    nothing = nothing_compared(cmp, base.size(), now.size());
   } else {
     std::vector<TimedRow> all;
     for (const auto& f : c.files) {
@@ -83,6 +89,10 @@ void compare_callback(const CompareCli& c, Context& ctx) {
     std::cout << "wrote " << c.json_out << "\n";
   }
   ctx.exit_code = compare_exit_code(cmp, policy);
+  if (!nothing.empty()) {  // a comparison of nothing is never a pass
+    std::cout << nothing << "\n";
+    ctx.exit_code = 1;
+  }
 }
 }  // namespace
 
@@ -96,10 +106,12 @@ void add_compare_command(CLI::App& app, Context& ctx) {
                   "Smallest median difference that counts, and the largest IQR/median of a quiet row (2% or 0.02)")
       ->capture_default_str();
   cmd->add_option("--fail-on", c->fail_on,
-                  "Exit 1 on: slow (SLOW and LOST rows), mismatch (mismatch/error rows in NEW), any (those and rows "
-                  "missing from NEW); GATE rows fail under each. Default: never")
+                  "Exit 1 on: slow (SLOW, LOST and UNMATCHED rows: a BASE row no NEW row matches), mismatch "
+                  "(mismatch/error rows in NEW), any (those); GATE rows fail under each. A comparison that "
+                  "matched no row exits 1 whatever the policy; otherwise the default is 0")
       ->delimiter(',');
   cmd->add_option("--json", c->json_out, "Write the comparison as JSON (schema attnbench.compare/1)");
+  add_force_option(cmd, c->force);
   cmd->add_option("--ignore-knob", c->ignore_knobs,
                   "BASE vs NEW: match rows whatever their setting of this knob (repeatable or comma-separated), so one "
                   "binary's runs under two settings compare (an A/B of the knob)")

@@ -1,6 +1,7 @@
 // attnbench merge: join shard result files (same git sha, device and seed) into one, recording the sources.
 #include <iostream>
 
+#include "cli_options.hpp"
 #include "commands.hpp"
 #include "errors.hpp"
 #include "merge.hpp"
@@ -12,10 +13,12 @@ namespace {
 struct MergeCli {
   std::vector<std::string> files;
   std::string out;
+  bool force = false;
 };
 
 void merge_callback(const MergeCli& c, Context& ctx) {
   if (ctx.validate_only) return;
+  check_output_path(c.out, "--out", OutputKind::results_json, {c.files, ctx.command_line, c.force});
   check_writable(c.out);
   const MergeResult m = merge_result_files(c.files, ctx.command_line);
   write_file_atomic(c.out, m.doc.dump(2) + "\n");
@@ -32,6 +35,7 @@ void add_merge_command(CLI::App& app, Context& ctx) {
   CLI::App* cmd = app.add_subcommand("merge", "Join result files (e.g. run --shard K/N) into one");
   cmd->add_option("files", c->files, "Result files from the same build, device and seed")->required();
   cmd->add_option("--out,-o", c->out, "The merged results JSON")->required();
+  add_force_option(cmd, c->force);
   cmd->callback([c, &ctx] { merge_callback(*c, ctx); });
 }
 

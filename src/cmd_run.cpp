@@ -8,6 +8,7 @@
 #include "control_pair.hpp"
 #include "errors.hpp"
 #include "interrupt.hpp"
+#include "journal.hpp"
 #include "peer_ratio.hpp"
 #include "runner.hpp"
 
@@ -23,6 +24,7 @@ struct RunCli {
   double atol = -1, rtol = -1, peak_tflops = 0, peak_gbps = 0;
   bool no_progress = false;
   bool fail_if_nothing_ran = false;
+  bool force = false;
   std::string shard;
 };
 
@@ -74,9 +76,12 @@ void run_callback(RunCli& c, Context& ctx) {
   if (c.peak_gbps > 0) o.peak_gbps = c.peak_gbps;
   o.progress = !c.no_progress;
   o.command_line = ctx.command_line;
-  if (ctx.validate_only) return check_selection(o, {KnobSetting{}});
+  check_selection(o, {KnobSetting{}});  // bad input is named before the output paths are judged
+  if (ctx.validate_only) return;
   if (c.out.empty()) make_default_out_folder(default_out(o));
-  const ResultPaths paths = result_paths(c.out.empty() ? default_out(o) : c.out, c.csv);
+  const std::string out_path = c.out.empty() ? default_out(o) : c.out;
+  const bool journal = std::filesystem::exists(journal_path(out_path));
+  const ResultPaths paths = result_paths(out_path, c.csv, {o.shape_files, ctx.command_line, c.force, journal});
   const std::string &out = paths.json, &csv = paths.csv;
 
   set_journal(o, out, ctx.args);
@@ -142,6 +147,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
   cmd->add_flag("--breakdown", c->opt.breakdown,
                 "Also time each stage of staged kernels (gated block): a 'breakdown' field in their rows");
   add_resume_option(cmd, c->opt);
+  add_force_option(cmd, c->force);
   add_isolation_options(cmd, c->opt);
   cmd->add_option("--shard", c->shard, "K/N: only the K-th (1-based) of N slices of the selected cases");
   cmd->callback([c, &ctx] { run_callback(*c, ctx); });

@@ -6,6 +6,7 @@
 #include "commands.hpp"
 #include "errors.hpp"
 #include "interrupt.hpp"
+#include "journal.hpp"
 #include "runner.hpp"
 #include "sweep.hpp"
 
@@ -19,6 +20,7 @@ struct SweepCli {
   std::string out, csv;
   bool no_progress = false;
   bool fail_if_nothing_ran = false;
+  bool force = false;
 };
 
 void sweep_callback(SweepCli& c, Context& ctx) {
@@ -29,7 +31,8 @@ void sweep_callback(SweepCli& c, Context& ctx) {
   o.modes = parse_modes(c.modes);
   o.progress = !c.no_progress;
   o.command_line = ctx.command_line;
-  if (ctx.validate_only) return check_selection(o, knob_settings(axes));
+  check_selection(o, knob_settings(axes));  // bad input is named before the output paths are judged
+  if (ctx.validate_only) return;
   std::string out = c.out;
   if (out.empty()) {
     std::string stem;
@@ -38,7 +41,8 @@ void sweep_callback(SweepCli& c, Context& ctx) {
     out = "results/sweep_" + stem + ".json";
     make_default_out_folder(out);
   }
-  const ResultPaths paths = result_paths(out, c.csv);
+  const bool journal = std::filesystem::exists(journal_path(out));
+  const ResultPaths paths = result_paths(out, c.csv, {o.shape_files, ctx.command_line, c.force, journal});
   const std::string& csv = paths.csv;
 
   set_journal(o, out, ctx.args);
@@ -66,6 +70,7 @@ void add_sweep_command(CLI::App& app, Context& ctx) {
   cmd->add_flag("--no-progress", c->no_progress, "No progress on stderr (a line per case)");
   cmd->add_flag("--fail-if-nothing-ran", c->fail_if_nothing_ran, "Exit 1 when every row is declined");
   add_resume_option(cmd, c->opt);
+  add_force_option(cmd, c->force);
   add_isolation_options(cmd, c->opt);
   cmd->callback([c, &ctx] { sweep_callback(*c, ctx); });
 }

@@ -55,13 +55,17 @@ std::optional<Stats> get_stats(const json& row, const std::string& path, size_t 
   return s;
 }
 
-// Knobs that differ from the table's default (unknown knobs always count), as "NAME=VALUE;...", but those in
-// `ignore`.
-std::string knob_key(const std::map<std::string, std::string>& knobs, const std::set<std::string>& ignore = {}) {
+// Whether knob k of row r is at a default: its file's (TimedRow::default_knobs) or today's table's.
+bool at_default(const TimedRow& r, const std::string& k, const std::string& v) {
+  const KnobSpec* spec = find_knob(k);
+  return r.default_knobs.count(k) || (spec && spec->default_value == v);
+}
+
+// The row's knobs away from their defaults (unknown knobs always count), as "NAME=VALUE;...", but those in `ignore`.
+std::string knob_key(const TimedRow& r, const std::set<std::string>& ignore = {}) {
   std::string key;
-  for (const auto& [k, v] : knobs) {
-    const KnobSpec* spec = find_knob(k);
-    if ((spec && spec->default_value == v) || ignore.count(k)) continue;
+  for (const auto& [k, v] : r.knobs) {
+    if (at_default(r, k, v) || ignore.count(k)) continue;
     key += (key.empty() ? "" : ";") + k + "=" + v;
   }
   return key;
@@ -69,8 +73,32 @@ std::string knob_key(const std::map<std::string, std::string>& knobs, const std:
 
 std::string row_key(const TimedRow& r, bool with_kernel_and_knobs, const std::set<std::string>& ignore = {}) {
   std::string k = r.group + '\x1f' + r.shape + '\x1f' + r.dtype + '\x1f' + r.mode + '\x1f' + r.l2;
-  if (with_kernel_and_knobs) k += '\x1f' + r.kernel + '\x1f' + knob_key(r.knobs, ignore);
+  if (with_kernel_and_knobs) k += '\x1f' + r.kernel + '\x1f' + knob_key(r, ignore);
   return k;
+}
+
+// "defaults differ: NAME 1 -> auto; ..." for the knobs two matched rows hold at different default values.
+std::string default_differences(const TimedRow& base, const TimedRow& now) {
+  std::string out;
+  for (const auto& [k, v] : now.knobs) {
+    const auto b = base.knobs.find(k);
+    if (b == base.knobs.end() || b->second == v || !at_default(base, k, b->second) || !at_default(now, k, v)) continue;
+    out += (out.empty() ? "defaults differ: " : "; ") + k + " " + b->second + " -> " + v;
+  }
+  return out;
+}
+
+// The knobs of a row that its file ran at their default: those its provenance's knob_defaults gives the value the
+// row holds. A file older than that field says nothing of its defaults: its knobs count as set unless they hold
+// today's defaults (at_default).
+std::set<std::string> file_defaults(const json& doc, const std::map<std::string, std::string>& knobs) {
+  std::set<std::string> out;
+  if (!doc.contains("provenance") || !doc["provenance"].is_object()) return out;
+  const json& p = doc["provenance"];
+  if (!p.contains("knob_defaults") || !p["knob_defaults"].is_object()) return out;
+  for (const auto& [k, v] : knobs)
+    if (p["knob_defaults"].contains(k) && p["knob_defaults"][k] == v) out.insert(k);
+  return out;
 }
 
 bool failed(const std::string& status) { return status == "mismatch" || status == "error"; }
@@ -86,6 +114,7 @@ CompareRow describe(const TimedRow& r) {
   c.mode = r.mode;
   c.l2 = r.l2;
   c.knobs = r.knobs;
+  c.key_knobs = knob_key(r);
   return c;
 }
 
@@ -98,7 +127,7 @@ std::string unsettled_note(const TimedRow& base, const TimedRow& now) {
   return note;
 }
 
-CompareRow judge(const TimedRow& base, const TimedRow& now, double threshold) {
+CompareRow judge_timing(const TimedRow& base, const TimedRow& now, double threshold) {
   CompareRow c = describe(now);
   c.base_knobs = base.knobs;
   c.base_kernel = base.kernel;
@@ -135,6 +164,13 @@ CompareRow judge(const TimedRow& base, const TimedRow& now, double threshold) {
   c.verdict = Verdict::na;
   if (base.status != "ok" || now.status != "ok") c.note = "BASE " + base.status + ", NEW " + now.status;
   else c.note = "not timed";
+  return c;
+}
+
+CompareRow judge(const TimedRow& base, const TimedRow& now, double threshold) {
+  CompareRow c = judge_timing(base, now, threshold);
+  const std::string differ = default_differences(base, now);
+  if (!differ.empty()) c.note = c.note.empty() ? differ : c.note + " | " + differ;
   return c;
 }
 
@@ -179,7 +215,7 @@ const char* verdict_name(Verdict v) {
     case Verdict::gate: return "GATE";
     case Verdict::lost: return "LOST";
     case Verdict::na: return "n/a";
-    case Verdict::only_base: return "only-in-base";
+    case Verdict::only_base: return "UNMATCHED";
     case Verdict::only_new: return "only-in-new";
   }
   return "?";
@@ -204,6 +240,7 @@ std::vector<TimedRow> timed_rows_from_json(const json& doc, const std::string& p
       for (auto it = r["knobs"].begin(); it != r["knobs"].end(); ++it)
         t.knobs[it.key()] = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
     }
+    t.default_knobs = file_defaults(doc, t.knobs);
     t.time_us = get_stats(r, path, i);
     if (r.contains("reason") && r["reason"].is_string()) t.reason = r["reason"].get<std::string>();  // for notes only
     if (r.contains("settled") && !r["settled"].is_null()) {
@@ -222,6 +259,7 @@ std::vector<TimedRow> load_timed_rows(const std::string& path) {
 
 Verdict timing_verdict(const Stats& base, const Stats& now, double threshold) {
   if (!(base.median > 0) || !(now.median > 0)) return Verdict::ambig;
+  if (base.median == now.median && base.q1 == now.q1 && base.q3 == now.q3) return Verdict::same;  // one measurement
   const double ratio = now.median / base.median;
   const bool separate = now.q1 > base.q3 || now.q3 < base.q1;
   if (separate && std::abs(ratio - 1) > threshold) return ratio > 1 ? Verdict::slow : Verdict::fast;
@@ -336,7 +374,7 @@ Comparison compare_against(const std::vector<TimedRow>& all, const CompareOption
 FailPolicy parse_fail_on(const std::vector<std::string>& items) {
   FailPolicy p;
   for (const auto& s : items) {
-    if (s == "slow") p.slow = p.lost = true;
+    if (s == "slow") p.slow = p.lost = p.missing = true;
     else if (s == "mismatch") p.mismatch = true;
     else if (s == "any") p.slow = p.lost = p.mismatch = p.missing = true;
     else throw UsageError("--fail-on: '" + s + "' is not slow|mismatch|any");
@@ -368,12 +406,26 @@ double parse_threshold(const std::string& text) {
   return t;
 }
 
+int Comparison::matched() const {
+  int n = 0;
+  for (const auto& r : rows) n += r.verdict != Verdict::only_base && r.verdict != Verdict::only_new;
+  return n;
+}
+
+std::string nothing_compared(const Comparison& c, std::size_t base_rows, std::size_t new_rows) {
+  if (c.matched() > 0) return "";
+  return "compare: nothing compared: none of NEW's " + std::to_string(new_rows) + " row(s) matches one of BASE's " +
+         std::to_string(base_rows) + " on group, shape, dtype, kernel, mode, l2 and the knobs away from their defaults "
+         "(a file without provenance.knob_defaults, older than it, has only today's defaults; --ignore-knob NAME "
+         "matches rows whatever NAME's value) (exit 1)";
+}
+
 std::string summary_line(const Comparison& c, const CompareOptions& o) {
   const auto n = [&](Verdict v) { return std::to_string(c.counts.count(v) ? c.counts.at(v) : 0); };
   std::ostringstream os;
   os << "compare: " << c.rows.size() << " rows (threshold " << percent(o.threshold) << "): SAME " << n(Verdict::same)
      << ", FAST " << n(Verdict::fast) << ", SLOW " << n(Verdict::slow) << ", AMBIG " << n(Verdict::ambig) << ", GATE "
-     << n(Verdict::gate) << ", LOST " << n(Verdict::lost) << ", n/a " << n(Verdict::na) << ", only in base " << n(Verdict::only_base)
+     << n(Verdict::gate) << ", LOST " << n(Verdict::lost) << ", n/a " << n(Verdict::na) << ", UNMATCHED (only in base) " << n(Verdict::only_base)
      << ", only in new " << n(Verdict::only_new) << "; mismatch/error in new " << c.new_failures;
   return os.str();
 }
@@ -395,8 +447,7 @@ std::string format_comparison(const Comparison& c, const CompareOptions& o) {
      << std::setw(8) << "ratio" << "  " << std::left << std::setw(13) << "verdict" << "note\n";
   for (const auto& r : c.rows) {
     std::string note = r.note;
-    const std::string knobs = knob_key(r.knobs);
-    if (!knobs.empty() && !against) note += (note.empty() ? "[" : " [") + knobs + "]";
+    if (!r.key_knobs.empty() && !against) note += (note.empty() ? "[" : " [") + r.key_knobs + "]";
     os << std::left << std::setw(48) << (r.group + "/" + r.shape) << std::setw(6) << r.dtype << std::setw(22)
        << r.kernel << std::setw(11) << (r.l2 == "hot" ? r.mode : r.mode + "/" + r.l2) << std::right << std::setw(11)
        << (r.base_time ? fmt(r.base_time->median, 2) : r.base_status.empty() ? "-" : r.base_status) << std::setw(11)

@@ -14,12 +14,16 @@ namespace attnbench {
 namespace {
 std::atomic<int> g_signal{0};
 int g_pipe[2] = {-1, -1};
-struct sigaction g_old_int, g_old_term;
+struct sigaction g_old_int, g_old_term, g_old_pipe;
 
 extern "C" void on_signal(int sig) {
   const int saved = errno;
   int expected = 0;
   if (!g_signal.compare_exchange_strong(expected, sig)) {
+    if (sig == SIGPIPE) {  // every later write to the closed pipe signals again: the first one stands
+      errno = saved;
+      return;
+    }
     // The second signal: the default action, at once.
     signal(sig, SIG_DFL);
     raise(sig);
@@ -49,11 +53,13 @@ InterruptGuard::InterruptGuard() {
   sa.sa_flags = SA_RESTART;
   sigaction(SIGINT, &sa, &g_old_int);
   sigaction(SIGTERM, &sa, &g_old_term);
+  sigaction(SIGPIPE, &sa, &g_old_pipe);  // stdout's reader gone (run ... | head): stop as interrupted, exit 141
 }
 
 InterruptGuard::~InterruptGuard() {
   sigaction(SIGINT, &g_old_int, nullptr);
   sigaction(SIGTERM, &g_old_term, nullptr);
+  sigaction(SIGPIPE, &g_old_pipe, nullptr);
   for (int& fd : g_pipe) {
     if (fd >= 0) close(fd);
     fd = -1;

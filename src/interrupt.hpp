@@ -1,7 +1,8 @@
-// SIGINT and SIGTERM during run/sweep: the first one asks the run to stop at the next point where it can (between
-// cases, between kernels, between timing samples; at once while a worker process runs a case), so that what is
-// done is written as an interrupted results file and the journal is kept for --resume. A second one ends the
-// process the default way (the journal, flushed row by row, still holds every finished case).
+// SIGINT, SIGTERM and SIGPIPE during run/sweep: the first one asks the run to stop at the next point where it can
+// (between cases, between kernels, between timing samples; at once while a worker process runs a case), so that
+// what is done is written as an interrupted results file and the journal is kept for --resume (exit 128 + the
+// signal). A second SIGINT or SIGTERM ends the process the default way (the journal, flushed row by row, still holds
+// every finished case); SIGPIPE, which every write to a closed pipe raises again, never escalates.
 #pragma once
 
 namespace attnbench {
@@ -21,7 +22,7 @@ class InterruptGuard {
   InterruptGuard& operator=(const InterruptGuard&) = delete;
 };
 
-// The signal that asked the run to stop (SIGINT, SIGTERM), 0 while none did.
+// The signal that asked the run to stop (SIGINT, SIGTERM, SIGPIPE), 0 while none did.
 int interrupt_signal();
 // Throws RunInterrupted when a signal came.
 void check_interrupt();

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -16,8 +17,14 @@ namespace attnbench {
 
 namespace {
 
+// A structural rule of read_json_file's broken (nesting past kMaxJsonDepth, a key given twice in one object).
+struct JsonRuleBroken {
+  std::string why;
+};
+
 // Follows the parser's events so that an error without a byte offset (a number out of range) can say where it
-// is: "shapes[1].block_size".
+// is: "shapes[1].block_size"; it also refuses nesting past kMaxJsonDepth (a value that deep would overflow the stack
+// of whatever walks it later) and a key given twice in one object (the parser would keep the last one silently).
 class PathTracker {
  public:
   bool on_event(json::parse_event_t ev, const json& parsed) {
@@ -26,14 +33,20 @@ class PathTracker {
       case E::object_start:
       case E::array_start:
         if (!frames_.empty() && frames_.back().array) ++frames_.back().count;
-        frames_.push_back({ev == E::array_start, 0, ""});
+        frames_.push_back({ev == E::array_start, 0, "", {}});
+        if (frames_.size() > kMaxJsonDepth)
+          throw JsonRuleBroken{"nested deeper than " + std::to_string(kMaxJsonDepth) + " levels at " + where()};
         break;
       case E::object_end:
       case E::array_end:
         if (!frames_.empty()) frames_.pop_back();
         break;
       case E::key:
-        if (!frames_.empty()) frames_.back().key = parsed.is_string() ? parsed.get<std::string>() : parsed.dump();
+        if (!frames_.empty()) {
+          Frame& f = frames_.back();
+          f.key = parsed.is_string() ? parsed.get<std::string>() : parsed.dump();
+          if (!f.keys.insert(f.key).second) throw JsonRuleBroken{"key '" + f.key + "' given twice at " + where()};
+        }
         break;
       case E::value:
         if (!frames_.empty() && frames_.back().array) ++frames_.back().count;
@@ -59,6 +72,7 @@ class PathTracker {
     bool array;
     size_t count;
     std::string key;
+    std::set<std::string> keys;  // an object's keys so far
   };
   std::vector<Frame> frames_;
 };
@@ -87,16 +101,22 @@ json read_json_file(const std::string& path, const std::string& what) {
     throw UsageError(path + ": cannot read " + what + ": " + e.what());
   }
   if (f.bad()) throw UsageError(path + ": cannot read " + what);
+  return parse_json_text(text, path, what);
+}
+
+json parse_json_text(const std::string& text, const std::string& source, const std::string& what) {
   PathTracker tracker;
   try {
     return json::parse(text, [&tracker](int, json::parse_event_t ev, json& parsed) {
       return tracker.on_event(ev, parsed);
     });
+  } catch (const JsonRuleBroken& e) {
+    throw UsageError(source + ": malformed " + what + ": " + e.why);
   } catch (const json::parse_error& e) {
-    throw UsageError(path + ": malformed JSON: " + e.what());
+    throw UsageError(source + ": malformed JSON: " + e.what());
   } catch (const json::exception& e) {
     const std::string at = tracker.where();
-    throw UsageError(path + ": malformed JSON" + (at.empty() ? std::string() : " at " + at) + ": " + e.what());
+    throw UsageError(source + ": malformed JSON" + (at.empty() ? std::string() : " at " + at) + ": " + e.what());
   }
 }
 

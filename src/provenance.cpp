@@ -33,6 +33,10 @@ nlohmann::json run_provenance(const RunOptions& o, const KnobValues& knobs, bool
                               const std::string& cuda_why_not) {
   nlohmann::json p = base_provenance(o.command_line, o.seed);
   p["knobs"] = knobs.all();
+  // Each knob's default in this build: compare keeps a row's knobs at their defaults out of its matching key.
+  nlohmann::json defaults = nlohmann::json::object();
+  for (const KnobSpec& k : knob_table()) defaults[k.name] = k.default_value;
+  p["knob_defaults"] = std::move(defaults);
   p["backend"] = o.backend;
   p["l2"] = l2_name(o.l2);
   p["block_order"] = block_order_name(o.block_order);

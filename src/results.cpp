@@ -298,10 +298,12 @@ void check_writable(const std::string& path) {
   fs::remove(probe);
 }
 
-ResultPaths result_paths(const std::string& json_path, const std::string& csv_path) {
+ResultPaths result_paths(const std::string& json_path, const std::string& csv_path, const OutputGuard& guard) {
   ResultPaths r{json_path, csv_path.empty() ? fs::path(json_path).replace_extension(".csv").string() : csv_path};
   if (fs::path(r.json).lexically_normal() == fs::path(r.csv).lexically_normal())
     throw UsageError("--out and --csv name the same file (" + r.json + "): give the JSON results a .json path");
+  check_output_path(r.json, "--out", OutputKind::results_json, guard);
+  check_output_path(r.csv, "--csv", OutputKind::results_csv, guard);
   check_writable(r.json);
   check_writable(r.csv);
   return r;

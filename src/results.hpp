@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gate.hpp"
+#include "output_guard.hpp"
 #include "measure.hpp"
 
 namespace attnbench {
@@ -77,10 +78,11 @@ void check_writable(const std::string& path);
 
 // The JSON and CSV paths of a run: csv defaults to the JSON path with a .csv extension. Both must be writable and
 // distinct (a CSV written over the JSON would lose the results); UsageError otherwise.
+// Each path is also held to the output rules (output_guard.hpp).
 struct ResultPaths {
   std::string json, csv;
 };
-ResultPaths result_paths(const std::string& json_path, const std::string& csv_path);
+ResultPaths result_paths(const std::string& json_path, const std::string& csv_path, const OutputGuard& guard);
 
 // Reads a results JSON file, checking the schema (UsageError naming the file otherwise).
 nlohmann::json read_results_json(const std::string& path);

@@ -17,10 +17,13 @@ namespace {
   throw std::invalid_argument("field '" + field + "': " + why + ", got " + compact_value(v.dump()));
 }
 
-float number(const json& s, const std::string& key) {
+// A scale or cap: a normal positive float (0, a subnormal or a negative value is no model's, and a subnormal turns
+// into a division by zero or an infinite score downstream).
+float positive(const json& s, const std::string& key) {
   const json& v = s.at(key);
-  if (!v.is_number() || std::fabs(v.get<double>()) > std::numeric_limits<float>::max())
-    bad(key, "expected a number that fits a float", v);
+  if (!v.is_number() || !(v.get<double>() >= std::numeric_limits<float>::min()) ||
+      v.get<double>() > std::numeric_limits<float>::max())
+    bad(key, "expected a number > 0 that fits a float as a normal number (1.2e-38 to 3.4e38)", v);
   return v.get<float>();
 }
 
@@ -53,7 +56,7 @@ AttentionFeatures parse_features(const json& s) {
   AttentionFeatures f;
   if (s.contains("window_left")) f.window_left = window(s, "window_left");
   if (s.contains("window_right")) f.window_right = window(s, "window_right");
-  if (s.contains("softcap")) f.softcap = number(s, "softcap");
+  if (s.contains("softcap")) f.softcap = positive(s, "softcap");  // absent = off; 0 is no cap of a model
   if (s.contains("alibi_slopes")) f.alibi_slopes = numbers(s.at("alibi_slopes"), "alibi_slopes");
   if (s.contains("sinks")) f.sinks = numbers(s.at("sinks"), "sinks");
   if (s.contains("qq_bias")) {  // a square list of rows: qq_bias[i][j] for new tokens i, j
@@ -66,9 +69,9 @@ AttentionFeatures parse_features(const json& s) {
       f.qq_bias.insert(f.qq_bias.end(), r.begin(), r.end());
     }
   }
-  if (s.contains("k_scale")) f.k_scale = number(s, "k_scale");
-  if (s.contains("v_scale")) f.v_scale = number(s, "v_scale");
-  if (s.contains("q_scale")) f.q_scale = number(s, "q_scale");
+  if (s.contains("k_scale")) f.k_scale = positive(s, "k_scale");
+  if (s.contains("v_scale")) f.v_scale = positive(s, "v_scale");
+  if (s.contains("q_scale")) f.q_scale = positive(s, "q_scale");
   return f;
 }
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
@@ -58,6 +59,17 @@ const std::set<std::string> kAttentionKeys = [] {
 const std::set<std::string> kGatedKeys = {"name", "batch",  "seqlen",  "d_model", "h_q",    "h_kv",
                                           "d_head", "rope_dim", "qk_norm", "causal", "dtypes", "window_left",
                                           "window_right", "causal_bottom_right", "seq_lens", "return_lse", "mx", "fp8"};
+
+// Group and shape names make result ids (group/shape/dtype), table columns and file names: letters, digits and
+// ._+- only, starting with a letter or digit, at most kMaxNameLength characters.
+constexpr std::size_t kMaxNameLength = 100;
+bool safe_name(const std::string& n) {
+  if (n.empty() || n.size() > kMaxNameLength || !std::isalnum(static_cast<unsigned char>(n[0]))) return false;
+  for (char ch : n)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '_' && ch != '+' && ch != '-') return false;
+  return true;
+}
+const char* kSafeNameRule = "letters, digits and ._+- only, starting with a letter or digit, at most 100 characters";
 
 // Names the place of an error: "FILE: shape #i 'name': field 'f'".
 struct Where {
@@ -151,8 +163,10 @@ AttentionProblem parse_attention(const json& s, const Where& w) {
   }
   if (s.contains("scale")) {
     const json& v = s.at("scale");
-    if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > std::numeric_limits<float>::max())
-      w.fail("scale", "expected a number > 0 that fits a float, got " + compact_value(v.dump()));
+    if (!v.is_number() || !(v.get<double>() >= std::numeric_limits<float>::min()) ||
+        v.get<double>() > std::numeric_limits<float>::max())
+      w.fail("scale", "expected a number > 0 that fits a float as a normal number (1.2e-38 to 3.4e38), got " +
+                          compact_value(v.dump()));
     p.scale = v.get<float>();
   }
   const bool ragged = s.contains("seqlens");
@@ -313,6 +327,10 @@ FileHeader parse_header(const json& doc, const Where& top) {
   if (doc.contains("group")) {
     if (!doc["group"].is_string() || doc["group"].get<std::string>().empty()) top.fail("group", "expected a non-empty string");
     h.group = doc["group"].get<std::string>();
+    if (!safe_name(h.group)) top.fail("group", compact_value(doc["group"].dump()) + ": " + kSafeNameRule);
+  } else if (!safe_name(h.group)) {
+    top.fail("", "the group is named by the file name '" + h.group + "', which has other characters than " +
+                     kSafeNameRule + ": give the file a \"group\" field");
   }
   if (doc.contains("op")) {
     const json& v = doc["op"];
@@ -356,6 +374,7 @@ void add_shape(const json& raw, const FileHeader& h, Where& w, std::set<std::str
   if (!raw.is_object()) w.fail("", "expected an object, got " + compact_value(raw.dump()));
   if (raw.contains("name")) {
     if (!raw["name"].is_string() || raw["name"].get<std::string>().empty()) w.fail("name", "expected a non-empty string");
+    if (!safe_name(raw["name"].get<std::string>())) w.fail("name", compact_value(raw["name"].dump()) + ": " + kSafeNameRule);
     w.name = raw["name"].get<std::string>();
   }
   check_keys(raw, h.op == Op::attention ? kAttentionKeys : kGatedKeys, w, "a shape");
@@ -456,10 +475,10 @@ std::vector<std::string> list_groups() {
 
 std::vector<ShapeCase> load_group(const std::string& group) {
   const fs::path p = fs::path(shapes_dir()) / (group + ".json");
-  if (!fs::exists(p)) {
+  if (!safe_name(group) || !fs::exists(p)) {  // a group name, never a path: --shapes FILE reads a file
     std::string known;
     for (const auto& g : list_groups()) known += (known.empty() ? "" : ", ") + g;
-    throw UsageError("unknown group '" + group + "' (known: " + known + ")");
+    throw UsageError("unknown group '" + group + "' (known: " + known + "; a file of shapes is --shapes FILE)");
   }
   return load_shape_file(p.string());
 }

@@ -105,8 +105,9 @@ TEST(Backends, RegistryKnowsWhatIsBuilt) {
 #ifndef ATTNBENCH_WITH_HIP
 TEST(Backends, HipRowsAreDeclinedWithTheReason) {
   // Attention and gated-block cases alike: one declined row per (shape, dtype, mode), exit 0.
+  int n = 0;
   for (const std::string& shapes : {write_tiny_shapes(), std::string(ATTNBENCH_SOURCE_DIR "/tests/data/gated_small.json")}) {
-    const std::string out = tmp_path("hip.json");
+    const std::string out = tmp_path("hip" + std::to_string(n++) + ".json");
     const Result r = run_cli("run --shapes " + shapes + " --backend hip --no-progress -o " + out);
     ASSERT_EQ(r.code, 0) << r.output;
     const auto j = testcli::read_json(out);

@@ -20,7 +20,7 @@ const char* kShapes = R"({"group": "refs", "defaults": {"heads": 4, "kv_heads": 
              "seqlen_k": 700, "scores": "wide"}]})";
 
 TEST(CliReference, RowsSayWhereTheReferenceRanAndWhatItCovered) {
-  const std::string out = tmp_path("refs.json");
+  const std::string out = tmp_path("refs_results.json");
   const auto r = run_cli("run --shapes " + testcli::write_text("refs.json", kShapes) +
                          " --backend cpu --mode eager --gate-only --reference cpu -o " + out);
   ASSERT_EQ(r.code, 0) << r.output;

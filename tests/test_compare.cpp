@@ -282,7 +282,8 @@ TEST(CompareRule, FailPolicies) {
   json base_more = quiet_base;
   base_more.push_back(row("c", "k", "graph", "ok", 1, 1, 1));
   const Comparison m = compare_rows(rows_of(base_more), rows_of(json::array({quiet_new[0]})), {});
-  EXPECT_EQ(compare_exit_code(m, parse_fail_on({"slow", "mismatch"})), 0);
+  EXPECT_EQ(compare_exit_code(m, parse_fail_on({"slow"})), 1);  // UNMATCHED: the BASE rows b and c found nothing
+  EXPECT_EQ(compare_exit_code(m, parse_fail_on({"mismatch"})), 0);
   EXPECT_EQ(compare_exit_code(m, parse_fail_on({"any"})), 1);
 }
 
@@ -298,8 +299,8 @@ TEST(CompareCli, TableSummaryJsonAndExitCodes) {
   const std::string out = tmp_path("cmp.json");
   const Result r = run_cli("compare " + base + " " + now + " --json " + out);
   EXPECT_EQ(r.code, 0) << r.output;  // no --fail-on: report only
-  for (const char* s : {"SAME", "FAST", "SLOW", "AMBIG", "GATE", "LOST", "only-in-base", "only-in-new",
-                        "SAME 1, FAST 1, SLOW 1, AMBIG 1, GATE 1, LOST 3, n/a 1, only in base 1, only in new 1"})
+  for (const char* s : {"SAME", "FAST", "SLOW", "AMBIG", "GATE", "LOST", "UNMATCHED", "only-in-new",
+                        "SAME 1, FAST 1, SLOW 1, AMBIG 1, GATE 1, LOST 3, n/a 1, UNMATCHED (only in base) 1, only in new 1"})
     EXPECT_TRUE(contains(r.output, s)) << s << "\n" << r.output;
   const json j = read_json(out);
   EXPECT_EQ(j["schema"], "attnbench.compare/1");
@@ -402,4 +403,43 @@ TEST(CompareCli, UsageErrorsNameTheFile) {
   expect2("compare --against k, " + good, "--against 'k,': an empty kernel name");
   expect2("compare --against ,k " + good, "--against ',k': an empty kernel name");
   expect2("compare " + good + " " + good + " --json /nonexistent/dir/c.json", "/nonexistent/dir");
+}
+
+// A knob at its default in each row's own file matches whatever the value (a default that changed between the
+// builds), and the note names the difference; in a file older than provenance.knob_defaults only today's defaults
+// count, so such rows stay apart and fail under --fail-on slow as UNMATCHED.
+TEST(CompareRule, KnobsAtTheirFilesDefaultsMatchAndTheNoteSaysSo) {
+  json base_doc = results_doc(json::array({row("s", "k", "graph", "ok", 100, 99.5, 100.5,
+                                                {{"ATTNBENCH_GATED_FUSE_GATE", "1"}})}));
+  base_doc["provenance"]["knob_defaults"] = {{"ATTNBENCH_GATED_FUSE_GATE", "1"}};
+  json new_doc = results_doc(json::array({row("s", "k", "graph", "ok", 100, 99.5, 100.5,
+                                               {{"ATTNBENCH_GATED_FUSE_GATE", "auto"}})}));
+  new_doc["provenance"]["knob_defaults"] = {{"ATTNBENCH_GATED_FUSE_GATE", "auto"}};
+  const Comparison c = compare_rows(timed_rows_from_json(base_doc, "b.json"), timed_rows_from_json(new_doc, "n.json"), {});
+  ASSERT_EQ(c.rows.size(), 1u);
+  EXPECT_EQ(c.rows[0].verdict, Verdict::same);
+  EXPECT_NE(c.rows[0].note.find("defaults differ: ATTNBENCH_GATED_FUSE_GATE 1 -> auto"), std::string::npos) << c.rows[0].note;
+  base_doc["provenance"].erase("knob_defaults");  // an older file: its "1" is a setting, not a default
+  const Comparison old = compare_rows(timed_rows_from_json(base_doc, "b.json"), timed_rows_from_json(new_doc, "n.json"), {});
+  EXPECT_EQ(old.matched(), 0);
+  EXPECT_EQ(compare_exit_code(old, parse_fail_on({"slow"})), 1);
+  EXPECT_NE(nothing_compared(old, 1, 1).find("nothing compared"), std::string::npos);
+  EXPECT_EQ(nothing_compared(c, 1, 1), "");
+}
+
+// A file compared with itself: every timed row is SAME, however noisy (the same measurement on both sides).
+TEST(CompareRule, ASelfCompareIsAllSame) {
+  const json rows = json::array({row("quiet", "k", "graph", "ok", 100, 99.5, 100.5),
+                                 row("noisy", "k", "eager", "ok", 100, 60, 180)});
+  const Comparison c = compare_rows(rows_of(rows), rows_of(rows), {});
+  EXPECT_EQ(c.counts.at(Verdict::same), 2);
+}
+
+// A comparison that matched nothing exits 1 with the reason, whatever --fail-on.
+TEST(CompareCli, NothingMatchedIsExitOneWithTheReason) {
+  const std::string base = write_results("nm_base.json", results_doc(json::array({row("a", "k", "graph", "ok", 1, 1, 1)})));
+  const std::string now = write_results("nm_new.json", results_doc(json::array({row("b", "k", "graph", "ok", 1, 1, 1)})));
+  const Result r = run_cli("compare " + base + " " + now);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "nothing compared: none of NEW's 1 row(s) matches one of BASE's 1")) << r.output;
 }

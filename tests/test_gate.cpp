@@ -226,7 +226,9 @@ TEST(CheckRows, ShippedCasesAtTheDefaultBudget) {
       for (const auto& r : select_check_rows(c.attention, budget, 1234)) flat.push_back(r.token * c.attention.heads + r.head);
       const RowCoverage cov = row_coverage(c.attention, flat);
       EXPECT_EQ(cov.sequence_heads_covered, cov.sequence_heads) << g << "/" << c.name;
-      if (g == "long_prefill" && c.name == "d128_h32kv32_b1_s8192") EXPECT_TRUE(cov.complete());
+      if (g == "long_prefill" && c.name == "d128_h32kv32_b1_s8192") {
+        EXPECT_TRUE(cov.complete());
+      }
       ++cases;
       complete += cov.complete();
       if (!cov.complete())

@@ -136,6 +136,24 @@ TEST(Journal, SigtermWritesWhatIsDoneAndExits143) {
   EXPECT_TRUE(fs::exists(attnbench::journal_path(part)));
 }
 
+// stdout's reader gone (`run ... | head -1`): the run stops as an interrupted one at its next check point, writes
+// what is done, keeps the journal and exits 141 (128 + SIGPIPE); --resume then finishes it.
+TEST(Journal, AClosedPipeEndsTheRunAsInterruptedAndExits141) {
+  const std::string shapes = testcli::write_text("jt_shapes.json", kShapes);
+  const std::string part = tmp_path("jt_pipe.json"), rc = tmp_path("jt_pipe_rc.txt");
+  const auto r = testcli::shell("cd '" + testtmp::dir().string() + "' && ( " ATTNBENCH_BINARY " " +
+                                slow_args(shapes, part) + " 2>/dev/null; echo $? > " + rc + " ) | head -n 1 > /dev/null");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(text_of(rc), "141\n");
+  const auto doc = read_json(part);
+  EXPECT_EQ(doc["provenance"]["interrupted_by"], "SIGPIPE");
+  EXPECT_LT(doc["rows"].size(), 8u);  // 4 shapes x 2 dtypes, eager
+  EXPECT_TRUE(fs::exists(attnbench::journal_path(part)));
+  const auto resumed = run_cli(slow_args(shapes, part) + " --resume");
+  EXPECT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_EQ(read_json(part)["rows"].size(), 8u);
+}
+
 TEST(Journal, ResumeRefusesAnotherCommandSeedOrBinaryNamingTheField) {
   const std::string shapes = testcli::write_text("jt_shapes.json", kShapes);
   const std::string out = tmp_path("jt_refuse.json");

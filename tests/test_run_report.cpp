@@ -108,7 +108,7 @@ TEST(RunReport, UnsettledTimingIsMarkedInJsonCsvAndTable) {
 
   // In rounds, the first round that stopped short is named, with the round's share of the rule.
   const Result r2 = run_cli("run --shapes " + shapes + " --filter tiny/p/bf16 --backend cpu --mode eager "
-                            "--min-samples 1000000 --max-noise 1000 --timeout 0.01 --rounds 2 --no-progress -o " + out);
+                            "--min-samples 1000000 --max-noise 1000 --timeout 0.01 --rounds 2 --no-progress --force -o " + out);
   ASSERT_EQ(r2.code, 0) << r2.output;
   const json row2 = read_json(out)["rows"][0];
   EXPECT_EQ(row2["rounds"]["count"], 2);
@@ -155,7 +155,7 @@ TEST(RunReport, NothingRanIsSaidAndFailsOnlyWithTheFlag) {
   EXPECT_TRUE(contains(r.output, "[1/2] tiny/p bf16\n")) << r.output;
   EXPECT_TRUE(contains(r.output, "[2/2] tiny/d bf16\n")) << r.output;
   EXPECT_FALSE(contains(r.output, "\r")) << r.output;
-  r = run_cli(base + " --fail-if-nothing-ran --no-progress");
+  r = run_cli(base + " --fail-if-nothing-ran --no-progress --force");  // the same output, another command
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_TRUE(contains(r.output, said)) << r.output;
   EXPECT_FALSE(contains(r.output, "[1/2]")) << r.output;
@@ -165,7 +165,7 @@ TEST(RunReport, NothingRanIsSaidAndFailsOnlyWithTheFlag) {
   r = run_cli(sweep);
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "nothing ran: all 4 rows declined")) << r.output;
-  EXPECT_EQ(run_cli(sweep + " --fail-if-nothing-ran").code, 1);
+  EXPECT_EQ(run_cli(sweep + " --fail-if-nothing-ran --force").code, 1);
 }
 
 TEST(RunReport, TableColumnsFitLongNames) {
@@ -226,7 +226,7 @@ TEST(RunReport, RunTableFitsLongGroupAndShapeNames) {
     "shapes": [{"name": "a_shape_name_that_is_much_longer_than_thirty_three", "batch": 1, "seqlen_k": 24},
                {"name": "s", "batch": 1, "seqlen_q": 1, "seqlen_k": 40}]})");
   const Result r = run_cli("run --shapes " + shapes + " --backend cpu --mode graph --no-progress -o " +
-                           tmp_path("long_names.json"));
+                           tmp_path("long_names_results.json"));
   ASSERT_EQ(r.code, 0) << r.output;
   const auto all = lines_of(r.output);
   std::vector<std::string> table;

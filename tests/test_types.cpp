@@ -194,14 +194,15 @@ TEST(Features, ShapeFieldsParseValidateAndCpuUnifiedComputesThem) {
     EXPECT_TRUE(testcli::contains(b.output, want)) << field_json << ": " << b.output;
   };
   bad(R"("window_left": -2)", "field 'window_left'");
-  bad(R"("softcap": -1)", "field 'softcap': must be a finite number > 0");
+  bad(R"("softcap": -1)", "field 'softcap': expected a number > 0");
+  bad(R"("softcap": 0)", "field 'softcap': expected a number > 0");
   bad(R"("alibi_slopes": [1, 2, 3])", "field 'alibi_slopes': expected 2 values (one per query head), got 3");
   bad(R"("sinks": "yes")", "field 'sinks': expected a non-empty list of numbers");
   bad(R"("qq_bias": [[1, 2], [3]])", "field 'qq_bias': expected a square list of rows");
-  bad(R"("v_scale": 0)", "field 'v_scale': must be a finite number > 0");
+  bad(R"("v_scale": 0)", "field 'v_scale': expected a number > 0");
   bad(R"("k_scale": 0.5)", "field 'k_scale': dequantises an 8-bit K/V cache; this one is bf16 (set kv_dtype)");
   bad(R"("q_scale": 0.5)", "field 'q_scale': dequantises an 8-bit Q; this one is bf16 (set q_dtype)");
-  bad(R"("q_scale": -1, "q_dtype": "e4m3", "kv_dtype": "e4m3")", "field 'q_scale': must be a finite number > 0");
+  bad(R"("q_scale": -1, "q_dtype": "e4m3", "kv_dtype": "e4m3")", "field 'q_scale': expected a number > 0");
   bad(R"("q_dtype": "e4m3")", "field 'q_dtype': an 8-bit Q (e4m3) is the FP8 SDPA's: it needs an 8-bit K/V cache "
                               "(kv_dtype), this one is bf16");
   bad(R"("q_dtype": "int4")", "field 'q_dtype': unsupported dtype \"int4\"");
