@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Fresh machine to first results: installs the dependencies, builds, and runs the decode group (CUDA kernels when
-# an NVIDIA GPU is visible, HIP kernels on an AMD one, else the CPU backend). Without a GPU it builds only the
-# binary, CPU backend alone, and bounds each measurement (--min-samples 5 --timeout 3) so the run ends in minutes;
-# extra arguments go to `attnbench run` and replace those bounds.
+# Fresh machine to first results: installs the dependencies, builds, and runs a group: decode with an NVIDIA GPU
+# (CUDA kernels) or an AMD one (HIP kernels); without a GPU, the CPU backend alone is built and runs quickstart, a
+# group made to finish in seconds on a CPU (decode, ragged decode, a short and a chunked prefill). Extra arguments
+# go to `attnbench run` (another --group replaces the default one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 build="${BUILD_DIR:-build}"
-extra=()
+group=(--group decode)
 if nvidia-smi -L >/dev/null 2>&1; then
   scripts/build.sh
 elif [ -e /dev/kfd ]; then  # an AMD GPU's driver: the HIP backend (scripts/device/hip-report.sh runs all of it)
@@ -15,9 +15,10 @@ elif [ -e /dev/kfd ]; then  # an AMD GPU's driver: the HIP backend (scripts/devi
 else
   echo "setup-and-run: no GPU visible: building the CPU backend only (the CUDA backend builds where nvcc and a GPU are)"
   ATTNBENCH_CUDA=OFF ATTNBENCH_HIP=OFF ATTNBENCH_TESTS=OFF ATTNBENCH_TARGETS=attnbench scripts/build.sh
-  [ $# -eq 0 ] && extra=(--min-samples 5 --timeout 3)
+  group=(--group quickstart)
 fi
 bin="$PWD/$build/src"
 echo "setup-and-run: attnbench is $bin/attnbench; to run it by name: export PATH=\"$bin:\$PATH\""
-"$bin/attnbench" run --group decode "${extra[@]}" "$@"
+for a in "$@"; do case "$a" in -g|--group|--group=*|--shapes|--shapes=*) group=() ;; esac; done
+"$bin/attnbench" run "${group[@]}" "$@"
 echo "setup-and-run: attnbench is $bin/attnbench; to run it by name: export PATH=\"$bin:\$PATH\""

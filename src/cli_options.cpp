@@ -86,6 +86,10 @@ void add_stop_options(CLI::App* cmd, StopRule& stop) {
 }
 
 void add_timing_options(CLI::App* cmd, RunOptions& o) {
+  cmd->add_option("--threads", o.threads,
+                  "OpenMP threads of the CPU kernels and the CPU reference (default: OMP_NUM_THREADS, else one per "
+                  "core); on a loaded host fewer threads time steadier")
+      ->check(integer_in(1, 4096));
   cmd->add_option("--rounds", o.rounds,
                   "Interleaved rounds per mode: the kernels of a case alternate in each; a row's median is the "
                   "median of its round medians")

@@ -7,6 +7,7 @@
 #include "case_timing.hpp"
 #include "control_pair.hpp"
 #include "errors.hpp"
+#include "host_load.hpp"
 #include "interrupt.hpp"
 #include "journal.hpp"
 #include "peer_ratio.hpp"
@@ -18,6 +19,7 @@ namespace {
 struct RunCli {
   RunOptions opt;
   std::vector<std::string> modes{"eager", "graph"};
+  CLI::Option* mode_option = nullptr;
   std::vector<std::string> sets;
   std::string l2 = "hot", block_order = "contiguous", reference = "auto";
   std::string out, csv;
@@ -40,6 +42,7 @@ void run_callback(RunCli& c, Context& ctx) {
   warn_unknown_environment(std::cerr);
   if (o.groups.empty() && o.shape_files.empty()) throw UsageError("run: give at least one --group or --shapes FILE");
   o.modes = parse_modes(c.modes);
+  o.modes_given = c.mode_option->count() > 0;
   if (c.l2 == "hot") o.l2 = L2Mode::hot;
   else if (c.l2 == "cold") o.l2 = L2Mode::cold;
   else throw UsageError("--l2: '" + c.l2 + "' is not hot|cold");
@@ -101,6 +104,8 @@ void run_callback(RunCli& c, Context& ctx) {
   if (f.provenance.contains("control"))
     if (const std::string line = control_pair_line(f.provenance["control"]); !line.empty()) std::cout << line << "\n";
   if (const std::string line = clock_summary_line(f); !line.empty()) std::cout << line << "\n";
+  if (const std::string w = load_warning(f.provenance.value("host_cpu", nlohmann::json())); !w.empty())
+    std::cout << w << "\n";
   if (f.provenance.contains("peers"))
     for (const std::string& line : peer_summary_lines(f.provenance["peers"])) std::cout << line << "\n";
   std::cout << "wrote " << out << " and " << csv << "\n";
@@ -113,7 +118,11 @@ void add_run_command(CLI::App& app, Context& ctx) {
   auto c = std::make_shared<RunCli>();
   CLI::App* cmd = app.add_subcommand("run", "Gate and time the kernels on shape groups; write JSON and CSV");
   add_case_options(cmd, c->opt);
-  cmd->add_option("--mode", c->modes, "Timing modes: eager, graph")->delimiter(',')->capture_default_str();
+  c->mode_option = cmd->add_option("--mode", c->modes,
+                                   "Timing modes: eager, graph (by default a CPU kernel gets no graph row; named, "
+                                   "it gets a declined one)")
+                       ->delimiter(',')
+                       ->capture_default_str();
   cmd->add_option("--out,-o", c->out, "Results JSON (default results/<groups>.json)");
   cmd->add_option("--csv", c->csv, "Results CSV (default: the JSON path with .csv)");
   cmd->add_option("--atol", c->atol, "Gate bound on max |out - ref| (default: fp16 2e-2, bf16 4e-2)")

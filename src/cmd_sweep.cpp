@@ -5,6 +5,7 @@
 #include "cli_options.hpp"
 #include "commands.hpp"
 #include "errors.hpp"
+#include "host_load.hpp"
 #include "interrupt.hpp"
 #include "journal.hpp"
 #include "runner.hpp"
@@ -17,6 +18,7 @@ struct SweepCli {
   RunOptions opt;
   std::vector<std::string> knobs;
   std::vector<std::string> modes{"eager", "graph"};
+  CLI::Option* mode_option = nullptr;
   std::string out, csv;
   bool no_progress = false;
   bool fail_if_nothing_ran = false;
@@ -29,6 +31,7 @@ void sweep_callback(SweepCli& c, Context& ctx) {
   if (o.groups.empty() && o.shape_files.empty()) throw UsageError("sweep: give --group or --shapes FILE");
   const auto axes = parse_knob_axes(c.knobs);  // before any work: a typo must not cost a run
   o.modes = parse_modes(c.modes);
+  o.modes_given = c.mode_option->count() > 0;
   o.progress = !c.no_progress;
   o.command_line = ctx.command_line;
   check_selection(o, knob_settings(axes));  // bad input is named before the output paths are judged
@@ -51,6 +54,8 @@ void sweep_callback(SweepCli& c, Context& ctx) {
   write_run_files(f, paths, o);
   std::cout << "\n" << sweep_table(f, knob_settings(axes), o.stop) << "rows: " << f.rows.size() << "\n";
   if (const std::string none = nothing_ran(f); !none.empty()) std::cout << none << "\n";
+  if (const std::string w = load_warning(f.provenance.value("host_cpu", nlohmann::json())); !w.empty())
+    std::cout << w << "\n";
   std::cout << "wrote " << out << " and " << csv << "\n";
   ctx.exit_code = exit_code_for(f, c.fail_if_nothing_ran);
   if (const int code = interrupted_exit(f, o, std::cout)) ctx.exit_code = code;
@@ -62,7 +67,11 @@ void add_sweep_command(CLI::App& app, Context& ctx) {
   CLI::App* cmd = app.add_subcommand("sweep", "Run shapes once per knob setting (cartesian over --knob); one file");
   cmd->add_option("--knob", c->knobs, "NAME=v1,v2,... (repeatable; see list --knobs)")->required();
   add_case_options(cmd, c->opt);
-  cmd->add_option("--mode", c->modes, "Timing modes: eager, graph")->delimiter(',')->capture_default_str();
+  c->mode_option = cmd->add_option("--mode", c->modes,
+                                   "Timing modes: eager, graph (by default a CPU kernel gets no graph row; named, "
+                                   "it gets a declined one)")
+                       ->delimiter(',')
+                       ->capture_default_str();
   add_stop_options(cmd, c->opt.stop);
   add_timing_options(cmd, c->opt);
   cmd->add_option("--out,-o", c->out, "Results JSON (default results/sweep_<groups>.json)");

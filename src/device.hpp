@@ -20,6 +20,15 @@ enum class Mode { eager, graph };
 inline const char* mode_name(Mode m) { return m == Mode::eager ? "eager" : "graph"; }
 inline const char* l2_name(L2Mode m) { return m == L2Mode::hot ? "hot" : "cold"; }
 
+// Whether a backend's calls can be timed in a mode: a GPU's in both modes and either L2 state; the CPU's eagerly with
+// a hot cache only (no graphs, no L2 of its own to flush). Every Device's can_time answers with this.
+inline Support timing_support(Backend b, Mode mode, L2Mode l2) {
+  if (is_gpu(b)) return Support::yes();
+  if (mode == Mode::graph) return Support::no("graph mode needs the CUDA backend");
+  if (l2 == L2Mode::cold) return Support::no("cold-L2 timing needs the CUDA backend");
+  return Support::yes();
+}
+
 
 class Device {
  public:

@@ -31,11 +31,7 @@ class CpuDevice final : public Device {
   void* stream() override { return nullptr; }
   void synchronize() override {}
 
-  Support can_time(Mode mode, L2Mode l2) const override {
-    if (mode == Mode::graph) return Support::no("graph mode needs the CUDA backend");
-    if (l2 == L2Mode::cold) return Support::no("cold-L2 timing needs the CUDA backend");
-    return Support::yes();
-  }
+  Support can_time(Mode mode, L2Mode l2) const override { return timing_support(Backend::cpu, mode, l2); }
   Sampler make_sampler(Mode, L2Mode, const std::function<void()>& call) override {
     return [call] {
       const auto t0 = std::chrono::steady_clock::now();

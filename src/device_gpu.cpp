@@ -54,7 +54,7 @@ class GpuDevice final : public Device {
   void* stream() override { return stream_.get(); }
   void synchronize() override { stream_.synchronize(); }
 
-  Support can_time(Mode, L2Mode) const override { return Support::yes(); }
+  Support can_time(Mode mode, L2Mode l2) const override { return timing_support(backend(), mode, l2); }
 
   Sampler make_sampler(Mode mode, L2Mode l2, const std::function<void()>& call) override {
     std::shared_ptr<gpu::Graph> graph;

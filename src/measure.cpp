@@ -124,47 +124,72 @@ struct RoundPart {
   bool spent(const StopRule& r) const { return noise.n >= r.max_samples || seconds >= r.timeout_s; }
 };
 
-// One round: the samplers take one sample each in turn (order rotated by `first`) until every one meets the rule
-// or has spent its cap or timeout, so all take the same number of samples under the same clocks.
-std::vector<RoundPart> one_round(const std::vector<Sampler>& samplers, const StopRule& per, int first) {
+// One round: the samplers take one sample each in turn (order rotated by `first`) until every one meets its rule
+// or has spent its cap or timeout, so all take the same number of samples under the same clocks. A sampler whose
+// rule has no time left (timeout_s <= 0) takes none.
+std::vector<RoundPart> one_round(const std::vector<Sampler>& samplers, const std::vector<StopRule>& per, int first) {
   using clock = std::chrono::steady_clock;
   const int K = static_cast<int>(samplers.size());
   std::vector<RoundPart> parts(K);
   for (bool more = true; more;) {
     more = false;
     for (int i = 0; i < K; ++i) {
-      RoundPart& p = parts[(first + i) % K];
-      if (p.spent(per)) continue;
+      const int k = (first + i) % K;
+      RoundPart& p = parts[k];
+      if (p.spent(per[k])) continue;
       const auto t0 = clock::now();
-      p.samples.push_back(samplers[(first + i) % K]());
+      p.samples.push_back(samplers[k]());
       p.seconds += std::chrono::duration<double>(clock::now() - t0).count();
       p.noise.add(p.samples.back());
     }
-    for (const RoundPart& p : parts) more = more || (!p.met(per) && !p.spent(per));
+    for (int k = 0; k < K; ++k) more = more || (!parts[k].met(per[k]) && !parts[k].spent(per[k]));
   }
   return parts;
+}
+
+// The rule of round r (0-based) of `rounds` for a sampler that has spent `spent_s` of the measurement's timeout:
+// the rounds left share what is left, so the whole measurement stays within --timeout (a round that starts with
+// nothing left takes no sample; the first always takes one).
+StopRule rule_for_round(const StopRule& per, const StopRule& whole, int r, int rounds, double spent_s) {
+  StopRule out = per;
+  out.timeout_s = r == 0 ? per.timeout_s : (whole.timeout_s - spent_s) / (rounds - r);
+  return out;
 }
 }  // namespace
 
 std::vector<RoundedMeasurement> measure_rounds(const std::vector<Sampler>& samplers, const StopRule& rule,
                                                int rounds) {
   const int K = static_cast<int>(samplers.size());
+  const int R = std::max(1, rounds);
   std::vector<RoundedMeasurement> out(K);
-  const StopRule per = round_rule(rule, rounds);
-  for (int r = 0; r < std::max(1, rounds); ++r) {
-    const std::vector<RoundPart> parts = one_round(samplers, per, K ? r % K : 0);
+  std::vector<double> spent(K, 0.0);
+  const StopRule per = round_rule(rule, R);
+  for (int r = 0; r < R; ++r) {
+    std::vector<StopRule> rules(K);
+    bool any = false;
+    for (int k = 0; k < K; ++k) {
+      rules[k] = rule_for_round(per, rule, r, R, spent[k]);
+      any = any || rules[k].timeout_s > 0;
+    }
+    if (!any) break;  // the timeout is spent for every sampler: the rounds so far are the measurement
+    const std::vector<RoundPart> parts = one_round(samplers, rules, K ? r % K : 0);
     for (int k = 0; k < K; ++k) {
       const RoundPart& p = parts[k];
       RoundedMeasurement& o = out[k];
-      if (!p.met(per) && o.unsettled.empty()) {
-        const std::string why = unsettled_reason(p.noise.n, p.noise.relative(), per);
-        o.unsettled = rounds > 1 ? "round " + std::to_string(r + 1) + " of " + std::to_string(rounds) + ": " + why : why;
+      spent[k] += p.seconds;
+      if (p.samples.empty()) continue;  // out of time before this round: fewer rounds (said below)
+      if (!p.met(rules[k]) && o.unsettled.empty()) {
+        const std::string why = unsettled_reason(p.noise.n, p.noise.relative(), rules[k]);
+        o.unsettled = R > 1 ? "round " + std::to_string(r + 1) + " of " + std::to_string(R) + ": " + why : why;
       }
       o.round_medians.push_back(summarize(p.samples).median);
       o.samples.insert(o.samples.end(), p.samples.begin(), p.samples.end());
     }
   }
   for (auto& o : out) {
+    if (o.round_medians.size() < static_cast<std::size_t>(R) && o.unsettled.empty())
+      o.unsettled = "timeout " + short_num(rule.timeout_s) + " s spent after " + std::to_string(o.round_medians.size()) +
+                    " of " + std::to_string(R) + " rounds (n=" + std::to_string(o.samples.size()) + ")";
     o.settled = o.unsettled.empty();
     o.median = summarize(o.round_medians).median;
     const auto [lo, hi] = std::minmax_element(o.round_medians.begin(), o.round_medians.end());

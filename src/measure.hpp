@@ -41,10 +41,13 @@ std::vector<double> collect(const std::function<double()>& sample, const StopRul
 // Interleaved rounds: each of K samplers is measured in R rounds under round_rule(rule, R); inside a round the
 // samplers take one sample each in turn, in an order rotated by one each round (sampler r % K first in round r),
 // until every one meets the rule or has spent its cap or timeout. So the kernels of a case take the same number
-// of samples under the same clock, thermal and power history, and none is always first after a gap.
+// of samples under the same clock, thermal and power history, and none is always first after a gap. The timeout
+// bounds a sampler's whole measurement: each later round gets the time its sampler has left divided by the rounds
+// left, and a sampler with none left takes no more rounds (its row says after how many it stopped); so a sample
+// longer than a round's share costs rounds, not time past --timeout (beyond that one sample).
 struct RoundedMeasurement {
   std::vector<double> samples;        // every sample, in the order taken
-  std::vector<double> round_medians;  // one per round
+  std::vector<double> round_medians;  // one per round it sampled in
   double median = 0;                  // the median of the round medians: the headline number
   double spread = 0;                  // (max - min) / median of the round medians
   bool settled = false;               // every round met its rule

@@ -1,12 +1,12 @@
 #include "merge.hpp"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <utility>
 
 #include "errors.hpp"
 #include "peer_ratio.hpp"
-#include "results.hpp"
 
 using nlohmann::json;
 
@@ -74,8 +74,15 @@ void add_file(const json& doc, const std::vector<std::string>& paths, size_t i, 
     auto [it, fresh] = st.key_file.emplace(row_key(r), i);
     if (!fresh && it->second != i) ++st.m.duplicate_rows;
     if (auto v = peer_view(r, paths[i], k)) st.peer_rows.push_back(std::move(*v));
+    try {
+      st.m.table.rows.push_back(row_from_json(r));
+    } catch (const UsageError& e) {
+      throw UsageError(paths[i] + ": row #" + std::to_string(k) + ": " + e.what());
+    }
     st.rows.push_back(r);
   }
+  const std::string host = prov.value("host", json("(none)")).is_string() ? prov.value("host", "(none)") : "(none)";
+  if (std::find(st.m.hosts.begin(), st.m.hosts.end(), host) == st.m.hosts.end()) st.m.hosts.push_back(host);
   st.sources.push_back({{"file", paths[i]},
                         {"command", prov.value("command", json(nullptr))},
                         {"timestamp", prov.value("timestamp", json(nullptr))},
@@ -98,8 +105,10 @@ MergeResult merge_result_files(const std::vector<std::string>& paths, const std:
   json prov = st.first_prov;
   prov["command"] = command_line;
   prov["merged_from"] = st.sources;
+  prov["hosts"] = st.m.hosts;
   prov.erase("peers");  // the first file's summary covers its own rows only
   if (json peers = peer_summary(st.peer_rows); !peers.empty()) prov["peers"] = std::move(peers);
+  st.m.table.provenance = prov;
   st.m.doc = {{"schema", kResultsSchema}, {"provenance", prov}, {"rows", st.rows}};
   return st.m;
 }

@@ -32,6 +32,15 @@ size_t widest(const std::string& title, const std::vector<std::string>& names) {
 bool unsettled(const ResultRow& r) { return r.time_us && r.settled && !*r.settled; }
 }  // namespace
 
+// A rate (TFLOP/s, GB/s): one decimal from 10 up, else three significant digits, so a small CPU rate never
+// prints as 0.0.
+std::string rate_text(double v) {
+  if (!std::isfinite(v) || std::fabs(v) >= 10 || v == 0) return number(v, 1);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
 std::string unsettled_legend(const StopRule& stop) {
   char buf[256];
   std::snprintf(buf, sizeof buf,
@@ -83,7 +92,7 @@ void ResultTable::row(const ResultRow& r, const std::string& setting) {
   const std::string max_abs = r.gate ? (std::isfinite(r.gate->max_abs) ? number(r.gate->max_abs, 5) : "inf") : "-";
   const std::string median = r.time_us ? (marked ? kUnsettledMarker : "") + number(r.time_us->median, 2) : "-";
   std::vector<std::string> cells = {r.group, r.shape, r.dtype, r.kernel, r.mode, r.status, max_abs, median,
-                                    r.tflops ? number(*r.tflops, 1) : "-", r.gbps ? number(*r.gbps, 1) : "-"};
+                                    r.tflops ? rate_text(*r.tflops) : "-", r.gbps ? rate_text(*r.gbps) : "-"};
   if (setting_column_) cells.insert(cells.begin() + 4, setting);
   if (peer_column_) cells.push_back(r.vs_peer ? ratio_text(r.vs_peer->ratio) : "-");
   out_ << line(cells);
@@ -113,10 +122,26 @@ void ResultTable::note(const std::string& line) {
   if (!line.empty()) out_ << line << "\n";
 }
 
+std::string duration_text(double seconds) {
+  const long s = std::lround(std::max(0.0, seconds));
+  char buf[64];
+  if (s < 60) std::snprintf(buf, sizeof buf, "%ld s", s);
+  else if (s < 3600) std::snprintf(buf, sizeof buf, "%ld min %02ld s", s / 60, s % 60);
+  else std::snprintf(buf, sizeof buf, "%ld h %02ld min", s / 3600, s / 60 % 60);
+  return buf;
+}
+
 void Progress::start(size_t index, const std::string& group, const std::string& shape, const std::string& dtype) {
   if (!enabled_) return;
+  std::string eta;
+  if (started_ > 0 && index <= total_) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - since_).count();
+    eta = "  (" + duration_text(elapsed) + " so far, about " +
+          duration_text(elapsed / static_cast<double>(started_) * static_cast<double>(total_ - index + 1)) + " left)";
+  }
+  ++started_;
   std::cerr << (terminal_ ? "\r" : "") << "[" << index << "/" << total_ << "] " << group << "/" << shape << " "
-            << dtype << (terminal_ ? "\033[K" : "\n") << std::flush;
+            << dtype << eta << (terminal_ ? "\033[K" : "\n") << std::flush;
 }
 
 void Progress::clear() {

@@ -1,6 +1,7 @@
 // What `run` prints as it goes: the results table (columns sized before the first row from what the rows will
 // hold, rows printed as they finish, a legend when a timing did not settle) and the per-case progress on stderr.
 #pragma once
+#include <chrono>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -11,6 +12,9 @@
 #include "results.hpp"
 
 namespace attnbench {
+
+// A rate (TFLOP/s, GB/s) as the table prints it: one decimal from 10 up, three significant digits below.
+std::string rate_text(double v);
 
 // The names the rows of a run can carry, known before the first row: they size the text columns.
 struct TableContents {
@@ -54,13 +58,20 @@ std::string unsettled_legend(const StopRule& stop);
 // One line per case as it starts: a rewritten `\r` line on a terminal, plain lines otherwise (a log, a pipe).
 class Progress {
  public:
-  Progress(bool enabled, bool terminal, size_t total) : enabled_(enabled), terminal_(terminal), total_(total) {}
+  Progress(bool enabled, bool terminal, size_t total)
+      : enabled_(enabled), terminal_(terminal), total_(total), since_(std::chrono::steady_clock::now()) {}
+  // From the second case on, the line ends with the time so far and an estimate of what is left: the mean time of
+  // the cases this process started, times the cases from `index` on.
   void start(size_t index, const std::string& group, const std::string& shape, const std::string& dtype);
   void clear();  // before a table row, so the row does not land on the terminal's progress line
 
  private:
   bool enabled_, terminal_;
-  size_t total_;
+  size_t total_, started_ = 0;
+  std::chrono::steady_clock::time_point since_;
 };
+
+// A duration as the progress line prints it: "42 s", "3 min 05 s", "1 h 02 min".
+std::string duration_text(double seconds);
 
 }  // namespace attnbench

@@ -44,6 +44,7 @@ std::string repro_command(const RunOptions& o, const ShapeCase& c, const std::st
   if (o.atol) os << " --atol " << *o.atol;
   if (o.rtol) os << " --rtol " << *o.rtol;
   if (o.no_gate) os << " --no-gate";
+  if (o.threads > 0) os << " --threads " << o.threads;
   if (o.reference != ReferenceWhere::automatic) os << " --reference " << reference_where_name(o.reference);
   if (o.reference_gflop != RunOptions().reference_gflop) os << " --reference-gflop " << o.reference_gflop;
   for (const auto& [k, v] : knobs) {

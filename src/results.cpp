@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "errors.hpp"
@@ -244,14 +245,34 @@ std::string num(double v) {
   os << v;
   return os.str();
 }
+
+// A dims value as one CSV cell: numbers as written, booleans true/false, strings bare, anything else as JSON.
+std::string dims_cell(const json& v) {
+  if (v.is_string()) return csv_field(v.get<std::string>());
+  if (v.is_number_float()) return num(v.get<double>());
+  return csv_field(v.dump());
+}
+
+// The dims keys any row holds, sorted: one "dims.KEY" column each (an attention row and a gated row hold different
+// ones; a row without a key leaves its cell empty).
+std::set<std::string> dims_keys(const ResultsFile& f) {
+  std::set<std::string> keys;
+  for (const auto& r : f.rows)
+    if (r.dims.is_object())
+      for (auto it = r.dims.begin(); it != r.dims.end(); ++it) keys.insert(it.key());
+  return keys;
+}
 }  // namespace
 
 std::string results_to_csv(const ResultsFile& f) {
+  const std::set<std::string> dims = dims_keys(f);
   std::ostringstream os;
   os << "group,shape,op,dtype,kernel,backend,mode,l2,status,reason,gate_passed,max_abs,rel_l2,max_row_rel,atol,rtol,rows_checked,"
         "median_us,min_us,q1_us,q3_us,mean_us,stdev_us,n,rounds,round_spread,settled,unsettled,throttled,device_median_us,flops,"
         "bytes,tflops,gbps,pct_peak_flops,pct_peak_bw,plan,knobs,repro,"
-        "peer,peer_ratio\n";
+        "peer,peer_ratio";
+  for (const std::string& k : dims) os << ",dims." << k;
+  os << '\n';
   for (const auto& r : f.rows) {
     std::string knobs;
     for (const auto& [k, v] : r.knobs) knobs += (knobs.empty() ? "" : ";") + k + "=" + v;
@@ -280,7 +301,9 @@ std::string results_to_csv(const ResultsFile& f) {
        << ',' << (r.tflops ? num(*r.tflops) : "") << ',' << (r.gbps ? num(*r.gbps) : "") << ','
        << (r.pct_peak_flops ? num(*r.pct_peak_flops) : "") << ',' << (r.pct_peak_bw ? num(*r.pct_peak_bw) : "")
        << ',' << csv_field(r.plan) << ',' << csv_field(knobs) << ',' << csv_field(r.repro) << ','
-       << (r.vs_peer ? csv_field(r.vs_peer->kernel) + ',' + num(r.vs_peer->ratio) : std::string(",")) << '\n';
+       << (r.vs_peer ? csv_field(r.vs_peer->kernel) + ',' + num(r.vs_peer->ratio) : std::string(","));
+    for (const std::string& k : dims) os << ',' << (r.dims.is_object() && r.dims.contains(k) ? dims_cell(r.dims[k]) : "");
+    os << '\n';
   }
   return os.str();
 }

@@ -1,5 +1,6 @@
 #include "runner.hpp"
 
+#include <omp.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include "attnbench/reference_gpu.hpp"
 #include "control_pair.hpp"
 #include "errors.hpp"
+#include "host_load.hpp"
 #include "interrupt.hpp"
 #include "journal.hpp"
 #include "op_case.hpp"
@@ -94,6 +96,7 @@ Runner::Runner(const RunOptions& options, const std::vector<KnobValues>& knob_va
       for (const KernelEntry* e : kernels_for(c)) gpu_run = gpu_run || (is_gpu(e->backend) && gpus[e->backend].available);
     isolation = gpu_run ? Isolation::per_case : kCpuIsolation;
   }
+  if (o.threads > 0) omp_set_num_threads(o.threads);  // the CPU kernels' and the Eigen reference's threads
   settings.seed = o.seed;
   settings.block_order = o.block_order;
   settings.reference_gflop = o.reference_gflop;
@@ -105,6 +108,7 @@ Runner::Runner(const RunOptions& options, const std::vector<KnobValues>& knob_va
                                                 : std::string("this build has no CUDA backend")));
   file.provenance = run_provenance(o, knob_sets.front(), gpus[Backend::cuda].available, gpus[Backend::cuda].why_not);
   file.provenance["isolation"] = isolation_name(isolation);
+  file.provenance["host_cpu"] = host_cpu_facts(o.threads);
   if (isolation != Isolation::off && o.case_timeout_s) file.provenance["case_timeout_s"] = *o.case_timeout_s;
   table.emplace(out, table_contents(), o.stop);
 }
@@ -194,9 +198,19 @@ ResultRow Runner::base_row(const ShapeCase& c, const OpCase* op_case, const std:
   return r;
 }
 
+namespace {
+// Whether the row's backend can time the row's mode at all (timing_support, with the L2 state aside: --l2 cold is
+// asked for by name).
+bool mode_timeable(const ResultRow& r) {
+  const std::optional<Backend> b = parse_backend(r.backend);
+  return !b || timing_support(*b, r.mode == "graph" ? Mode::graph : Mode::eager, L2Mode::hot).ok;
+}
+}  // namespace
+
 void Runner::emit(CaseRows rows) {
   progress.clear();
   for (auto& [r, setting] : rows) {
+    if (!o.modes_given && !mode_timeable(r)) continue;  // the default modes: no graph rows of a CPU kernel
     table->row(r, setting);
     file.rows.push_back(std::move(r));
   }
@@ -249,6 +263,7 @@ ResultsFile Runner::run() {
     file.provenance["interrupted_by"] = signal_name(e.signal);
   }
   file.provenance["cases"] = {{"selected", cases.size()}, {"done", done}};
+  add_load_end(file.provenance["host_cpu"]);
   if (o.resume)
     file.provenance["resumed"] = {{"journal", o.journal}, {"cases", finished.size()}, {"rows", resumed_rows}};
   table->legend();

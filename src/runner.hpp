@@ -30,6 +30,7 @@ struct RunOptions {
   std::string backend = "auto";  // auto (cuda when a device is visible, else cpu) | cpu | cuda | all
   std::vector<std::string> dtypes;  // empty: every dtype of the shape
   std::vector<Mode> modes = {Mode::eager, Mode::graph};
+  bool modes_given = false;  // --mode given: a kernel gets a (declined) row even in a mode its backend cannot time
   std::string filter;               // regex over "group/shape/dtype"
   uint64_t seed = 1234;
   std::optional<double> atol, rtol;  // gate bounds; default: the dtype's (gate.hpp)
@@ -40,6 +41,7 @@ struct RunOptions {
   StopRule stop;
   double reference_gflop = 16.0;    // reference work before the gate samples rows (the CPU reference)
   ReferenceWhere reference = ReferenceWhere::automatic;
+  int threads = 0;                  // OpenMP threads of the CPU kernels and the reference; 0: OMP_NUM_THREADS or all
   std::map<std::string, std::string> knob_overrides;
   std::pair<int, int> shard{1, 1};  // K-th of N (1-based): keeps selected cases whose index % N == K - 1
   std::optional<double> peak_tflops, peak_gbps;

@@ -48,13 +48,15 @@ inline nlohmann::json read_json(const std::string& path) {
   return nlohmann::json::parse(f);
 }
 
-// A result row as `run` writes it, with only the fields compare and merge read filled in.
+// A result row as `run` writes it: the fields every reader needs (row_from_json's), no gate, no extras.
 inline nlohmann::json row(const std::string& shape, const std::string& kernel, const std::string& mode,
                           const std::string& status, double median = 0, double q1 = 0, double q3 = 0,
                           nlohmann::json knobs = nlohmann::json::object()) {
   nlohmann::json r = {{"group", "g"},   {"shape", shape},   {"op", "attention"}, {"dtype", "bf16"},
                       {"kernel", kernel}, {"backend", "cuda"}, {"mode", mode},      {"l2", "hot"},
-                      {"status", status}, {"reason", ""},      {"knobs", knobs},    {"time_us", nullptr}};
+                      {"status", status}, {"reason", ""},      {"knobs", knobs},    {"time_us", nullptr},
+                      {"dims", nlohmann::json::object()}, {"flops", 0}, {"bytes", 0}, {"plan", ""}, {"repro", ""},
+                      {"gate", nullptr}, {"device_time_us", nullptr}, {"rounds", nullptr}};
   if (status == "ok")
     r["time_us"] = {{"median", median}, {"q1", q1}, {"q3", q3}, {"min", q1}, {"mean", median}, {"stdev", 0}, {"n", 20}};
   return r;

@@ -92,7 +92,7 @@ TEST(Cli, SmallRunWritesJsonAndCsvWithTheSchema) {
     EXPECT_TRUE(j["provenance"].contains(k)) << k;
   EXPECT_NE(j["provenance"]["command"].get<std::string>().find("--set ATTNBENCH_CPU_MAX_GFLOP=10"), std::string::npos);
   const auto& rows = j["rows"];
-  ASSERT_EQ(rows.size(), 8u);  // 2 shapes x 2 dtypes x 2 modes
+  ASSERT_EQ(rows.size(), 4u);  // 2 shapes x 2 dtypes, eager: a CPU kernel gets no graph row unless --mode asks
   int ok = 0, declined = 0;
   for (const auto& row : rows) {
     for (const char* k : {"group", "shape", "dtype", "kernel", "backend", "mode", "status", "reason", "gate", "time_us",
@@ -116,14 +116,27 @@ TEST(Cli, SmallRunWritesJsonAndCsvWithTheSchema) {
     }
   }
   EXPECT_EQ(ok, 4);
-  EXPECT_EQ(declined, 4);
+  EXPECT_EQ(declined, 0);
   std::ifstream c(csv);
   std::string line;
   int lines = 0;
   std::getline(c, line);
   EXPECT_EQ(line.rfind("group,shape,op,dtype,kernel,backend,mode", 0), 0u);
   while (std::getline(c, line)) ++lines;
-  EXPECT_EQ(lines, 8);
+  EXPECT_EQ(lines, 4);
+  // Named, graph mode gets its declined rows, saying why.
+  const Result named = run_cli("run --shapes " + write_small_shapes() + " --backend cpu --mode eager,graph --gate-only "
+                               "--no-progress -o " + tmp_path("named_modes.json"));
+  ASSERT_EQ(named.code, 0) << named.output;
+  int graph = 0;
+  const nlohmann::json named_rows = testcli::read_json(tmp_path("named_modes.json"))["rows"];
+  for (const auto& row : named_rows)
+    if (row["mode"] == "graph") {
+      EXPECT_EQ(row["status"], "declined");
+      EXPECT_NE(row["reason"].get<std::string>().find("CUDA"), std::string::npos);
+      ++graph;
+    }
+  EXPECT_EQ(graph, 4);
 }
 
 // A gated shape with seq_lens aligned top-left and an attention shape aligned top-left run end to end on the CPU:
@@ -157,8 +170,9 @@ TEST(Cli, CpuWorkLimitDeclinesWithAReason) {
   EXPECT_EQ(r.code, 0) << r.output;
   std::ifstream f(out);
   const auto j = nlohmann::json::parse(f);
-  ASSERT_EQ(j["rows"].size(), 2u);
+  ASSERT_EQ(j["rows"].size(), 1u);  // eager only: a CPU kernel's graph row is not made without --mode
   EXPECT_EQ(j["rows"][0]["status"], "declined");
+  EXPECT_EQ(j["rows"][0]["mode"], "eager");
   EXPECT_NE(j["rows"][0]["reason"].get<std::string>().find("ATTNBENCH_CPU_MAX_GFLOP"), std::string::npos);
   EXPECT_TRUE(j["rows"][0]["time_us"].is_null());
 }

@@ -1,6 +1,7 @@
 // run --shard K/N slices the cases; merge joins the slices back, refusing files of other builds/devices/seeds.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <set>
 
 #include "cli_helpers.hpp"
@@ -76,6 +77,52 @@ TEST(Merge, ShardsOfACpuRunJoinBackIntoTheWholeRun) {
   EXPECT_EQ(j["provenance"]["merged_from"][1]["file"], parts[1]);
   EXPECT_TRUE(contains(j["provenance"]["merged_from"][0]["command"].get<std::string>(), "--shard 1/2"));
   EXPECT_TRUE(contains(j["provenance"]["command"].get<std::string>(), "merge"));
+  EXPECT_EQ(j["provenance"]["hosts"].size(), 1u) << "one host: " << j["provenance"].dump();
+  EXPECT_FALSE(contains(m.output, "hosts")) << m.output;
+  // The CSV beside it, a line per row, with the rows' dims as columns.
+  std::ifstream csv(tmp_path("merged.csv"));
+  ASSERT_TRUE(csv.good()) << m.output;
+  std::string header, line;
+  std::getline(csv, header);
+  EXPECT_EQ(header.rfind("group,shape,op,dtype,kernel,", 0), 0u) << header;
+  EXPECT_TRUE(contains(header, ",dims.batch,")) << header;
+  EXPECT_TRUE(contains(header, ",dims.max_seqlen_k,")) << header;
+  int lines = 0;
+  while (std::getline(csv, line)) ++lines;
+  EXPECT_EQ(lines, 6);
+  // The same command may replace its own files; --csv names the CSV elsewhere.
+  EXPECT_EQ(run_cli("merge " + parts[0] + " " + parts[1] + " -o " + merged).code, 0);
+  const Result m2 = run_cli("merge " + parts[0] + " " + parts[1] + " -o " + tmp_path("m2.json") + " --csv " +
+                            tmp_path("m2_table.csv"));
+  ASSERT_EQ(m2.code, 0) << m2.output;
+  EXPECT_TRUE(std::filesystem::exists(tmp_path("m2_table.csv")));
+  EXPECT_FALSE(std::filesystem::exists(tmp_path("m2.csv")));
+}
+
+TEST(Merge, FilesFromSeveralHostsAreJoinedAndNamed) {
+  const json rows = json::array({row("s", "k", "graph", "ok", 1, 1, 1)});
+  json a = results_doc(rows), b = results_doc(json::array({row("t", "k", "graph", "ok", 1, 1, 1)}));
+  a["provenance"]["host"] = "runner-a";
+  b["provenance"]["host"] = "runner-b";
+  const std::string pa = write_results("host_a.json", a), pb = write_results("host_b.json", b);
+  const Result r = run_cli("merge " + pa + " " + pb + " -o " + tmp_path("hosts.json"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "merge: warning: the files ran on 2 hosts (runner-a, runner-b)")) << r.output;
+  const json j = read_json(tmp_path("hosts.json"));
+  EXPECT_EQ(j["provenance"]["hosts"], json::array({"runner-a", "runner-b"}));
+  EXPECT_EQ(j["provenance"]["merged_from"][1]["host"], "runner-b");
+}
+
+TEST(Merge, ARowThatDoesNotReadBackNamesFileAndRow) {
+  json partial = results_doc(json::array({row("s", "k", "graph", "ok", 1, 1, 1)}));
+  partial["rows"][0].erase("flops");
+  const std::string good = write_results("full.json", results_doc(json::array({row("t", "k", "graph", "ok", 1, 1, 1)})));
+  const std::string bad = write_results("partial.json", partial);
+  const Result r = run_cli("merge " + good + " " + bad + " -o " + tmp_path("partial_m.json"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, bad + ": row #0")) << r.output;
+  EXPECT_TRUE(contains(r.output, "flops")) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(tmp_path("partial_m.json")));
 }
 
 TEST(Merge, IncompatibleProvenanceNamesTheFieldAndBothValues) {

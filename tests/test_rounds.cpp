@@ -4,6 +4,7 @@
 // copy beside the kernel it repeats.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -84,6 +85,40 @@ TEST(Rounds, MedianOfRoundMediansAndSpread) {
   EXPECT_DOUBLE_EQ(st.median, 13.0);
   EXPECT_EQ(st.n, 15);
   EXPECT_DOUBLE_EQ(st.min, 10.0);
+}
+
+TEST(Rounds, TheTimeoutBoundsTheWholeMeasurement) {
+  // A sample of 30 ms against a 50 ms timeout in 5 rounds (10 ms each): the first round takes one sample and
+  // spends 60% of the timeout, the second one more (5 ms were its share), and none is left: 2 rounds, not 5 x 30 ms.
+  const auto slow = [] {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(30)) {
+    }
+    return 0.03;
+  };
+  int quick_calls = 0;
+  const Sampler quick = [&quick_calls] { return ++quick_calls, 1e-6; };
+  StopRule rule;
+  rule.min_samples = 20;
+  rule.max_noise = 0.05;
+  rule.timeout_s = 0.05;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto out = measure_rounds({slow, quick}, rule, 5);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].round_medians.size(), 2u);
+  EXPECT_LE(out[0].samples.size(), 2u);
+  EXPECT_FALSE(out[0].settled);
+  EXPECT_EQ(out[0].unsettled.rfind("round 1 of 5: timeout 0.01 s reached with n=1", 0), 0u) << out[0].unsettled;
+  // The quick one settles every round; the slow one's rounds bound the time: 2 samples of 30 ms, not 5.
+  EXPECT_TRUE(out[1].settled) << out[1].unsettled;
+  EXPECT_EQ(out[1].round_medians.size(), 5u);
+  EXPECT_LT(took, 0.12) << "5 rounds of one 30 ms sample would take 0.15 s";
+  // A lone slow sampler that spent everything: its row says after how many rounds it stopped.
+  rule.timeout_s = 0.02;
+  const auto alone = measure_rounds({slow}, rule, 5);
+  EXPECT_EQ(alone[0].round_medians.size(), 1u);
+  EXPECT_EQ(alone[0].unsettled.rfind("round 1 of 5: timeout 0.004 s reached with n=1", 0), 0u) << alone[0].unsettled;
 }
 
 TEST(Rounds, TheStopRuleIsSplitOverTheRounds) {
