@@ -3,7 +3,8 @@
 # defects through `run`, every kernel path under the bounds), then every shipped group gated with every kernel
 # (--gate-only, in-process); prints the tests' verdicts, and scripts/gate/coverage.py's table (rows checked, the
 # reference's place and share of each run's wall time, the worst passing row per kernel and dtype) last.
-#   scripts/device/gate-coverage.sh tests|groups   (BUILD: the build folder holding the binaries, default build)
+#   scripts/device/gate-coverage.sh tests|groups   (BUILD: the build folder holding the binaries, default build;
+#   GATE_GROUPS: the groups, default every shipped one; GROUP_TIMEOUT: seconds per group, default 300)
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 build=${BUILD:-build}
@@ -28,9 +29,10 @@ case "${1:-}" in
          if(r+0>=mr){mr=r+0;wr=$0} if(l+0>=ml){ml=l+0;wl=$0}} END{print "  " wr; print "  " wl}' "$out/gpu_tests.log"
     ;;
   groups)
-    for g in decode short_prefill long_prefill gqa small_pages features fp8_sdpa gated_397b gated_397b_fp8 gated_mx; do
+    groups=${GATE_GROUPS:-$("$build/src/attnbench" list --groups | tail -n +2)}
+    for g in $groups; do
       t0=$SECONDS
-      timeout 300 "$build/src/attnbench" run --group "$g" --gate-only --isolate off --no-progress -o "$out/$g.json" \
+      timeout "${GROUP_TIMEOUT:-300}" "$build/src/attnbench" run --group "$g" --gate-only --isolate off --no-progress -o "$out/$g.json" \
         > "$out/$g.log" 2>&1
       echo "$g: exit $?, $((SECONDS - t0)) s; $(grep -E '^reference:' "$out/$g.log")"
       grep -E ' (mismatch|error) ' "$out/$g.log" | cut -c1-220 | head -5
