@@ -31,6 +31,7 @@ void sweep_callback(SweepCli& c, Context& ctx) {
   if (o.groups.empty() && o.shape_files.empty()) throw UsageError("sweep: give --group or --shapes FILE");
   const auto axes = parse_knob_axes(c.knobs);  // before any work: a typo must not cost a run
   o.modes = parse_modes(c.modes);
+  for (const KnobAxis& a : axes) o.swept_knobs.push_back(a.name);
   o.modes_given = c.mode_option->count() > 0;
   o.progress = !c.no_progress;
   o.command_line = ctx.command_line;

@@ -109,6 +109,7 @@ Runner::Runner(const RunOptions& options, const std::vector<KnobValues>& knob_va
   file.provenance = run_provenance(o, knob_sets.front(), gpus[Backend::cuda].available, gpus[Backend::cuda].why_not);
   file.provenance["isolation"] = isolation_name(isolation);
   file.provenance["host_cpu"] = host_cpu_facts(o.threads);
+  if (const nlohmann::json unread = unread_swept_knobs(); !unread.empty()) file.provenance["unread_knobs"] = unread;
   if (isolation != Isolation::off && o.case_timeout_s) file.provenance["case_timeout_s"] = *o.case_timeout_s;
   table.emplace(out, table_contents(), o.stop);
 }
@@ -153,6 +154,30 @@ std::vector<const KernelEntry*> Runner::kernels_for(const ShapeCase& c) const {
   for (const auto& k : kernel_registry()) keep(k);
   for (const auto& k : o.extra_kernels) keep(k);
   return entries;
+}
+
+// The swept knobs that no selected kernel reads (the knob table's `kernels`), each warned about on stderr before
+// the run: its settings time the same code, so their ratios are noise. [{knob, read_by}] for the provenance.
+nlohmann::json Runner::unread_swept_knobs() const {
+  nlohmann::json out = nlohmann::json::array();
+  if (o.swept_knobs.empty()) return out;
+  std::set<std::string> names;
+  for (const auto& c : cases)
+    for (const KernelEntry* e : kernels_for(c)) names.insert(e->name);
+  std::string selected;
+  for (const auto& n : names) selected += (selected.empty() ? "" : ", ") + n;
+  for (const std::string& k : o.swept_knobs) {
+    const KnobSpec* spec = find_knob(k);
+    if (!spec || spec->kernels.empty()) continue;
+    bool read = false;
+    for (const auto& n : names) read = read || glob_list_match(spec->kernels, n);
+    if (read) continue;
+    std::cerr << "sweep: warning: " << k << " is read by " << spec->kernels << " only, none of which is selected ("
+              << (selected.empty() ? "no kernel" : selected) << "): every setting times the same code, so the "
+              << "ratios between them are noise\n";
+    out.push_back({{"knob", k}, {"read_by", spec->kernels}});
+  }
+  return out;
 }
 
 // Every name a row of this run can print, so the table's columns fit them all from the first line on.

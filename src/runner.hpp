@@ -30,6 +30,7 @@ struct RunOptions {
   std::string backend = "auto";  // auto (cuda when a device is visible, else cpu) | cpu | cuda | all
   std::vector<std::string> dtypes;  // empty: every dtype of the shape
   std::vector<Mode> modes = {Mode::eager, Mode::graph};
+  std::vector<std::string> swept_knobs;  // sweep's --knob names: one no selected kernel reads is warned about
   bool modes_given = false;  // --mode given: a kernel gets a (declined) row even in a mode its backend cannot time
   std::string filter;               // regex over "group/shape/dtype"
   uint64_t seed = 1234;

@@ -57,6 +57,7 @@ class Runner {
 
  private:
   std::vector<const KernelEntry*> kernels_for(const ShapeCase& c) const;
+  nlohmann::json unread_swept_knobs() const;
   TableContents table_contents() const;
   ResultRow base_row(const ShapeCase& c, const OpCase* op_case, const std::string& kernel, Backend b, Mode m,
                      const KnobValues& k) const;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include "registry.hpp"
 #include "resolve_spread.hpp"
 
 namespace attnbench {
@@ -260,7 +261,7 @@ TEST(Resolve, KnobsParseToTypedValues) {
   EXPECT_EQ(cpu::CpuKnobs::parse(values()).max_gflop, cpu::CpuKnobs{}.max_gflop);
   EXPECT_EQ(cpu::CpuKnobs::parse(values({{"ATTNBENCH_CPU_MAX_GFLOP", "0"}})).max_gflop, 0);
   for (const KnobSpec& k : knob_table()) {
-    if (k.meaning.rfind("cuda.unified", 0) != 0) continue;
+    if (!glob_list_match(k.kernels, "cuda.unified")) continue;
     const std::string other = k.values.empty() ? "5" : k.values.front() != k.default_value ? k.values.front()
                                                                                              : k.values.back();
     EXPECT_FALSE(same(knobs({{k.name, other}}), def)) << k.name << "=" << other << " has no typed value";

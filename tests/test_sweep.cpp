@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "cli_helpers.hpp"
+#include "attnbench/knobs.hpp"
 #include "errors.hpp"
+#include "registry.hpp"
 #include "sweep.hpp"
 
 using namespace attnbench;
@@ -116,6 +118,38 @@ TEST(Sweep, SettingsOfACaseAreTimedTogetherAndLabelledInTheTable) {
     EXPECT_EQ(row["rounds"]["count"], 2) << row.dump();
   }
   EXPECT_EQ(order, (std::vector<std::string>{"prefill 0", "prefill 100", "decode 0", "decode 100"}));
+}
+
+TEST(Sweep, AKnobNoSelectedKernelReadsIsWarnedAbout) {
+  const std::string shapes = write_text("sweep_unread.json", kTinyShapes);
+  const std::string base = "sweep --shapes " + shapes +
+                           " --backend cpu --mode eager --min-samples 2 --max-noise 1 --timeout 0.2 --no-progress ";
+  const Result r = run_cli(base + "--knob ATTNBENCH_SM90_PATH=narrow,wide -o " + tmp_path("unread.json"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "sweep: warning: ATTNBENCH_SM90_PATH is read by cuda.unified,cuda.gated_block only, "
+                                 "none of which is selected (cpu.unified)")) << r.output;
+  const auto unread = read_json(tmp_path("unread.json"))["provenance"]["unread_knobs"];
+  ASSERT_EQ(unread.size(), 1u) << unread.dump();
+  EXPECT_EQ(unread[0]["knob"], "ATTNBENCH_SM90_PATH");
+  // A knob the selected kernel reads: no warning, no field.
+  const Result read = run_cli(base + "--knob ATTNBENCH_CPU_MAX_GFLOP=0,64 -o " + tmp_path("read.json"));
+  ASSERT_EQ(read.code, 0) << read.output;
+  EXPECT_FALSE(contains(read.output, "warning: ATTNBENCH")) << read.output;
+  EXPECT_FALSE(read_json(tmp_path("read.json"))["provenance"].contains("unread_knobs"));
+}
+
+TEST(Sweep, EveryKnobNamesTheKernelsThatReadIt) {
+  std::set<std::string> names = {"hip.unified"};  // registered only in a HIP build
+  for (const KernelEntry& e : kernel_registry()) names.insert(e.name);
+  for (const KnobSpec& k : knob_table()) {
+    const auto globs = glob_list(k.kernels);
+    EXPECT_FALSE(globs.empty()) << k.name;
+    for (const std::string& g : globs) {
+      bool any = false;
+      for (const std::string& n : names) any = any || glob_match(g, n);
+      EXPECT_TRUE(any) << k.name << ": '" << g << "' matches no kernel";
+    }
+  }
 }
 
 TEST(Sweep, BadKnobFailsBeforeAnyWork) {

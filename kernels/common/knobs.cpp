@@ -10,92 +10,92 @@ namespace attnbench {
 
 const std::vector<KnobSpec>& knob_table() {
   static const std::vector<KnobSpec> table = {
-      {"ATTNBENCH_CPU_MAX_GFLOP", {}, "64",
+      {"ATTNBENCH_CPU_MAX_GFLOP", {}, "64", "cpu.*",
        "cpu.*: decline problems whose declared work exceeds this many GFLOP (0 = no limit)"},
-      {"ATTNBENCH_SM90_NARROW_WARPS", {"4", "8", "4x32"}, "4x32",
+      {"ATTNBENCH_SM90_NARROW_WARPS", {"4", "8", "4x32"}, "4x32", "cuda.unified,cuda.gated_block",
        "cuda.unified 2D prefill: warps per CTA of the mma.sync kernel, 16 query rows per warp (4 | 8), or 4x32: "
        "4 warps x 32 query rows (two m16 tiles per warp; d256 falls back to 8 x 16)"},
-      {"ATTNBENCH_SM90_PATH", {"auto", "narrow", "wide"}, "auto",
+      {"ATTNBENCH_SM90_PATH", {"auto", "narrow", "wide"}, "auto", "cuda.unified,cuda.gated_block",
        "cuda.unified 2D prefill: narrow = mma.sync kernel; wide = wgmma + TMA kernel (head sizes 64, 128, 256); "
        "auto = wide only where measured faster (kernels/NOTES.md)"},
-      {"ATTNBENCH_SM90_FLASH_WIDE", {"0", "1", "2", "3"}, "0",
+      {"ATTNBENCH_SM90_FLASH_WIDE", {"0", "1", "2", "3"}, "0", "cuda.unified,cuda.gated_block",
        "cuda.unified 2D prefill, wide regime: consumer warpgroups per CTA (64 query rows each); 0 = per head size "
        "(d64 3, else 2); 3 fits the register file at head size 64 only (declined elsewhere)"},
-      {"ATTNBENCH_SM90_STAGES", {"0", "2", "3", "4"}, "0",
+      {"ATTNBENCH_SM90_STAGES", {"0", "2", "3", "4"}, "0", "cuda.unified,cuda.gated_block",
        "cuda.unified 2D prefill, wide regime: K and V ring slots; 0 = the deepest that fits (d64 4, d128 3, d256 2; "
        "the FP8 SDPA's K slots hold 8-bit codes, half a 16-bit tile: d256 3); a depth that does not fit shared "
        "memory is declined"},
-      {"ATTNBENCH_SM90_PERSISTENT", {"auto", "0", "1"}, "auto",
+      {"ATTNBENCH_SM90_PERSISTENT", {"auto", "0", "1"}, "auto", "cuda.unified,cuda.gated_block",
        "cuda.unified 2D prefill, wide regime: 1 = one CTA per SM walking the q-tiles heaviest first (a snake, or "
        "the L2 walk: ATTNBENCH_SM90_WALK); 0 = one CTA per q-tile, heaviest first in launch order; auto = 1 for "
        "equal-length batches (kernels/NOTES.md, wide v4/v5 and the L2 walk)"},
-      {"ATTNBENCH_SM90_GQA_PACK", {}, "0",
+      {"ATTNBENCH_SM90_GQA_PACK", {}, "0", "cuda.unified,cuda.gated_block",
        "cuda.unified 2D prefill, wide regime: query heads of one KV group per 64*wgs-row tile (a divisor of the "
        "group size up to 16, each head 64*wgs/pack tokens), so short q-tiles share their K/V tile loads; 0 = auto: "
        "the pack with the fewest KV-tile steps + units (kernels/NOTES.md, wide v6); a value that does not divide the "
        "group keeps the problem off the wide kernel (declined where ATTNBENCH_SM90_PATH=wide)"},
-      {"ATTNBENCH_SM90_QO", {"auto", "tma", "threads"}, "auto",
+      {"ATTNBENCH_SM90_QO", {"auto", "tma", "threads"}, "auto", "cuda.unified,cuda.gated_block",
        "cuda.unified 2D prefill, wide regime: how a unit's Q comes in and its O goes out: tma = one TMA box per "
        "64-column slab of a warpgroup's rows (O by a TMA store where the rows are all in their sequence and there is "
        "no output gate; the threads' copies otherwise); threads = the consumer threads' 16-byte copies; auto = tma "
        "where the rows are boxes (a 16-bit Q, and a GQA pack whose tokens per head divide 64 or are a multiple of it)"},
-      {"ATTNBENCH_SM90_WALK", {"auto", "rank", "l2"}, "auto",
+      {"ATTNBENCH_SM90_WALK", {"auto", "rank", "l2"}, "auto", "cuda.unified,cuda.gated_block",
        "cuda.unified 2D prefill, wide regime, persistent CTAs: the order they take their q-tiles in: rank = every "
        "head's heaviest q-tiles first, in a snake over the CTAs; l2 = the (sequence, head) pairs in sections whose "
        "K/V fit a share of L2 (ATTNBENCH_SM90_L2_SECTION_KB), heaviest first within a section, each q-tile to the "
        "CTA with the least work (a table the host builds); auto = l2 where the problem's K/V exceed one section "
        "(kernels/NOTES.md, the L2 walk)"},
-      {"ATTNBENCH_SM90_L2_SECTION_KB", {}, "0",
+      {"ATTNBENCH_SM90_L2_SECTION_KB", {}, "0", "cuda.unified,cuda.gated_block",
        "cuda.unified 2D prefill, wide regime, the L2 walk: K/V bytes of one section in KiB; 0 = 16384 (16 MiB)"},
-      {"ATTNBENCH_Q_MAJOR_GRID", {"0", "1"}, "0",
+      {"ATTNBENCH_Q_MAJOR_GRID", {"0", "1"}, "0", "cuda.unified,cuda.gated_block,hip.unified",
        "cuda.unified and hip.unified 2D prefill: 1 puts the q-tile index on grid.x (q-major order), 0 puts heads "
        "(hip: kv heads) first"},
-      {"ATTNBENCH_3D_SPLITS", {}, "0",
+      {"ATTNBENCH_3D_SPLITS", {}, "0", "cuda.unified,cuda.gated_block,hip.unified",
        "cuda.unified and hip.unified 3D decode: KV splits per (sequence, kv head, 16-row tile); 0 = heuristic; "
        "capped at 128 and at the 64-key tiles"},
-      {"ATTNBENCH_3D_STAGES", {"auto", "3", "6"}, "auto",
+      {"ATTNBENCH_3D_STAGES", {"auto", "3", "6"}, "auto", "cuda.unified,cuda.gated_block",
        "cuda.unified 3D decode: K/V ring slots per CTA; auto = 3, the ring the decode rows were measured with; 6 "
        "(head sizes 64 and 128; declined at 256, whose tiles do not fit) holds twice the bytes in flight, for grids "
        "of at most one CTA per SM; the split count is modelled for the ring"},
-      {"ATTNBENCH_3D_MERGE", {"auto", "fused", "separate"}, "auto",
+      {"ATTNBENCH_3D_MERGE", {"auto", "fused", "separate"}, "auto", "cuda.unified,cuda.gated_block",
        "cuda.unified 3D decode with more than one split: fused = the last split CTAs to finish merge the partials in "
        "the decode launch (in groups where they are large); separate = a merge kernel, launched as a programmatic "
        "dependent of the decode kernel, reads every row's partials with many CTAs at once; auto = separate from 8 "
        "splits on, where the merge sweep measured it faster (kernels/NOTES.md, decode v3)"},
-      {"ATTNBENCH_2D_GRAPH", {"0", "1"}, "1",
+      {"ATTNBENCH_2D_GRAPH", {"0", "1"}, "1", "cuda.unified,cuda.gated_block",
        "cuda.unified: allow recommend_graph_replay() to say yes for 2D prefill problems"},
-      {"ATTNBENCH_3D_GRAPH", {"0", "1"}, "1",
+      {"ATTNBENCH_3D_GRAPH", {"0", "1"}, "1", "cuda.unified,cuda.gated_block",
        "cuda.unified: allow recommend_graph_replay() to say yes for 3D decode problems"},
-      {"ATTNBENCH_GFX942_PATH", {"auto", "narrow", "flash"}, "auto",
+      {"ATTNBENCH_GFX942_PATH", {"auto", "narrow", "flash"}, "auto", "hip.unified",
        "hip.unified 2D prefill: narrow = mfma 16x16x16 kernel (fp16, bf16); flash = transposed-x8 mfma 32x32x8 "
        "kernel (fp16 only, declined for bf16); auto = flash for fp16, narrow for bf16"},
-      {"HIPDNN_GFX942_FLASH_WIDE", {"0", "1", "2"}, "1",
+      {"HIPDNN_GFX942_FLASH_WIDE", {"0", "1", "2"}, "1", "hip.unified",
        "hip.unified 2D prefill, flash regime: waves per workgroup, 32 query rows each: 1 (the default) = wide4 "
        "(4 waves, 256 threads), 0 = L4 (1 wave), 2 = wide2 (2 waves)"},
-      {"HIPDNN_GFX942_2D_GRAPH", {"0", "1"}, "1",
+      {"HIPDNN_GFX942_2D_GRAPH", {"0", "1"}, "1", "hip.unified",
        "hip.unified: allow recommend_graph_replay() to say yes for 2D prefill problems"},
-      {"HIPDNN_GFX942_3D_GRAPH", {"0", "1"}, "1",
+      {"HIPDNN_GFX942_3D_GRAPH", {"0", "1"}, "1", "hip.unified",
        "hip.unified: allow recommend_graph_replay() to say yes for 3D decode problems"},
-      {"ATTNBENCH_GATED_FUSE_GATE", {"auto", "0", "1"}, "auto",
+      {"ATTNBENCH_GATED_FUSE_GATE", {"auto", "0", "1"}, "auto", "*.gated_block",
        "*.gated_block: 1 applies O * sigmoid(GATE) in the SDPA epilogue, under fp8 in the O quantisation pass (declined "
        "where the SDPA kernel has none); auto: 0 for the plain 16-bit block, 1 under fp8 or mx"},
-      {"ATTNBENCH_GATED_FUSE_NORM_ROPE", {"auto", "0", "1"}, "auto",
+      {"ATTNBENCH_GATED_FUSE_NORM_ROPE", {"auto", "0", "1"}, "auto", "*.gated_block",
        "*.gated_block: 1 moves Q's RMSNorm + RoPE into the SDPA's Q load (its Q prologue; K keeps a separate pass), "
        "under fp8 the Q, K and V quantisation into the norm + RoPE pass; declined where the SDPA kernel has no Q "
        "prologue for the problem; auto: 1 under fp8, else 0"},
-      {"ATTNBENCH_GATED_QGATE_LAYOUT", {"flat", "interleaved"}, "flat",
+      {"ATTNBENCH_GATED_QGATE_LAYOUT", {"flat", "interleaved"}, "flat", "*.gated_block,cudnn.gated_chain",
        "*.gated_block: W_qkvg column blocks Q | GATE | K | V (flat) or per-head [q_h | g_h] then K | V (interleaved)"},
-      {"ATTNBENCH_CUDNN_HEURISTICS", {"a", "b", "fallback"}, "a",
+      {"ATTNBENCH_CUDNN_HEURISTICS", {"a", "b", "fallback"}, "a", "cudnn.sdpa,cudnn.gated_chain",
        "cudnn.sdpa: the cuDNN heuristics modes whose engine configs are the plan candidates, their lists joined in "
        "the order given (a comma list, e.g. a,fallback; a sweep's --knob splits on commas, so there each value is "
        "one mode)",
        KnobSyntax::list},
-      {"ATTNBENCH_CUDNN_PLAN", {"first", "autotune"}, "first",
+      {"ATTNBENCH_CUDNN_PLAN", {"first", "autotune"}, "first", "cudnn.sdpa,cudnn.gated_chain",
        "cudnn.sdpa: the candidate that runs: first = the first that builds (cuDNN's order); N = candidate N "
        "(0-based) of the heuristics' list; autotune = every candidate built and timed at plan time (median of 10 "
        "executions after 3 warm-ups), the fastest kept; the plan summary names the engine and the times",
        KnobSyntax::one_or_integer},
-      {"ATTNBENCH_CUDNN_IMPL", {"auto", "composite", "unified"}, "auto",
+      {"ATTNBENCH_CUDNN_IMPL", {"auto", "composite", "unified"}, "auto", "cudnn.sdpa,cudnn.gated_chain",
        "cudnn.sdpa: the frontend's SDPA node: auto = the frontend's pick (unified where its support surface takes "
        "the graph: cuDNN >= 9.15 for paged caches, no causal band; composite where that unified node gives no "
        "plan), or one forced (a graph it cannot take is declined with the frontend's "

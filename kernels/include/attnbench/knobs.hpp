@@ -18,6 +18,7 @@ struct KnobSpec {
   std::string name;
   std::vector<std::string> values;  // allowed values (see `syntax`)
   std::string default_value;
+  std::string kernels;  // the kernels that read it, as a comma list of globs ("cuda.unified,*.gated_block")
   std::string meaning;
   KnobSyntax syntax = KnobSyntax::one;
 };
