@@ -13,7 +13,7 @@
 namespace attnbench {
 
 std::vector<ShapeCase> listed_cases(RunOptions o) {
-  if (o.groups.empty() && o.shape_files.empty()) o.groups = list_groups();
+  if (!o.selects_cases()) o.groups = list_groups();
   return select_cases(o);
 }
 

@@ -14,6 +14,7 @@
 #include "interrupt.hpp"
 #include "journal.hpp"
 #include "json_file.hpp"
+#include "inline_shape.hpp"
 
 namespace fs = std::filesystem;
 
@@ -66,6 +67,7 @@ CLI::Validator integer_in(long long lo, long long hi) {
 void add_case_options(CLI::App* cmd, RunOptions& o) {
   cmd->add_option("--group,-g", o.groups, "Shape group (repeatable): decode, short_prefill, ...");
   cmd->add_option("--shapes", o.shape_files, "A shape file in the shapes/ schema (repeatable)");
+  cmd->add_option("--shape", o.inline_shapes, std::string("An inline attention shape (repeatable): ") + kInlineShapeGrammar);
   cmd->add_option("--kernel,-k", o.kernel_glob, "Kernel name globs, comma-separated, e.g. 'cuda.*,cudnn.*'")->capture_default_str();
   cmd->add_option("--backend", o.backend, "auto (cuda when a GPU is visible, else cpu) | cpu | cuda | hip | all")
       ->capture_default_str();

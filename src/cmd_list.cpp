@@ -11,6 +11,7 @@
 #include "errors.hpp"
 #include "registry.hpp"
 #include "shapes.hpp"
+#include "inline_shape.hpp"
 
 namespace attnbench {
 
@@ -34,15 +35,16 @@ void resolve_list_options(ListCli& c) {
     throw UsageError("--cases: give it without --groups, --kernels and --knobs (its output is one listing)");
   if ((!c.selection.dtypes.empty() || !c.selection.filter.empty()) && !c.cases)
     throw UsageError("--dtype and --filter: only with --cases");
-  if (!c.selection.shape_files.empty() && !c.cases) c.shapes = true;
+  if ((!c.selection.shape_files.empty() || !c.selection.inline_shapes.empty()) && !c.cases) c.shapes = true;
 }
 
 void list_shapes(const ListCli& c) {
   std::vector<std::string> names = c.selection.groups;
-  if (names.empty() && c.selection.shape_files.empty()) names = list_groups();
+  if (!c.selection.selects_cases()) names = list_groups();
   std::vector<std::pair<std::string, std::vector<ShapeCase>>> sources;
   for (const auto& g : names) sources.emplace_back(g, load_group(g));
   for (const auto& f : c.selection.shape_files) sources.emplace_back(f, load_shape_file(f));
+  for (const auto& spec : c.selection.inline_shapes) sources.emplace_back("--shape '" + spec + "'", load_inline_shape(spec));
   for (const auto& [title, cases] : sources) {
     std::cout << title << ":\n";
     std::string last;
@@ -102,6 +104,8 @@ void add_list_command(CLI::App& app, Context&) {
   cmd->add_flag("--kernels", c->kernels, "Kernels");
   cmd->add_flag("--knobs", c->knobs, "Knob table");
   cmd->add_option("--group,-g", c->selection.groups, "With --shapes or --cases: only these groups");
+  cmd->add_option("--shape", c->selection.inline_shapes,
+                  std::string("An inline attention shape, as run takes it (repeatable): ") + kInlineShapeGrammar);
   cmd->add_option("--dtype", c->selection.dtypes, "With --cases: keep only these dtypes (bf16, fp16)")->delimiter(',');
   cmd->add_option("--filter", c->selection.filter, "With --cases: regex over 'group/shape/dtype'");
   cmd->callback([c] { list_callback(*c); });

@@ -33,14 +33,14 @@ struct RunCli {
 std::string default_out(const RunOptions& o) {
   std::string stem;
   for (const auto& g : o.groups) stem += (stem.empty() ? "" : "+") + g;
-  if (stem.empty()) stem = std::filesystem::path(o.shape_files.front()).stem().string();
+  if (stem.empty()) stem = o.shape_files.empty() ? "inline" : std::filesystem::path(o.shape_files.front()).stem().string();
   return "results/" + stem + ".json";
 }
 
 void run_callback(RunCli& c, Context& ctx) {
   RunOptions& o = c.opt;
   warn_unknown_environment(std::cerr);
-  if (o.groups.empty() && o.shape_files.empty()) throw UsageError("run: give at least one --group or --shapes FILE");
+  if (!o.selects_cases()) throw UsageError("run: give at least one --group, --shapes FILE or --shape SPEC");
   o.modes = parse_modes(c.modes);
   o.modes_given = c.mode_option->count() > 0;
   if (c.l2 == "hot") o.l2 = L2Mode::hot;

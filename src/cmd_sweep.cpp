@@ -28,7 +28,7 @@ struct SweepCli {
 void sweep_callback(SweepCli& c, Context& ctx) {
   RunOptions& o = c.opt;
   warn_unknown_environment(std::cerr);
-  if (o.groups.empty() && o.shape_files.empty()) throw UsageError("sweep: give --group or --shapes FILE");
+  if (!o.selects_cases()) throw UsageError("sweep: give --group, --shapes FILE or --shape SPEC");
   const auto axes = parse_knob_axes(c.knobs);  // before any work: a typo must not cost a run
   o.modes = parse_modes(c.modes);
   for (const KnobAxis& a : axes) o.swept_knobs.push_back(a.name);

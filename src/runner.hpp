@@ -26,6 +26,8 @@ const char* isolation_name(Isolation i);
 struct RunOptions {
   std::vector<std::string> groups;
   std::vector<std::string> shape_files;
+  std::vector<std::string> inline_shapes;  // --shape specs (inline_shape.hpp)
+  bool selects_cases() const { return !groups.empty() || !shape_files.empty() || !inline_shapes.empty(); }
   std::string kernel_glob = "*";    // comma-separated globs
   std::string backend = "auto";  // auto (cuda when a device is visible, else cpu) | cpu | cuda | all
   std::vector<std::string> dtypes;  // empty: every dtype of the shape

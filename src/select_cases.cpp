@@ -10,6 +10,7 @@
 
 #include "errors.hpp"
 #include "runner.hpp"
+#include "inline_shape.hpp"
 
 namespace attnbench {
 
@@ -41,6 +42,10 @@ std::vector<ShapeCase> select_cases(const RunOptions& o) {
   }
   for (const auto& f : o.shape_files) {
     auto c = load_shape_file(f);
+    all.insert(all.end(), c.begin(), c.end());
+  }
+  for (const auto& spec : o.inline_shapes) {
+    auto c = load_inline_shape(spec);
     all.insert(all.end(), c.begin(), c.end());
   }
   // The same case from two files (a group and a copy of its file, two files of one group) would share its rows' keys.

@@ -422,7 +422,10 @@ void add_shape(const json& raw, const FileHeader& h, Where& w, std::set<std::str
 }  // namespace
 
 std::vector<ShapeCase> load_shape_file(const std::string& path) {
-  const json doc = read_json_file(path, "shape file");
+  return load_shape_doc(read_json_file(path, "shape file"), path);
+}
+
+std::vector<ShapeCase> load_shape_doc(const json& doc, const std::string& path) {
   const Where top{path, -1, ""};
   FileHeader h;
   try {

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "attnbench/attention.hpp"
 #include "attnbench/gated_fp8.hpp"
 #include "attnbench/gated_mx.hpp"
@@ -42,6 +44,8 @@ struct ShapeCase {
 
 // Loads one file; `group_hint` names the group when the file has no "group" field.
 std::vector<ShapeCase> load_shape_file(const std::string& path);
+// Loads a parsed shape document; `source` names it in errors and is each case's `file`.
+std::vector<ShapeCase> load_shape_doc(const nlohmann::json& doc, const std::string& source);
 // Loads shapes/<group>.json from the shapes directory.
 std::vector<ShapeCase> load_group(const std::string& group);
 // Group names available (file stems in the shapes directory), sorted.

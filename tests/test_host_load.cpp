@@ -22,7 +22,9 @@ json host_of(const std::string& args, const std::string& env, const std::string&
   const json j = read_json(out);
   EXPECT_FALSE(j["rows"].empty());
   for (const auto& row : j["rows"]) {
-    if (!args.empty()) EXPECT_NE(row["repro"].get<std::string>().find(args), std::string::npos) << row.dump();
+    if (!args.empty()) {
+      EXPECT_NE(row["repro"].get<std::string>().find(args), std::string::npos) << row.dump();
+    }
   }
   return j["provenance"]["host_cpu"];
 }

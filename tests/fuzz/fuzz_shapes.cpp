@@ -1,10 +1,11 @@
 // libFuzzer target: the shape-file loader (every check of a shape file), then the cases it gives as `run` and
-// `list --cases` would expand them.
+// `list --cases` would expand them; the same bytes as an inline `--shape` spec.
 #include <cstddef>
 #include <cstdint>
 
 #include "case_list.hpp"
 #include "fuzz_common.hpp"
+#include "inline_shape.hpp"
 #include "shapes.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -13,5 +14,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto cases = attnbench::load_shape_file(path);
     for (const auto& c : cases) (void)c.dtype_label();
   });
+  fuzz::expect_clean([&] { (void)attnbench::load_inline_shape(std::string(reinterpret_cast<const char*>(data), size)); });
   return 0;
 }
