@@ -67,7 +67,8 @@ CLI::Validator integer_in(long long lo, long long hi) {
 void add_case_options(CLI::App* cmd, RunOptions& o) {
   cmd->add_option("--group,-g", o.groups, "Shape group (repeatable): decode, short_prefill, ...");
   cmd->add_option("--shapes", o.shape_files, "A shape file in the shapes/ schema (repeatable)");
-  cmd->add_option("--shape", o.inline_shapes, std::string("An inline attention shape (repeatable): ") + kInlineShapeGrammar);
+  cmd->add_option("--shape", o.inline_shapes,
+                  std::string("An inline attention shape (repeatable): ") + kInlineShapeGrammar);
   cmd->add_option("--kernel,-k", o.kernel_glob, "Kernel name globs, comma-separated, e.g. 'cuda.*,cudnn.*'")->capture_default_str();
   cmd->add_option("--backend", o.backend, "auto (cuda when a GPU is visible, else cpu) | cpu | cuda | hip | all")
       ->capture_default_str();
@@ -171,6 +172,13 @@ std::vector<Mode> parse_modes(const std::vector<std::string>& modes) {
     out.push_back(mode);
   }
   return out;
+}
+
+std::string selection_stem(const RunOptions& o) {
+  std::string stem;
+  for (const auto& g : o.groups) stem += (stem.empty() ? "" : "+") + g;
+  if (!stem.empty()) return stem;
+  return o.shape_files.empty() ? "inline" : fs::path(o.shape_files.front()).stem().string();
 }
 
 void make_default_out_folder(const std::string& out_path) {

@@ -42,6 +42,9 @@ int interrupted_exit(const ResultsFile& f, const RunOptions& o, std::ostream& ou
 // --mode values (eager, graph), each at most once; UsageError otherwise.
 std::vector<Mode> parse_modes(const std::vector<std::string>& modes);
 
+// The default output's name: the groups joined by '+', else the first shape file's stem, else "inline".
+std::string selection_stem(const RunOptions& o);
+
 // Creates the folder of a default output path (results/...); UsageError naming the folder, suggesting -o.
 void make_default_out_folder(const std::string& out_path);
 

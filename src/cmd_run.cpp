@@ -30,12 +30,7 @@ struct RunCli {
   std::string shard;
 };
 
-std::string default_out(const RunOptions& o) {
-  std::string stem;
-  for (const auto& g : o.groups) stem += (stem.empty() ? "" : "+") + g;
-  if (stem.empty()) stem = o.shape_files.empty() ? "inline" : std::filesystem::path(o.shape_files.front()).stem().string();
-  return "results/" + stem + ".json";
-}
+std::string default_out(const RunOptions& o) { return "results/" + selection_stem(o) + ".json"; }
 
 void run_callback(RunCli& c, Context& ctx) {
   RunOptions& o = c.opt;

@@ -39,10 +39,7 @@ void sweep_callback(SweepCli& c, Context& ctx) {
   if (ctx.validate_only) return;
   std::string out = c.out;
   if (out.empty()) {
-    std::string stem;
-    for (const auto& g : o.groups) stem += (stem.empty() ? "" : "+") + g;
-    if (stem.empty()) stem = std::filesystem::path(o.shape_files.front()).stem().string();
-    out = "results/sweep_" + stem + ".json";
+    out = "results/sweep_" + selection_stem(o) + ".json";
     make_default_out_folder(out);
   }
   const bool journal = std::filesystem::exists(journal_path(out));

@@ -27,9 +27,9 @@ std::string source_of(const std::string& spec) { return "--shape '" + spec + "'"
 // The digits after a token's prefix, as a JSON integer; anything else is an error naming the token.
 json count(const std::string& spec, const std::string& token, std::size_t prefix) {
   const std::string digits = token.substr(prefix);
-  if (digits.empty() || digits.size() > 12) fail(spec, "'" + token + "': expected digits after '" + token.substr(0, prefix) + "'");
-  for (char c : digits)
-    if (!std::isdigit(static_cast<unsigned char>(c))) fail(spec, "'" + token + "': expected digits after '" + token.substr(0, prefix) + "'");
+  bool ok = !digits.empty() && digits.size() <= 12;  // the loader bounds each field far below 10^12
+  for (char c : digits) ok = ok && std::isdigit(static_cast<unsigned char>(c));
+  if (!ok) fail(spec, "'" + token + "': expected digits after '" + token.substr(0, prefix) + "'");
   return std::stoll(digits);
 }
 
@@ -69,8 +69,9 @@ void read_token(const std::string& spec, const std::string& token, json& s) {
     if (s.contains(key)) fail(spec, std::string("'") + key + "' given twice (token '" + token + "')");
     s[key] = std::move(v);
   };
-  const auto starts = [&](const char* p) { return token.rfind(p, 0) == 0 && token.size() > std::string(p).size() &&
-                                                  std::isdigit(static_cast<unsigned char>(token[std::string(p).size()])); };
+  const auto starts = [&](const std::string& p) {  // the prefix, then a digit
+    return token.rfind(p, 0) == 0 && token.size() > p.size() && std::isdigit(static_cast<unsigned char>(token[p.size()]));
+  };
   if (token.find('=') != std::string::npos) read_field(spec, token, s);
   else if (token == "causal" || token == "noncausal") set("causal", token == "causal");
   else if (starts("kv")) set("seqlen_k", count(spec, token, 2));

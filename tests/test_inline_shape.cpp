@@ -90,6 +90,17 @@ TEST(InlineShape, RunAndListTakeIt) {
   const Result l = run_cli("list --cases --json --shape 'd64 h4/2 b2 q1 kv300 bf16' --shape 'd64 h4 s64 fp16'");
   ASSERT_EQ(l.code, 0) << l.output;
   EXPECT_TRUE(contains(l.output, "\"shape\": \"d64_h4kv4_b1_q64_kv64\"")) << l.output;
+  // Without -o, run and sweep name their files after the inline group.
+  const std::string dir = tmp_path("inline_default");
+  const std::string cd = "mkdir -p " + dir + " && cd " + dir + " &&";
+  const std::string sel = " --shape 'd64 h4 s32 bf16' --backend cpu --mode eager --min-samples 2 --max-noise 1"
+                          " --timeout 0.2 --no-progress";
+  const Result run = run_cli("run" + sel, cd);
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_EQ(read_json(dir + "/results/inline.json")["rows"].size(), 1u);
+  const Result sweep = run_cli("sweep --knob ATTNBENCH_CPU_MAX_GFLOP=0,64" + sel, cd);
+  ASSERT_EQ(sweep.code, 0) << sweep.output;
+  EXPECT_EQ(read_json(dir + "/results/sweep_inline.json")["rows"].size(), 2u);
   const Result bad = run_cli("run --shape 'd64 h4 kv64 zz' --backend cpu -o " + tmp_path("inline_bad.json"));
   EXPECT_EQ(bad.code, 2) << bad.output;
   EXPECT_TRUE(contains(bad.output, "--shape 'd64 h4 kv64 zz': unknown token 'zz'")) << bad.output;
