@@ -65,6 +65,19 @@ TEST(PerfRegression, MissingBaselineIsNamed) {
   EXPECT_FALSE(fs::exists(s.results + "/tiny.json")) << "nothing should have run";
 }
 
+// Without BASELINE_DIR the baselines are the card's own: an H100 is never compared with an H200's numbers.
+TEST(PerfRegression, TheDefaultBaselinesAreTheCardsOwn) {
+  const std::string dir = tmp_path("fakebin_h100");
+  fs::create_directories(dir);
+  std::ofstream(dir + "/nvidia-smi") << "#!/bin/sh\necho 'NVIDIA H100 80GB HBM3'\n";
+  ::chmod((dir + "/nvidia-smi").c_str(), 0755);
+  const std::string cwd = tmp_path("perf_cwd");
+  fs::create_directories(cwd);
+  const Result r = shell("cd " + cwd + " && PATH=" + dir + ":$PATH PERF_GROUPS=tiny " + kScript);
+  EXPECT_EQ(r.code, 4) << r.output;
+  EXPECT_TRUE(contains(r.output, "missing baseline baselines/h100/tiny.json")) << r.output;
+}
+
 TEST(PerfRegression, PassesWhenFasterFailsWhenSlower) {
   const PerfCase s;
   std::ofstream(s.base + "/tiny.json") << "{}";  // present, so the run happens; compare rejects it

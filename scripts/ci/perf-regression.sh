@@ -7,14 +7,14 @@
 # (nothing ran); 2 bad usage or input; 3 no GPU here (nvidia-smi -L fails): cannot run, neither pass nor
 # failure; 4 a baseline is missing.
 #
-# Environment: PERF_GROUPS (default: every shipped group), BASELINE_DIR (baselines/h200), RESULTS_DIR
+# Environment: PERF_GROUPS (default: every shipped group), BASELINE_DIR (baselines/<card>: h100, h200, or the GPU's name
+# in lower case: a baseline is only comparable on the card it was made on), RESULTS_DIR
 # (results/perf), PERF_THRESHOLD (2%), ATTNBENCH_BIN (build/src/attnbench; built with scripts/build.sh when
 # absent), PERF_BACKEND (cuda), PERF_RUN_ARGS (extra arguments for `attnbench run`, e.g. "--min-samples 50").
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 
 groups=${PERF_GROUPS:-"decode short_prefill long_prefill gqa gated_397b"}
-baseline_dir=${BASELINE_DIR:-baselines/h200}
 results_dir=${RESULTS_DIR:-results/perf}
 threshold=${PERF_THRESHOLD:-2%}
 bin=${ATTNBENCH_BIN:-build/src/attnbench}
@@ -24,6 +24,13 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
   echo "perf-regression: no GPU here (nvidia-smi -L failed): cannot run the performance gate (exit 3)"
   exit 3
 fi
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+case "$gpu" in
+  *H200*) card=h200 ;;
+  *H100*) card=h100 ;;
+  *) card=$(echo "$gpu" | tr 'A-Z ' 'a-z_' | tr -cd 'a-z0-9_.-') ;;
+esac
+baseline_dir=${BASELINE_DIR:-baselines/$card}
 
 missing=0
 for g in $groups; do
