@@ -4,9 +4,9 @@
 #include <sstream>
 #include <utility>
 
-#include "json_file.hpp"
 #include "attnbench/dtype.hpp"
 #include "errors.hpp"
+#include "json_file.hpp"
 
 namespace attnbench {
 
@@ -46,9 +46,9 @@ void read_field(const std::string& spec, const std::string& token, json& s) {
   const std::string key = token.substr(0, eq), text = token.substr(eq + 1);
   if (key.empty() || text.empty()) fail(spec, "'" + token + "': expected field=value");
   if (s.contains(key)) fail(spec, "'" + key + "' given twice");
-  const bool json_like = !text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) ||
-                                           std::string("-[{\"").find(text[0]) != std::string::npos ||
-                                           text == "true" || text == "false" || text == "null");
+  const bool json_like = std::isdigit(static_cast<unsigned char>(text[0])) ||
+                         std::string("-[{\"").find(text[0]) != std::string::npos || text == "true" ||
+                         text == "false" || text == "null";
   s[key] = json_like ? parse_json_text(text, source_of(spec) + " field '" + key + "'", "value") : json(text);
 }
 

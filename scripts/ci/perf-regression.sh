@@ -7,8 +7,8 @@
 # (nothing ran); 2 bad usage or input; 3 no GPU here (nvidia-smi -L fails): cannot run, neither pass nor
 # failure; 4 a baseline is missing.
 #
-# Environment: PERF_GROUPS (default: every shipped group), BASELINE_DIR (baselines/<card>: h100, h200, or the GPU's name
-# in lower case: a baseline is only comparable on the card it was made on), RESULTS_DIR
+# Environment: PERF_GROUPS (default: every shipped group), BASELINE_DIR (baselines/<card>: h100, h200, or the
+# GPU's name in lower case: a baseline is only comparable on the card it was made on), RESULTS_DIR
 # (results/perf), PERF_THRESHOLD (2%), ATTNBENCH_BIN (build/src/attnbench; built with scripts/build.sh when
 # absent), PERF_BACKEND (cuda), PERF_RUN_ARGS (extra arguments for `attnbench run`, e.g. "--min-samples 50").
 set -uo pipefail

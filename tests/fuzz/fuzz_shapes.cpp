@@ -14,6 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto cases = attnbench::load_shape_file(path);
     for (const auto& c : cases) (void)c.dtype_label();
   });
-  fuzz::expect_clean([&] { (void)attnbench::load_inline_shape(std::string(reinterpret_cast<const char*>(data), size)); });
+  const std::string spec(reinterpret_cast<const char*>(data), size);
+  fuzz::expect_clean([&] { (void)attnbench::load_inline_shape(spec); });
   return 0;
 }
