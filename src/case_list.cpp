@@ -22,7 +22,7 @@ namespace {
 // The row's dims, with what a caller rebuilding the problem needs and rows leave out (uniform seqlens).
 nlohmann::json listed_dims(const ShapeCase& c, const OpCase& op) {
   nlohmann::json d = op.dims();
-  if (c.op == Op::attention) {
+  if (c.is_attention_like()) {
     const AttentionProblem& p = c.attention;
     nlohmann::json seq = nlohmann::json::array();
     for (int s = 0; s < p.num_seqs(); ++s) seq.push_back({p.q_lens[s], p.kv_lens[s]});
@@ -43,7 +43,7 @@ nlohmann::json case_to_json(const ShapeCase& c) {
   const auto op = make_op_case(c);
   const WorkModel w = op->work();
   const std::string dt = c.dtype_label();
-  const bool att = c.op == Op::attention;
+  const bool att = c.is_attention_like();
   const AttentionTypes t = att ? c.attention.types : AttentionTypes::all(c.dtype);
   return {{"group", c.group},
           {"shape", c.name},

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attnbench/dtype.hpp"
@@ -32,12 +33,28 @@ inline Tolerance default_tolerance(DType d) { return {default_atol(d), default_r
 // error from its weights) and atol + 2^-4 * 4 (that rounding times a weighted mean of |v| over N(0, 1) values).
 Tolerance attention_tolerance(const AttentionTypes& t, const Tolerance& base);
 
+// The bounds of a backward's gradients (dQ, dK, dV) of dtype d from the forward's `base`: README, "The gradient
+// gate".
+Tolerance gradient_tolerance(DType d, const Tolerance& base);
+// The ref_floor of a gradient tensor (rows x row_len floats): a share of its rows' RMS norm. A causal row that sees
+// one key has dQ = 0 exactly (dP = D), and a kernel summing dP and D in other orders leaves rounding noise there.
+double gradient_row_floor(const float* ref, int64_t rows, int row_len);
+
 // How much of an output the checked rows reach: the (sequence, head) pairs and the (64-row tile of a sequence, head)
 // units holding at least one checked row, of all of them. Every row checked covers everything.
 struct RowCoverage {
   int64_t sequence_heads = 0, sequence_heads_covered = 0;
   int64_t tile_heads = 0, tile_heads_covered = 0;
   bool complete() const { return sequence_heads_covered == sequence_heads && tile_heads_covered == tile_heads; }
+};
+
+// One output tensor of a gate over several (a backward's dq, dk, dv): its own result, as gate_rows gives it.
+struct TensorGate {
+  std::string name;
+  bool passed = false;
+  double max_abs = 0, rel_l2 = 0, max_row_rel = 0, atol = 0, rtol = 0;
+  int64_t rows_checked = 0, nonfinite = 0, worst_row = -1;
+  std::vector<std::string> failed;
 };
 
 struct GateResult {
@@ -58,19 +75,29 @@ struct GateResult {
   // return_lse (gate_lse): rows whose LSE was compared, the largest |lse - ref| / max(1, |ref|), its bound.
   int64_t lse_checked = 0;
   double lse_max_err = 0, lse_tol = 0;
+  // A gate over several tensors (merge_tensor_gates): each one's result; empty for a single output.
+  std::vector<TensorGate> tensors;
 };
 
 // out: the full output (n_out halves of dtype), [rows_total, row_len] flat. ref_rows: for each checked row,
 // its flat row index into out; ref: ref_rows.size() * row_len floats. Every element of out is scanned for
 // non-finite values; only the checked rows are compared.
+// ref_floor: a row's relative error is taken against max(||ref row||, ref_floor) (0: its own norm), for outputs with
+// rows whose exact value cancels to zero (a gradient's: README, "The gradient gate").
 GateResult gate_rows(const uint16_t* out, int64_t n_out, DType dtype, int row_len, const std::vector<int64_t>& ref_rows,
-                     const float* ref, const Tolerance& tol);
+                     const float* ref, const Tolerance& tol, double ref_floor = 0);
 
 // The LSE criterion of a return_lse call, added to g: got (n_got floats, every row's LSE; unwritten poisoned ones
 // are NaN) at got_index[r] against ref[r] for each checked row. A row passes when |got - ref| <= tol * max(1,
 // |ref|), or both are -inf (a row that sees no key and has no sink); a NaN anywhere in got fails ("lse").
 void gate_lse(GateResult& g, const float* got, int64_t n_got, const std::vector<int64_t>& got_index, const float* ref,
               double tol);
+
+// The gate of several output tensors, each gated alone (gate_rows, its own rows and bounds): passed when every one
+// passed; failed names the tensor and the criterion ("dk.row_rel_l2"); max_abs, rel_l2 and max_row_rel are the
+// largest of any tensor, atol/rtol and the worst row and index those of the tensor with the largest max_row_rel /
+// rtol, whose name leads the detail; rows_checked and nonfinite are sums.
+GateResult merge_tensor_gates(const std::vector<std::pair<std::string, GateResult>>& parts);
 
 // "gate failed: row_rel_l2 0.5 > rtol 0.01; ..." naming each failed criterion, for a mismatch row's reason.
 std::string gate_failure_reason(const GateResult& g);

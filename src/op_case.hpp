@@ -67,5 +67,6 @@ std::unique_ptr<OpCase> make_op_case(const ShapeCase& c);
 // Implementations, one per op.
 std::unique_ptr<OpCase> make_attention_case(const ShapeCase& c);
 std::unique_ptr<OpCase> make_gated_case(const ShapeCase& c);
+std::unique_ptr<OpCase> make_attention_bwd_case(const ShapeCase& c);
 
 }  // namespace attnbench

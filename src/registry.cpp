@@ -17,6 +17,9 @@ const std::vector<KernelEntry>& kernel_registry() {
     auto add_gated = [&t](std::shared_ptr<const GatedBlockKernel> k, const char* what) {
       t.push_back({Op::gated_block, nullptr, k->name(), k->backend(), what, k});
     };
+    auto add_bwd = [&t](std::shared_ptr<const AttentionBwdKernel> k, const char* what) {
+      t.push_back({Op::attention_backward, nullptr, k->name(), k->backend(), what, nullptr, false, k});
+    };
     add(make_cpu_unified(), "paged attention, online-softmax over KV tiles; prefill and split-KV decode paths");
 #ifdef ATTNBENCH_WITH_CUDA
     add(make_cuda_unified(), "paged attention, sm_90a: 2D prefill (mma.sync) and 3D split-KV decode, merged in the same launch");
@@ -37,6 +40,7 @@ const std::vector<KernelEntry>& kernel_registry() {
     add_gated(make_cudnn_gated_chain(), "gated block as the vendor chain, unfused: cuBLASLt projections, norm+RoPE "
                                         "and sigmoid-gate kernels, cudnn.sdpa (fusion knobs ignored)");
 #endif
+    add_bwd(make_cpu_unified_bwd(), "attention backward over 64x64 tiles: dK/dV per key tile, dQ per query tile, fp32 sums");
     for (auto& e : t) e.peer = is_peer_kernel(e.name);
     return t;
   }();

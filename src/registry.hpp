@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "attnbench/attention_bwd.hpp"
 #include "attnbench/gated_block.hpp"
 #include "attnbench/kernel.hpp"
 #include "device.hpp"
@@ -18,7 +19,8 @@ struct KernelEntry {
   Backend backend;
   std::string description;
   std::shared_ptr<const GatedBlockKernel> gated = nullptr;  // op == gated_block
-  bool peer = false;  // is_peer_kernel(name): the other kernels' rows carry their ratio to it (peer_ratio.hpp)
+  bool peer = false;
+  std::shared_ptr<const AttentionBwdKernel> attention_bwd = nullptr;  // op == attention_backward  // is_peer_kernel(name): the other kernels' rows carry their ratio to it (peer_ratio.hpp)
 };
 
 // Peers are kernels a user would otherwise use (a vendor library's): every kernel whose name starts with "cudnn.".

@@ -27,6 +27,17 @@ template <class T>
 json opt(const std::optional<T>& v) {
   return v ? json(*v) : json(nullptr);
 }
+json finite_or_inf(double v) { return std::isfinite(v) ? json(v) : json("inf"); }
+// gate.tensors: one object per output tensor of a gate over several (a backward's dq, dk, dv).
+json tensors_json(const std::vector<TensorGate>& ts) {
+  json a = json::array();
+  for (const auto& t : ts)
+    a.push_back({{"name", t.name}, {"passed", t.passed}, {"max_abs", finite_or_inf(t.max_abs)},
+                 {"rel_l2", finite_or_inf(t.rel_l2)}, {"max_row_rel", finite_or_inf(t.max_row_rel)},
+                 {"atol", t.atol}, {"rtol", t.rtol}, {"rows_checked", t.rows_checked}, {"nonfinite", t.nonfinite},
+                 {"worst_row", t.worst_row}, {"failed", t.failed}});
+  return a;
+}
 }  // namespace
 
 json row_to_json(const ResultRow& r) {
@@ -62,6 +73,7 @@ json row_to_json(const ResultRow& r) {
       j["gate"]["lse_max_err"] = std::isfinite(g.lse_max_err) ? json(g.lse_max_err) : json("inf");
       j["gate"]["lse_tol"] = g.lse_tol;
     }
+    if (!g.tensors.empty()) j["gate"]["tensors"] = tensors_json(g.tensors);
   } else {
     j["gate"] = nullptr;
   }
@@ -133,6 +145,19 @@ RowCoverage coverage_from(const json& c) {
   pair("tile_heads", r.tile_heads_covered, r.tile_heads);
   return r;
 }
+std::vector<TensorGate> tensors_from(const json& a) {
+  if (!a.is_array()) throw UsageError("gate field 'tensors': expected a list, got " + compact_value(a.dump()));
+  std::vector<TensorGate> out;
+  for (const json& t : a) {
+    if (!t.is_object()) throw UsageError("gate.tensors: expected objects, got " + compact_value(t.dump()));
+    out.push_back({get_field<std::string>(t, "name"), get_field<bool>(t, "passed"), gate_number(t, "max_abs"),
+                   gate_number(t, "rel_l2"), gate_number(t, "max_row_rel"), get_field<double>(t, "atol"),
+                   get_field<double>(t, "rtol"), get_field<int64_t>(t, "rows_checked"),
+                   get_field<int64_t>(t, "nonfinite"), get_field<int64_t>(t, "worst_row"),
+                   get_field<std::vector<std::string>>(t, "failed")});
+  }
+  return out;
+}
 template <class T>
 std::optional<T> opt_from(const json& j, const char* name) {
   const auto it = j.find(name);
@@ -185,6 +210,7 @@ ResultRow row_from_json(const json& j) {
       gr.lse_max_err = gate_number(g, "lse_max_err");
       gr.lse_tol = get_field<double>(g, "lse_tol");
     }
+    if (g.contains("tensors")) gr.tensors = tensors_from(field(g, "tensors"));
     r.gate = gr;
   }
   r.time_us = stats_from(j, "time_us");

@@ -22,12 +22,20 @@ using nlohmann::json;
 
 namespace attnbench {
 
-const char* op_name(Op op) { return op == Op::attention ? "attention" : "gated_block"; }
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::attention: return "attention";
+    case Op::gated_block: return "gated_block";
+    case Op::attention_backward: return "attention_backward";
+  }
+  return "?";
+}
 
 std::string ShapeCase::describe() const {
   std::ostringstream os;
-  if (op == Op::attention) {
+  if (is_attention_like()) {
     const auto& p = attention;
+    if (op == Op::attention_backward) os << "bwd ";
     os << "d" << p.head_size << " H" << p.heads << "/KV" << p.kv_heads << " B" << p.num_seqs() << " q"
        << p.max_seqlen_q() << " kv" << p.max_seqlen_k() << (p.causal ? " causal" : " full")
        << (p.top_left ? " top-left" : "");
@@ -56,6 +64,12 @@ const std::set<std::string> kAttentionKeys = [] {
   k.insert(feature_keys().begin(), feature_keys().end());
   return k;
 }();
+// The backward's: the forward's lengths, heads, mask and scale, the window and softcap (no paged layout, no 8-bit
+// storage, no other feature: attention_bwd_conflict).
+const std::set<std::string> kAttentionBwdKeys = {"name",     "batch",     "seqlen_q",     "seqlen_k",     "seqlens",
+                                                 "heads",    "kv_heads",  "head_size",    "dtypes",       "causal",
+                                                 "scale",    "scores",    "window_left",  "window_right", "softcap",
+                                                 "causal_bottom_right"};
 const std::set<std::string> kGatedKeys = {"name", "batch",  "seqlen",  "d_model", "h_q",    "h_kv",
                                           "d_head", "rope_dim", "qk_norm", "causal", "dtypes", "window_left",
                                           "window_right", "causal_bottom_right", "seq_lens", "return_lse", "mx", "fp8"};
@@ -301,9 +315,18 @@ GatedShape parse_gated(const json& s, const Where& w) {
   return g;
 }
 
+const std::set<std::string>& shape_keys(Op op) {
+  switch (op) {
+    case Op::attention: return kAttentionKeys;
+    case Op::gated_block: return kGatedKeys;
+    case Op::attention_backward: return kAttentionBwdKeys;
+  }
+  return kAttentionKeys;
+}
+
 std::string auto_name(const ShapeCase& c) {
   std::ostringstream os;
-  if (c.op == Op::attention) {
+  if (c.is_attention_like()) {
     const auto& p = c.attention;
     os << "d" << p.head_size << "_h" << p.heads << "kv" << p.kv_heads << "_b" << p.num_seqs() << "_q"
        << p.max_seqlen_q() << "_kv" << p.max_seqlen_k();
@@ -336,12 +359,13 @@ FileHeader parse_header(const json& doc, const Where& top) {
     const json& v = doc["op"];
     if (v == "attention") h.op = Op::attention;
     else if (v == "gated_block") h.op = Op::gated_block;
-    else top.fail("op", "expected \"attention\" or \"gated_block\", got " + compact_value(v.dump()));
+    else if (v == "attention_backward") h.op = Op::attention_backward;
+    else top.fail("op", "expected \"attention\", \"attention_backward\" or \"gated_block\", got " + compact_value(v.dump()));
   }
   if (doc.contains("defaults")) {
     h.defaults = doc["defaults"];
     if (!h.defaults.is_object()) top.fail("defaults", "expected an object");
-    check_keys(h.defaults, h.op == Op::attention ? kAttentionKeys : kGatedKeys, top, "defaults");
+    check_keys(h.defaults, shape_keys(h.op), top, "defaults");
     if (h.defaults.contains("name")) top.fail("defaults", "a default 'name' makes every shape name the same");
   }
   if (!doc.contains("shapes") || !doc["shapes"].is_array() || doc["shapes"].empty())
@@ -377,7 +401,7 @@ void add_shape(const json& raw, const FileHeader& h, Where& w, std::set<std::str
     if (!safe_name(raw["name"].get<std::string>())) w.fail("name", compact_value(raw["name"].dump()) + ": " + kSafeNameRule);
     w.name = raw["name"].get<std::string>();
   }
-  check_keys(raw, h.op == Op::attention ? kAttentionKeys : kGatedKeys, w, "a shape");
+  check_keys(raw, shape_keys(h.op), w, "a shape");
   if (raw.contains("seqlens") && (raw.contains("batch") || raw.contains("seqlen_q") || raw.contains("seqlen_k")))
     w.fail("seqlens", "give either seqlens or batch/seqlen_q/seqlen_k, not both");
   json s = h.defaults;
@@ -395,7 +419,7 @@ void add_shape(const json& raw, const FileHeader& h, Where& w, std::set<std::str
   base.group = h.group;
   base.file = w.file;
   base.op = h.op;
-  if (h.op == Op::attention) {
+  if (h.op != Op::gated_block) {
     base.attention = parse_attention(s, w);
     base.input_spread = parse_scores(s, base.attention, w);
   } else {
@@ -408,7 +432,7 @@ void add_shape(const json& raw, const FileHeader& h, Where& w, std::set<std::str
     ShapeCase c = base;
     c.dtype = d;
     c.attention.types = {q.value_or(d), kv.value_or(d), d};
-    if (h.op == Op::attention) {
+    if (h.op != Op::gated_block) {
       try {
         c.attention.validate();  // the rules that depend on the case's types
       } catch (const std::invalid_argument& e) {

@@ -14,7 +14,8 @@
 
 namespace attnbench {
 
-enum class Op { attention, gated_block };
+// attention_backward: the gradients of the attention op (attention_bwd.hpp), packed varlen inputs.
+enum class Op { attention, gated_block, attention_backward };
 const char* op_name(Op op);
 
 // The gated attention block's geometry (op "gated_block").
@@ -34,12 +35,13 @@ struct ShapeCase {
   Op op = Op::attention;
   DType dtype = DType::bf16;    // the shape's "dtypes" entry of this case
   AttentionProblem attention;  // op == attention (attention.types: O in dtype; Q in "q_dtype" or dtype, K/V in
-                               // "kv_dtype" or dtype)
-  InputSpread input_spread;    // op == attention: "scores": "wide" widens Q and K (inputs.hpp)
+                               // "kv_dtype" or dtype) and op == attention_backward (the forward it differentiates)
+  InputSpread input_spread;    // op == attention(_backward): "scores": "wide" widens Q and K (inputs.hpp)
   GatedShape gated;            // op == gated_block
   std::string describe() const;  // one line: dims of the case
   // The dtype label of the case and its rows: the dtype, or q-kv-o where a shape's q_dtype or kv_dtype differs.
   std::string dtype_label() const { return op == Op::attention ? attention.types.name() : dtype_name(dtype); }
+  bool is_attention_like() const { return op == Op::attention || op == Op::attention_backward; }
 };
 
 // Loads one file; `group_hint` names the group when the file has no "group" field.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <stdexcept>
 #include <utility>
 
@@ -344,3 +345,51 @@ TEST(Shapes, AbsurdSizesAreBoundedAndABlockLongerThanTheSequenceIsNot) {
                    "h_kv": 2, "d_head": 64, "rope_dim": 8}]})",
                {"'s'", "field 'd_model'", "99999999999"});
 }
+
+namespace attnbench {
+namespace {
+
+// The backward op: the forward's lengths, heads, mask and features it differentiates, no paged layout.
+TEST(Shapes, AttentionBackwardShapes) {
+  const auto cases = load_shape_file(write_tmp(R"({"group": "b", "op": "attention_backward",
+    "defaults": {"heads": 8, "kv_heads": 2, "head_size": 64},
+    "shapes": [{"name": "a", "batch": 2, "seqlen_k": 100, "softcap": 30, "window_left": 16},
+               {"name": "r", "seqlens": [[5, 9], [7, 7]], "causal": false}]})"));
+  ASSERT_EQ(cases.size(), 4u);
+  EXPECT_EQ(cases[0].op, Op::attention_backward);
+  EXPECT_EQ(cases[0].attention.features.softcap, 30.f);
+  EXPECT_EQ(cases[0].attention.features.window_left, 16);
+  EXPECT_EQ(cases[2].attention.kv_lens, (std::vector<int>{9, 7}));
+  EXPECT_EQ(std::string(op_name(cases[0].op)), "attention_backward");
+  EXPECT_EQ(cases[0].describe().rfind("bwd d64", 0), 0u) << cases[0].describe();
+}
+
+TEST(Shapes, AttentionBackwardDeclinesPagedFields) {
+  for (const char* field : {"\"block_size\": 16", "\"kv_dtype\": \"e4m3\"", "\"return_lse\": true", "\"sinks\": [1]"})
+    expect_error(std::string(R"({"op": "attention_backward", "shapes": [{"name": "a", "heads": 1, "kv_heads": 1,
+      "head_size": 64, "seqlen_k": 9, )") + field + "}]}",
+                 {"'a'", "unknown field in a shape"});
+  expect_error(R"({"op": "attention_bwd", "shapes": [{}]})", {"field 'op'", "attention_backward"});
+}
+
+TEST(Shapes, TheBackwardGroupIsTrainingSized) {
+  setenv("ATTNBENCH_SHAPES_DIR", ATTNBENCH_SOURCE_DIR "/shapes", 1);
+  const auto cases = load_group("backward");
+  std::set<int> dims, groups;
+  bool causal = false, full = false, ragged = false;
+  for (const auto& c : cases) {
+    const AttentionProblem& p = c.attention;
+    EXPECT_EQ(c.op, Op::attention_backward);
+    dims.insert(p.head_size);
+    groups.insert(p.group_size());
+    (p.causal ? causal : full) = true;
+    ragged = ragged || (p.q_lens.size() > 1 && p.q_lens[0] != p.q_lens[1]);
+    EXPECT_EQ(p.total_q(), 16384) << c.name;  // B x S fixed, as FlashAttention's benchmark
+  }
+  EXPECT_EQ(dims, (std::set<int>{64, 128, 256}));
+  EXPECT_TRUE(groups.count(8) && groups.count(16));
+  EXPECT_TRUE(causal && full && ragged);
+}
+
+}  // namespace
+}  // namespace attnbench

@@ -167,6 +167,9 @@ class TorchPeer:
 
     def run_case(self, c):
         torch = self.torch
+        if c.op not in ("attention", "gated_block"):
+            return [pc.make_row(c, k, m, "declined", f"op {c.op}: this peer runs the forward ops only")
+                    for k in SDPA_KERNELS if pc.glob(self.args.kernel, k) for m in self.args.mode]
         kernels = [k for k in (SDPA_KERNELS if c.op == "attention" else [CHAIN_KERNEL]) if pc.glob(self.args.kernel, k)]
         rows = []
         if not kernels:
