@@ -105,9 +105,10 @@ class AttentionBwdCase final : public OpCase {
     return n;
   }
 
-  // The reference runs whether or not the gate is on: O and the LSE are inputs of every backward.
-  void prepare(const CaseSettings& s, Device* /*gpu*/) override {
-    if (!inputs_) inputs_ = std::make_unique<BwdInputs>(build_bwd_inputs(p_, s.seed, ref_, spread_));
+  // The reference runs whether or not the gate is on: O and the LSE are inputs of every backward. Every row, on
+  // `gpu` where the runner gives one, else on the CPU.
+  void prepare(const CaseSettings& s, Device* gpu) override {
+    if (!inputs_) inputs_ = std::make_unique<BwdInputs>(build_bwd_inputs(p_, s.seed, ref_, spread_, gpu));
   }
 
   std::unique_ptr<BoundKernel> bind(const KernelEntry& k, Device& dev, const KnobValues& knobs) override {

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "attnbench/reference_bwd.hpp"
+#include "gpu_reference.hpp"
 
 namespace attnbench {
 
@@ -34,12 +35,13 @@ GateResult gate_gradients(const AttentionProblem& p, const uint16_t* dq, const u
     parts.emplace_back(name, gate_rows(got, n, p.types.o, p.head_size, every, want->data(), tol, floor));
   }
   GateResult g = merge_tensor_gates(parts);
-  g.reference = "cpu";
+  g.reference = ref.where;
   g.reference_ms = ref.ms;
   return g;
 }
 
-BwdInputs build_bwd_inputs(const AttentionProblem& p, uint64_t seed, BwdReference& ref, const InputSpread& spread) {
+BwdInputs build_bwd_inputs(const AttentionProblem& p, uint64_t seed, BwdReference& ref, const InputSpread& spread,
+                           Device* gpu) {
   p.validate();
   BwdInputs in;
   in.problem = p;
@@ -64,7 +66,12 @@ BwdInputs build_bwd_inputs(const AttentionProblem& p, uint64_t seed, BwdReferenc
   ref.dk.assign(nk, 0.f);
   ref.dv.assign(nk, 0.f);
   const auto t0 = std::chrono::steady_clock::now();
-  reference::attention_backward(in.params(), o.data(), in.lse.data(), ref.dq.data(), ref.dk.data(), ref.dv.data());
+  if (gpu) {
+    reference_bwd_on_device(*gpu, in, o.data(), ref);
+  } else {
+    reference::attention_backward(in.params(), o.data(), in.lse.data(), ref.dq.data(), ref.dk.data(), ref.dv.data());
+  }
+  ref.where = gpu ? "gpu" : "cpu";
   ref.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   for (std::size_t i = 0; i < nq; ++i) in.o.set(i, o[i]);
   return in;

@@ -3,9 +3,11 @@
 // own. The reference's gradients come out of the same pass.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "attnbench/attention_bwd.hpp"
+#include "device.hpp"
 #include "gate.hpp"
 #include "inputs.hpp"
 
@@ -23,7 +25,8 @@ struct BwdInputs {
 // The fp32 gradients of one case, every row: dq [total_q, heads, head_size], dk and dv [total_k, kv_heads, head_size].
 struct BwdReference {
   std::vector<float> dq, dk, dv;
-  double ms = 0;  // the reference pass's wall time
+  double ms = 0;      // the reference pass's wall time
+  std::string where;  // "gpu" or "cpu"
 };
 
 // The gradient gate: dq, dk, dv (the kernel's, in the problem's dtype, dense-packed) each against its reference over
@@ -31,7 +34,9 @@ struct BwdReference {
 GateResult gate_gradients(const AttentionProblem& p, const uint16_t* dq, const uint16_t* dk, const uint16_t* dv,
                           const BwdReference& ref, const Tolerance& base);
 
-// Q, K, V, dO drawn (Q and K with the spread's std), then the reference pass: O, the LSE and `ref`'s gradients.
-BwdInputs build_bwd_inputs(const AttentionProblem& p, uint64_t seed, BwdReference& ref, const InputSpread& spread = {});
+// Q, K, V, dO drawn (Q and K with the spread's std), then the reference pass: O, the LSE and `ref`'s gradients, on
+// `gpu` (a CUDA device: reference/gpu/attention_bwd_ref.cu) or, without one, the Eigen reference.
+BwdInputs build_bwd_inputs(const AttentionProblem& p, uint64_t seed, BwdReference& ref, const InputSpread& spread = {},
+                           Device* gpu = nullptr);
 
 }  // namespace attnbench

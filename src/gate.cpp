@@ -41,7 +41,7 @@ Tolerance attention_tolerance(const AttentionTypes& t, const Tolerance& base) {
 Tolerance gradient_tolerance(DType /*d*/, const Tolerance& base) { return {2 * base.atol, 2 * base.rtol}; }
 
 double gradient_row_floor(const float* ref, int64_t rows, int row_len) {
-  constexpr double kFloorShare = 1e-2;
+  constexpr double kFloorShare = 0.1;
   double sum2 = 0;
   const int64_t n = rows * row_len;
   for (int64_t i = 0; i < n; ++i) sum2 += static_cast<double>(ref[i]) * ref[i];

@@ -1,5 +1,6 @@
 #include "gpu_reference.hpp"
 
+#include "attnbench/reference_bwd.hpp"
 #include "attnbench/reference_gpu.hpp"
 
 namespace attnbench {
@@ -43,6 +44,30 @@ void reference_on_device(Device& dev, const HostInputs& in, float* out, float* l
   dev.synchronize();
   dev.download(out, o.data(), o.bytes());
   if (lse) dev.download(lse, l.data(), l.bytes());
+}
+
+void reference_bwd_on_device(Device& dev, BwdInputs& in, float* o, BwdReference& ref) {
+  const AttentionProblem& p = in.problem;
+  const Uploaded q(dev, in.q), k(dev, in.k), v(dev, in.v), d_o(dev, in.d_o), cq(dev, in.cu_seqlens_q),
+      ck(dev, in.cu_seqlens_k);
+  const std::size_t rows = static_cast<std::size_t>(p.total_q()) * p.heads;
+  Buffer ob(dev, rows * p.head_size * 4), lse(dev, rows * 4), dsum(dev, rows * 4), dq(dev, ref.dq.size() * 4),
+      dk(dev, ref.dk.size() * 4), dv(dev, ref.dv.size() * 4);
+  AttentionBwdParams a = in.params();
+  a.q = q.buf.data();
+  a.k = k.buf.data();
+  a.v = v.buf.data();
+  a.d_o = d_o.buf.data();
+  a.cu_seqlens_q = cq.as<int32_t>();
+  a.cu_seqlens_k = ck.as<int32_t>();
+  const auto f = [](const Buffer& b) { return static_cast<float*>(b.data()); };
+  reference::attention_backward_gpu(a, f(ob), f(lse), f(dsum), f(dq), f(dk), f(dv), dev.stream());
+  dev.synchronize();
+  dev.download(o, ob.data(), ob.bytes());
+  dev.download(in.lse.data(), lse.data(), lse.bytes());
+  dev.download(ref.dq.data(), dq.data(), dq.bytes());
+  dev.download(ref.dk.data(), dk.data(), dk.bytes());
+  dev.download(ref.dv.data(), dv.data(), dv.bytes());
 }
 
 }  // namespace attnbench

@@ -41,6 +41,14 @@ const std::vector<KernelEntry>& kernel_registry() {
                                         "and sigmoid-gate kernels, cudnn.sdpa (fusion knobs ignored)");
 #endif
     add_bwd(make_cpu_unified_bwd(), "attention backward over 64x64 tiles: dK/dV per key tile, dQ per query tile, fp32 sums");
+#ifdef ATTNBENCH_WITH_CUDA
+    add_bwd(make_cuda_unified_bwd(), "attention backward, sm_90a: FlashAttention-2's structure on mma.sync, dK/dV per "
+                                     "64-key tile in registers, dQ by fp32 atomics; d64/d128");
+#endif
+#ifdef ATTNBENCH_WITH_CUDNN
+    add_bwd(make_cudnn_sdpa_backward(), "cuDNN's fused SDPA backward (frontend graph API) on the packed inputs: ragged "
+                                        "offsets, padding mask, causal / sliding-window band, GQA");
+#endif
     for (auto& e : t) e.peer = is_peer_kernel(e.name);
     return t;
   }();

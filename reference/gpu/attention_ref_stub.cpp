@@ -1,6 +1,7 @@
 // A build without the CUDA backend has no GPU reference: the harness gates on the Eigen reference.
 #include <stdexcept>
 
+#include "attnbench/reference_bwd.hpp"
 #include "attnbench/reference_gpu.hpp"
 
 namespace attnbench::reference {
@@ -11,6 +12,10 @@ std::string gpu_reference_conflict(const AttentionProblem&) { return "the GPU re
 
 void paged_attention_gpu(const AttentionParams&, float*, float*, void*) {
   throw std::logic_error("reference::paged_attention_gpu: not built (no CUDA backend)");
+}
+
+void attention_backward_gpu(const AttentionBwdParams&, float*, float*, float*, float*, float*, float*, void*) {
+  throw std::logic_error("reference::attention_backward_gpu: not built (no CUDA backend)");
 }
 
 }  // namespace attnbench::reference

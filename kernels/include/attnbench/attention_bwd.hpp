@@ -76,4 +76,16 @@ class AttentionBwdKernel {
 // cpu.unified_bwd: the backward over 64x64 tiles (dK/dV per key tile, dQ per query tile, both summed in fp32).
 std::unique_ptr<AttentionBwdKernel> make_cpu_unified_bwd();
 
+#ifdef ATTNBENCH_WITH_CUDA
+// cuda.unified_bwd: FlashAttention-2's backward with mma.sync (D preprocess, dK/dV per 64-key tile in registers, dQ
+// by fp32 atomics and a postprocess); d64 and d128.
+std::unique_ptr<AttentionBwdKernel> make_cuda_unified_bwd();
+#endif
+
+#ifdef ATTNBENCH_WITH_CUDNN
+// cudnn.sdpa_backward: cuDNN's fused SDPA backward (frontend graph API) on the packed inputs: ragged Q/K/LSE,
+// padding mask, causal / sliding-window band.
+std::unique_ptr<AttentionBwdKernel> make_cudnn_sdpa_backward();
+#endif
+
 }  // namespace attnbench

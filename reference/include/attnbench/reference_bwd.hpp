@@ -12,4 +12,10 @@ namespace attnbench::reference {
 // dK = scale dS^T Q, dV = P^T dO. Keys no row sees get zero gradients. Multi-threaded.
 void attention_backward(const AttentionBwdParams& p, float* o, float* lse, float* dq, float* dk, float* dv);
 
+// The same on the GPU (reference/gpu/attention_bwd_ref.cu; CUDA builds only), every pointer in its memory, enqueued
+// on `stream` (a cudaStream_t): p.q, p.k, p.v, p.d_o, p.cu_seqlens_q/_k read; o, lse, dsum (D, [total_q, heads])
+// and the gradients written. Throws std::runtime_error naming a launch error.
+void attention_backward_gpu(const AttentionBwdParams& p, float* o, float* lse, float* dsum, float* dq, float* dk,
+                            float* dv, void* stream);
+
 }  // namespace attnbench::reference

@@ -1,0 +1,262 @@
+// cuda.unified_bwd, first version: FlashAttention-2's backward with mma.sync m16n8k16 (sm_80 instructions on
+// sm_90a). One CTA of 4 warps per (sequence, kv head, 64-key tile) keeps its tile's dK and dV in registers (a warp
+// 16 keys) while it walks every query tile of every head of the group that sees the keys: S^T = K Q^T and
+// dP^T = V dO^T, P^T = exp(S^T - LSE) masked, dS^T = P^T o (dP^T - D), dV += P^T dO and dK += dS^T Q from the
+// accumulators' registers, then dS^T through shared memory for dQ = dS K, added to an fp32 dQ by atomics. A
+// preprocess computes D = rowsum(dO o O) and zeroes dQ; a postprocess scales and rounds it.
+#include <cuda_runtime.h>
+
+#include "common/device/visibility.hpp"
+#include "cuda/mma_sm80.cuh"
+#include "cuda/runtime.hpp"
+#include "cuda/unified_bwd.hpp"
+
+namespace attnbench::cuda {
+
+namespace {
+
+using dev::cp_async_16;
+using dev::cp_async_commit;
+using dev::cp_async_wait;
+using dev::ldmatrix_x4;
+using dev::ldmatrix_x4_trans;
+using dev::mma_16816;
+using dev::pack2;
+using dev::smem_u32;
+
+constexpr int kBN = 64, kBM = 64, kWarps = 4, kThreads = 32 * kWarps;
+constexpr float kLog2e = 1.4426950408889634f;
+
+std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
+
+template <int D> struct BwdSmem {
+  static constexpr int kRow = D + 8;   // elements per row: 16 bytes of padding keep ldmatrix conflict-free
+  static constexpr int kSRow = kBM + 8;
+  static constexpr int kTile = kBN * kRow;
+  static constexpr std::size_t bytes = (4 * kTile + kBN * kSRow) * 2 + 2 * kBM * 4;
+};
+
+// D[row] = sum_c O[row, c] dO[row, c] in fp32, and the row's fp32 dQ zeroed: a warp per (token, head) row.
+template <DType DT>
+__global__ void bwd_preprocess(AttentionBwdParams p, float* dq_acc, float* dsum) {
+  using S = StorageOf<DT>;
+  const int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= p.total_q * p.heads) return;
+  const int64_t tok = row / p.heads, h = row % p.heads;
+  const auto* o = static_cast<const typename S::type*>(p.o) + tok * p.q_stride_token + h * p.q_stride_head;
+  const auto* g = static_cast<const typename S::type*>(p.d_o) + tok * p.q_stride_token + h * p.q_stride_head;
+  float acc = 0.f;
+  for (int c = lane; c < p.head_size; c += 32) {
+    acc += S::to_float(o[c]) * S::to_float(g[c]);
+    dq_acc[row * p.head_size + c] = 0.f;
+  }
+  for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+  if (lane == 0) dsum[row] = acc;
+}
+
+// dQ = scale * dQ_acc in the dtype.
+template <DType DT>
+__global__ void bwd_postprocess(AttentionBwdParams p, const float* dq_acc) {
+  using S = StorageOf<DT>;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= p.total_q * p.heads * p.head_size) return;
+  const int64_t row = i / p.head_size, c = i % p.head_size;
+  auto* dq = static_cast<typename S::type*>(p.dq);
+  dq[(row / p.heads) * p.q_stride_token + (row % p.heads) * p.q_stride_head + c] = S::from_float(dq_acc[i] * p.scale);
+}
+
+// Rows [r0, r0 + 64) of a packed tensor's head into shared memory (kRow elements a row), zero past `rows`.
+template <int D>
+__device__ void load_tile(uint16_t* smem, const uint16_t* src, int64_t r0, int rows, int64_t st_tok, int tid) {
+  constexpr int kChunks = D / 8;  // 16-byte chunks a row
+  for (int c = tid; c < kBN * kChunks; c += kThreads) {
+    const int r = c / kChunks, k = c % kChunks;
+    const bool ok = r < rows;
+    cp_async_16(smem_u32(smem + r * BwdSmem<D>::kRow + k * 8), src + (ok ? (r0 + r) * st_tok : 0) + k * 8, ok);
+  }
+}
+
+// C (16 x 64, 8 n-tiles) += A (16 rows at a_row of row-major `a`) * B^T (64 rows of row-major `b`), over D.
+template <DType DT, int D>
+__device__ void mma_abt(float (&c)[8][4], const uint16_t* a, int a_row, const uint16_t* b, int lane) {
+  constexpr int R = BwdSmem<D>::kRow;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t fa[4];
+    ldmatrix_x4(fa, smem_u32(a + (a_row + lane % 8 + (lane / 8) % 2 * 8) * R + kk * 16 + lane / 16 * 8));
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      uint32_t fb[4];
+      ldmatrix_x4(fb, smem_u32(b + (np * 16 + lane % 8 + lane / 16 * 8) * R + kk * 16 + (lane / 8) % 2 * 8));
+      mma_16816<DT>(c[2 * np], fa, fb[0], fb[1]);
+      mma_16816<DT>(c[2 * np + 1], fa, fb[2], fb[3]);
+    }
+  }
+}
+
+// acc (16 x D) += A (16 x 64 from the registers of a 16 x 64 C tile, rounded) * B (64 x D, row-major `b`).
+template <DType DT, int D>
+__device__ void mma_cb(float (&acc)[D / 8][4], const float (&a)[8][4], const uint16_t* b, int lane) {
+  constexpr int R = BwdSmem<D>::kRow;
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    const uint32_t fa[4] = {pack2<DT>(a[2 * kk][0], a[2 * kk][1]), pack2<DT>(a[2 * kk][2], a[2 * kk][3]),
+                            pack2<DT>(a[2 * kk + 1][0], a[2 * kk + 1][1]), pack2<DT>(a[2 * kk + 1][2], a[2 * kk + 1][3])};
+#pragma unroll
+    for (int np = 0; np < D / 16; ++np) {
+      uint32_t fb[4];
+      ldmatrix_x4_trans(fb, smem_u32(b + (kk * 16 + lane % 8 + (lane / 8) % 2 * 8) * R + np * 16 + lane / 16 * 8));
+      mma_16816<DT>(acc[2 * np], fa, fb[0], fb[1]);
+      mma_16816<DT>(acc[2 * np + 1], fa, fb[2], fb[3]);
+    }
+  }
+}
+
+template <DType DT, int D>
+__global__ void __launch_bounds__(kThreads, 1) bwd_dkdv(AttentionBwdParams p, float* dq_acc, const float* dsum) {
+  using S = StorageOf<DT>;
+  using SM = BwdSmem<D>;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  uint16_t* sK = reinterpret_cast<uint16_t*>(smem_raw);
+  uint16_t *sV = sK + SM::kTile, *sQ = sV + SM::kTile, *sO = sQ + SM::kTile, *sS = sO + SM::kTile;
+  float* sL = reinterpret_cast<float*>(sS + kBN * SM::kSRow);
+  float* sD = sL + kBM;
+  const int seq = blockIdx.z, kvh = blockIdx.y, j0 = blockIdx.x * kBN;
+  const int64_t q0 = p.cu_seqlens_q[seq], k0 = p.cu_seqlens_k[seq];
+  const int q_len = p.cu_seqlens_q[seq + 1] - q0, kv_len = p.cu_seqlens_k[seq + 1] - k0;
+  if (j0 >= kv_len) return;
+  const int tid = threadIdx.x, lane = tid % 32, w = tid / 32, g = lane / 4, t = lane % 4;
+  const int group = p.heads / p.kv_heads, nk = min(kBN, kv_len - j0);
+  const device::Visibility vis(q_len, kv_len, p.causal, p.top_left, p.window_left, p.window_right);
+  const auto* kbase = static_cast<const uint16_t*>(p.k) + kvh * p.k_stride_head;
+  const auto* vbase = static_cast<const uint16_t*>(p.v) + kvh * p.k_stride_head;
+  load_tile<D>(sK, kbase, k0 + j0, nk, p.k_stride_token, tid);
+  load_tile<D>(sV, vbase, k0 + j0, nk, p.k_stride_token, tid);
+  cp_async_commit();
+  float dk[D / 8][4] = {}, dv[D / 8][4] = {};
+  for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
+    for (int i0 = 0; i0 < q_len; i0 += kBM) {
+      const int nq = min(kBM, q_len - i0);
+      if (vis.tile_fully_masked(j0, j0 + nk, i0, i0 + nq - 1)) continue;
+      __syncthreads();  // the previous tile's sQ, sO (dO), sS, sL, sD are read
+      const auto* qb = static_cast<const uint16_t*>(p.q) + h * p.q_stride_head;
+      const auto* gb = static_cast<const uint16_t*>(p.d_o) + h * p.q_stride_head;
+      load_tile<D>(sQ, qb, q0 + i0, nq, p.q_stride_token, tid);
+      load_tile<D>(sO, gb, q0 + i0, nq, p.q_stride_token, tid);
+      cp_async_commit();
+      if (tid < kBM) {
+        const bool ok = tid < nq;
+        const int64_t row = (q0 + i0 + tid) * p.heads + h;
+        sL[tid] = ok ? p.lse[row] * kLog2e : 0.f;
+        sD[tid] = ok ? dsum[row] : 0.f;
+      }
+      cp_async_wait<0>();
+      __syncthreads();
+      float s[8][4] = {}, dp[8][4] = {};
+      mma_abt<DT, D>(s, sK, w * 16, sQ, lane);   // S^T: keys x queries
+      mma_abt<DT, D>(dp, sV, w * 16, sO, lane);  // dP^T
+      const bool full = vis.tile_fully_visible(j0, j0 + nk, i0, i0 + nq - 1) && nk == kBN && nq == kBM;
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int j = j0 + w * 16 + g + (e / 2) * 8, i = i0 + n * 8 + 2 * t + e % 2;
+          float x = s[n][e] * p.scale, capd = 1.f;
+          if (p.softcap > 0.f) {
+            const float th = tanhf(x / p.softcap);
+            x = p.softcap * th;
+            capd = 1.f - th * th;
+          }
+          const bool on = full || (i - i0 < nq && j - j0 < nk && vis.visible(i, j));
+          const float pr = on ? exp2f(x * kLog2e - sL[i - i0]) : 0.f;
+          s[n][e] = pr;
+          dp[n][e] = pr * (dp[n][e] - sD[i - i0]) * capd;
+        }
+      mma_cb<DT, D>(dv, s, sO, lane);  // dV += P^T dO
+      mma_cb<DT, D>(dk, dp, sQ, lane);  // dK += dS^T Q
+      // dS^T to shared memory (keys x queries) for dQ = dS K.
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const uint32_t v2 = pack2<DT>(dp[n][2 * hh], dp[n][2 * hh + 1]);
+          *reinterpret_cast<uint32_t*>(sS + (w * 16 + g + hh * 8) * SM::kSRow + n * 8 + 2 * t) = v2;
+        }
+      __syncthreads();
+      float dq[D / 8][4] = {};
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {  // keys, 16 at a time; A = dS (queries x keys) read transposed
+        uint32_t fa[4];
+        ldmatrix_x4_trans(fa, smem_u32(sS + (kk * 16 + lane % 8 + lane / 16 * 8) * SM::kSRow + w * 16 + (lane / 8) % 2 * 8));
+#pragma unroll
+        for (int np = 0; np < D / 16; ++np) {
+          uint32_t fb[4];
+          ldmatrix_x4_trans(fb, smem_u32(sK + (kk * 16 + lane % 8 + (lane / 8) % 2 * 8) * SM::kRow + np * 16 + lane / 16 * 8));
+          mma_16816<DT>(dq[2 * np], fa, fb[0], fb[1]);
+          mma_16816<DT>(dq[2 * np + 1], fa, fb[2], fb[3]);
+        }
+      }
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int r = w * 16 + g + hh * 8;
+        if (r >= nq) continue;
+        float* dst = dq_acc + ((q0 + i0 + r) * p.heads + h) * D;
+#pragma unroll
+        for (int n = 0; n < D / 8; ++n)
+          atomicAdd(reinterpret_cast<float2*>(dst + n * 8 + 2 * t), make_float2(dq[n][2 * hh], dq[n][2 * hh + 1]));
+      }
+    }
+  }
+  cp_async_wait<0>();  // the K/V loads of a tile no query sees
+  auto* dkb = static_cast<typename S::type*>(p.dk) + kvh * p.k_stride_head;
+  auto* dvb = static_cast<typename S::type*>(p.dv) + kvh * p.k_stride_head;
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int r = w * 16 + g + hh * 8;
+    if (r >= nk) continue;
+    const int64_t off = (k0 + j0 + r) * p.k_stride_token;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      *reinterpret_cast<uint32_t*>(dkb + off + n * 8 + 2 * t) = pack2<DT>(dk[n][2 * hh] * p.scale, dk[n][2 * hh + 1] * p.scale);
+      *reinterpret_cast<uint32_t*>(dvb + off + n * 8 + 2 * t) = pack2<DT>(dv[n][2 * hh], dv[n][2 * hh + 1]);
+    }
+  }
+}
+
+}  // namespace
+
+std::size_t bwd_workspace_bytes(const AttentionBwdParams& p) {
+  const std::size_t rows = static_cast<std::size_t>(p.total_q) * p.heads;
+  return align256(rows * p.head_size * 4) + align256(rows * 4);
+}
+
+template <DType DT, int D>
+void launch_attention_bwd(const AttentionBwdParams& p, cudaStream_t stream) {
+  float* dq_acc = static_cast<float*>(p.workspace);
+  float* dsum = reinterpret_cast<float*>(static_cast<char*>(p.workspace) +
+                                         align256(static_cast<std::size_t>(p.total_q) * p.heads * D * 4));
+  const int64_t rows = p.total_q * p.heads;
+  bwd_preprocess<DT><<<static_cast<unsigned>((rows * 32 + 255) / 256), 256, 0, stream>>>(p, dq_acc, dsum);
+  check_last_launch("cuda.unified_bwd preprocess");
+  const std::size_t smem = BwdSmem<D>::bytes;
+  static const bool attribute_set = [smem] {  // once per instance, outside any capture's stream work
+    ATTNBENCH_CUDA_CHECK(cudaFuncSetAttribute(bwd_dkdv<DT, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(smem)));
+    return true;
+  }();
+  (void)attribute_set;
+  const dim3 grid((p.max_seqlen_k + kBN - 1) / kBN, p.kv_heads, p.num_seqs);
+  bwd_dkdv<DT, D><<<grid, kThreads, smem, stream>>>(p, dq_acc, dsum);
+  check_last_launch("cuda.unified_bwd dK/dV");
+  const int64_t n = rows * D;
+  bwd_postprocess<DT><<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(p, dq_acc);
+  check_last_launch("cuda.unified_bwd postprocess");
+}
+
+template void launch_attention_bwd<DType::bf16, 64>(const AttentionBwdParams&, cudaStream_t);
+template void launch_attention_bwd<DType::bf16, 128>(const AttentionBwdParams&, cudaStream_t);
+template void launch_attention_bwd<DType::f16, 64>(const AttentionBwdParams&, cudaStream_t);
+template void launch_attention_bwd<DType::f16, 128>(const AttentionBwdParams&, cudaStream_t);
+
+}  // namespace attnbench::cuda
