@@ -3,7 +3,6 @@
 #include "attnbench/attention_bwd.hpp"
 #include "bwd_inputs.hpp"
 #include "op_case.hpp"
-#include "shape_features.hpp"
 
 namespace attnbench {
 
@@ -69,20 +68,9 @@ class AttentionBwdCase final : public OpCase {
   WorkModel work() const override { return attention_bwd_work(p_); }
 
   nlohmann::json dims() const override {
-    nlohmann::json d = {{"heads", p_.heads},         {"kv_heads", p_.kv_heads},         {"head_size", p_.head_size},
-                        {"causal", p_.causal},       {"batch", p_.num_seqs()},          {"max_seqlen_q", p_.max_seqlen_q()},
-                        {"max_seqlen_k", p_.max_seqlen_k()}, {"total_q", p_.total_q()}, {"total_k", total_k(p_)},
-                        {"scale", p_.softmax_scale()}};
-    if (p_.top_left) d["causal_bottom_right"] = false;
-    if (spread_.qk_std != 1.f) d["scores"] = "wide";
-    if (p_.features.any()) d["features"] = features_json(p_.features);
-    bool uniform = true;
-    nlohmann::json seq = nlohmann::json::array();
-    for (int s = 0; s < p_.num_seqs(); ++s) {
-      seq.push_back({p_.q_lens[s], p_.kv_lens[s]});
-      uniform = uniform && p_.q_lens[s] == p_.q_lens[0] && p_.kv_lens[s] == p_.kv_lens[0];
-    }
-    if (!uniform) d["seqlens"] = seq;
+    nlohmann::json d = attention_problem_dims(p_, spread_);
+    d["total_q"] = p_.total_q();
+    d["total_k"] = total_k(p_);
     return d;
   }
 

@@ -101,21 +101,9 @@ class AttentionCase final : public OpCase {
   WorkModel work() const override { return attention_work(p_); }
 
   nlohmann::json dims() const override {
-    nlohmann::json d = {{"heads", p_.heads},       {"kv_heads", p_.kv_heads},         {"head_size", p_.head_size},
-                        {"block_size", p_.block_size}, {"causal", p_.causal},         {"batch", p_.num_seqs()},
-                        {"max_seqlen_q", p_.max_seqlen_q()}, {"max_seqlen_k", p_.max_seqlen_k()},
-                        {"scale", p_.softmax_scale()}};
-    if (p_.top_left) d["causal_bottom_right"] = false;
+    nlohmann::json d = attention_problem_dims(p_, input_spread_);
+    d["block_size"] = p_.block_size;
     if (p_.return_lse) d["return_lse"] = true;
-    if (input_spread_.qk_std != 1.f) d["scores"] = "wide";
-    if (p_.features.any()) d["features"] = features_json(p_.features);
-    bool uniform = true;
-    nlohmann::json seq = nlohmann::json::array();
-    for (int s = 0; s < p_.num_seqs(); ++s) {
-      seq.push_back({p_.q_lens[s], p_.kv_lens[s]});
-      uniform = uniform && p_.q_lens[s] == p_.q_lens[0] && p_.kv_lens[s] == p_.kv_lens[0];
-    }
-    if (!uniform) d["seqlens"] = seq;
     return d;
   }
 
@@ -189,6 +177,24 @@ class AttentionCase final : public OpCase {
 };
 
 }  // namespace
+
+nlohmann::json attention_problem_dims(const AttentionProblem& p, const InputSpread& spread) {
+  nlohmann::json d = {{"heads", p.heads},         {"kv_heads", p.kv_heads},
+                      {"head_size", p.head_size}, {"causal", p.causal},
+                      {"batch", p.num_seqs()},    {"max_seqlen_q", p.max_seqlen_q()},
+                      {"max_seqlen_k", p.max_seqlen_k()}, {"scale", p.softmax_scale()}};
+  if (p.top_left) d["causal_bottom_right"] = false;
+  if (spread.qk_std != 1.f) d["scores"] = "wide";
+  if (p.features.any()) d["features"] = features_json(p.features);
+  bool uniform = true;
+  nlohmann::json seq = nlohmann::json::array();
+  for (int s = 0; s < p.num_seqs(); ++s) {
+    seq.push_back({p.q_lens[s], p.kv_lens[s]});
+    uniform = uniform && p.q_lens[s] == p.q_lens[0] && p.kv_lens[s] == p.kv_lens[0];
+  }
+  if (!uniform) d["seqlens"] = seq;
+  return d;
+}
 
 std::unique_ptr<OpCase> make_attention_case(const ShapeCase& c) { return std::make_unique<AttentionCase>(c); }
 

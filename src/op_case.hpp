@@ -64,6 +64,10 @@ class OpCase {
 
 std::unique_ptr<OpCase> make_op_case(const ShapeCase& c);
 
+// The dims both attention ops' rows carry: heads, head size, mask, batch, lengths, scale, scores, features, and the
+// seqlens where they are not uniform.
+nlohmann::json attention_problem_dims(const AttentionProblem& p, const InputSpread& spread);
+
 // Implementations, one per op.
 std::unique_ptr<OpCase> make_attention_case(const ShapeCase& c);
 std::unique_ptr<OpCase> make_gated_case(const ShapeCase& c);

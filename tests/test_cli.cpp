@@ -7,6 +7,7 @@
 
 #include "cli_helpers.hpp"
 #include "registry.hpp"
+#include "results.hpp"
 
 namespace fs = std::filesystem;
 
@@ -247,4 +248,31 @@ TEST(Cli, EmptyShardIsNamed) {
   const Result r = run_cli("run --shapes " + write_small_shapes() + " --backend cpu --shard 9/9 -o " + tmp_path("s.json"));
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("--shard 9/9"), std::string::npos) << r.output;
+}
+
+// The backward op end to end on the CPU: a row per (shape, dtype), gated tensor by tensor, timed, its work the
+// backward's; the rows read back as a results file (compare and merge take them).
+TEST(Cli, BackwardShapesRunGatedPerTensor) {
+  const std::string file = tmp_path("bwd.json"), out = tmp_path("bwd.out.json");
+  std::ofstream(file) << R"({"group": "bw", "op": "attention_backward", "shapes": [{"name": "a", "heads": 4,
+      "kv_heads": 2, "head_size": 64, "seqlens": [[30, 200], [70, 70]], "softcap": 20, "dtypes": ["bf16"]}]})";
+  const Result r = run_cli("run --shapes " + file + " --backend cpu --mode eager --min-samples 1 --timeout 1 -o " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream f(out);
+  const auto rows = nlohmann::json::parse(f)["rows"];
+  ASSERT_EQ(rows.size(), 1u);
+  const auto& row = rows[0];
+  EXPECT_EQ(row["op"], "attention_backward");
+  EXPECT_EQ(row["kernel"], "cpu.unified_bwd");
+  EXPECT_EQ(row["status"], "ok") << row.dump();
+  EXPECT_EQ(row["dims"]["total_k"], 270);
+  ASSERT_EQ(row["gate"]["tensors"].size(), 3u);
+  EXPECT_EQ(row["gate"]["tensors"][1]["name"], "dk");
+  EXPECT_EQ(row["gate"]["rows_checked"], 100 * 4 + 2 * 270 * 2);
+  EXPECT_FALSE(row["time_us"].is_null());
+  const attnbench::ResultRow back = attnbench::row_from_json(row);  // compare and merge read rows this way
+  ASSERT_TRUE(back.gate.has_value());
+  ASSERT_EQ(back.gate->tensors.size(), 3u);
+  EXPECT_EQ(back.gate->tensors[2].name, "dv");
+  EXPECT_EQ(back.gate->tensors[2].rows_checked, 270 * 2);
 }

@@ -7,9 +7,7 @@
 #include <functional>
 #include <initializer_list>
 #include <limits>
-#include <list>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -248,47 +246,8 @@ std::shared_ptr<const BuiltGraph> build_graph(cudnnHandle_t h, const AttentionPr
   return c;
 }
 
-// Built graphs (and cuDNN's refusals, so a declined problem is asked once) by key, most recent first, the last
-// kCachedGraphs kept; plans hold their own. Never destroyed: it and its build handle outlive the kernels at exit.
-class GraphCache {
- public:
-  std::shared_ptr<const BuiltGraph> get(const AttentionProblem& p, const Layout& l, const PlanChoice& c,
-                                        std::string* why) {
-    const std::string key = cudnn::graph_key(p, l, c);
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-      if (it->key != key) continue;
-      entries_.splice(entries_.begin(), entries_, it);
-      *why = it->why;
-      return it->graph;
-    }
-    Entry e{key, nullptr, ""};
-    try {
-      if (!handle_) handle_ = new Handle();
-      e.graph = build_graph(handle_->h, p, l, c, &e.why);
-    } catch (const std::exception& ex) {
-      *why = std::string("cuDNN: ") + ex.what();  // not kept: a failure outside cuDNN's answer
-      return nullptr;
-    }
-    entries_.push_front(e);
-    if (entries_.size() > kCachedGraphs) entries_.pop_back();
-    *why = e.why;
-    return e.graph;
-  }
-
- private:
-  struct Entry {
-    std::string key;
-    std::shared_ptr<const BuiltGraph> graph;  // nullptr: cuDNN refused, `why` says so
-    std::string why;
-  };
-  std::mutex mu_;
-  std::list<Entry> entries_;
-  Handle* handle_ = nullptr;
-};
-
-GraphCache& graph_cache() {
-  static GraphCache* cache = new GraphCache();
+GraphLru<BuiltGraph>& graph_cache() {
+  static auto* cache = new GraphLru<BuiltGraph>(kCachedGraphs);
   return *cache;
 }
 
@@ -296,7 +255,8 @@ GraphCache& graph_cache() {
 
 std::shared_ptr<const BuiltGraph> cached_graph(const AttentionProblem& p, const Layout& l, const PlanChoice& c,
                                                std::string* why) {
-  return graph_cache().get(p, l, c, why);
+  const auto build = [&](cudnnHandle_t h, std::string* refusal) { return build_graph(h, p, l, c, refusal); };
+  return graph_cache().get(cudnn::graph_key(p, l, c), build, why);
 }
 
 std::unordered_map<int64_t, void*> variant_pack(const Pointers& x, bool ragged) {

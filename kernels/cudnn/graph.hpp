@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -38,6 +40,50 @@ struct Handle {
   }
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
+};
+
+// Built graphs and cuDNN's refusals by key (a declined problem is asked once), the `capacity` most recent kept.
+template <class Built>
+class GraphLru {
+ public:
+  // The graph built on the cache's handle, or nullptr and cuDNN's refusal in *why.
+  using Build = std::function<std::shared_ptr<const Built>(cudnnHandle_t, std::string* why)>;
+
+  explicit GraphLru(std::size_t capacity) : capacity_(capacity) {}
+
+  // The graph of key, built on a miss under the lock; *why: "" or cuDNN's refusal, or a throw's message.
+  std::shared_ptr<const Built> get(const std::string& key, const Build& build, std::string* why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (it->key != key) continue;
+      entries_.splice(entries_.begin(), entries_, it);
+      *why = it->why;
+      return it->graph;
+    }
+    Entry e{key, nullptr, ""};
+    try {
+      if (!handle_) handle_ = new Handle();  // lazily, on the device current at the first build
+      e.graph = build(handle_->h, &e.why);
+    } catch (const std::exception& ex) {
+      *why = std::string("cuDNN: ") + ex.what();  // not kept: a failure outside cuDNN's answer
+      return nullptr;
+    }
+    entries_.push_front(e);
+    if (entries_.size() > capacity_) entries_.pop_back();
+    *why = e.why;
+    return e.graph;
+  }
+
+ private:
+  struct Entry {
+    std::string key;
+    std::shared_ptr<const Built> graph;  // nullptr: cuDNN refused, `why` says so
+    std::string why;
+  };
+  const std::size_t capacity_;
+  std::mutex mu_;
+  std::list<Entry> entries_;
+  Handle* handle_ = nullptr;  // never destroyed (callers leak the cache too): it outlives the kernels at exit
 };
 
 // One built plan of a graph: its place in the heuristics' list, its engine, cuDNN's workspace bytes.

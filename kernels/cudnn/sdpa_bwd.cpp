@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
-#include <list>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -210,49 +209,14 @@ std::string graph_key(const AttentionProblem& p) {
   return k.str();
 }
 
-// Built graphs (and cuDNN's refusals, so a declined problem is asked once) by key, most recent first, the last
-// kCachedGraphs kept; plans hold their own. Never destroyed: it and its build handle outlive the kernels at exit.
-class BwdGraphCache {
- public:
-  std::shared_ptr<const BuiltBwd> get(const AttentionProblem& p, std::string* why) {
-    const std::string key = graph_key(p);
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-      if (it->key != key) continue;
-      entries_.splice(entries_.begin(), entries_, it);
-      *why = it->why;
-      return it->graph;
-    }
-    Entry e{key, nullptr, ""};
-    try {
-      if (!handle_) handle_ = new Handle();  // lazily, on the device current at the first build
-      auto built = std::make_shared<BuiltBwd>();
-      e.why = build(*built, handle_->h, p);
-      if (e.why.empty()) e.graph = built;
-    } catch (const std::exception& ex) {
-      *why = std::string("cuDNN: ") + ex.what();  // not kept: a failure outside cuDNN's answer
-      return nullptr;
-    }
-    entries_.push_front(e);
-    if (entries_.size() > kCachedGraphs) entries_.pop_back();
-    *why = e.why;
-    return e.graph;
-  }
-
- private:
-  struct Entry {
-    std::string key;
-    std::shared_ptr<const BuiltBwd> graph;  // nullptr: cuDNN refused, `why` says so
-    std::string why;
-  };
-  std::mutex mu_;
-  std::list<Entry> entries_;
-  Handle* handle_ = nullptr;
-};
-
 std::shared_ptr<const BuiltBwd> cached_graph(const AttentionProblem& p, std::string* why) {
-  static BwdGraphCache* cache = new BwdGraphCache();
-  return cache->get(p, why);
+  static auto* cache = new cudnn::GraphLru<BuiltBwd>(kCachedGraphs);
+  const auto make = [&](cudnnHandle_t h, std::string* refusal) -> std::shared_ptr<const BuiltBwd> {
+    auto built = std::make_shared<BuiltBwd>();
+    *refusal = build(*built, h, p);
+    return refusal->empty() ? built : nullptr;
+  };
+  return cache->get(graph_key(p), make, why);
 }
 
 // The derived index tensors in the workspace after cuDNN's bytes, each 256-byte aligned: the lengths [B] of Q and

@@ -13,6 +13,8 @@
 #include "bwd_matrix_shapes.hpp"
 #include "device.hpp"
 #include "gpu_reference.hpp"
+#include "op_case.hpp"
+#include "registry.hpp"
 
 namespace attnbench {
 namespace {
@@ -66,57 +68,38 @@ TEST_P(GpuBackward, ReferenceAgreesWithEigen) {
   }
 }
 
+// Through the runner's own path: the op case's inputs and GPU reference, the kernel bound to the device, one call,
+// the gate.
 TEST_P(GpuBackward, CudaUnifiedBwdPassesTheGate) {
   if (!cuda_device()) GTEST_SKIP() << "no CUDA device";
   const BwdShape& m = GetParam();
-  Device& dev = *cuda_device();
-  const auto kernel = make_cuda_unified_bwd();
+  const KernelEntry* entry = nullptr;
+  for (const auto& k : kernel_registry())
+    if (k.name == "cuda.unified_bwd") entry = &k;
+  ASSERT_NE(entry, nullptr);
   const KnobValues knobs = KnobValues::resolve({}, false);
   for (DType dt : {DType::bf16, DType::f16}) {
-    const AttentionProblem p = problem_of(m, dt);
-    const Support s = kernel->supports(p, knobs);
+    ShapeCase c;
+    c.op = Op::attention_backward;
+    c.dtype = dt;
+    c.name = m.name;
+    c.attention = problem_of(m, dt);
+    const auto op = make_op_case(c);
+    const Support s = op->supports(*entry, knobs);
     if (m.head_size == 256) {
       EXPECT_FALSE(s.ok);
       EXPECT_NE(s.reason.find("head_size 256"), std::string::npos) << s.reason;
       continue;
     }
     ASSERT_TRUE(s.ok) << s.reason;
-    BwdReference ref;
-    const BwdInputs in = build_bwd_inputs(p, 37, ref, {}, &dev);
-    const auto plan = kernel->plan(p, knobs);
-    Buffer q(dev, in.q.bytes()), k(dev, in.k.bytes()), v(dev, in.v.bytes()), o(dev, in.o.bytes()),
-        d_o(dev, in.d_o.bytes()), lse(dev, in.lse.size() * 4), cq(dev, in.cu_seqlens_q.size() * 4),
-        ck(dev, in.cu_seqlens_k.size() * 4), dq(dev, in.q.bytes()), dk(dev, in.k.bytes()), dv(dev, in.v.bytes()),
-        ws(dev, plan->workspace_bytes);
-    dev.upload(q.data(), in.q.data(), q.bytes());
-    dev.upload(k.data(), in.k.data(), k.bytes());
-    dev.upload(v.data(), in.v.data(), v.bytes());
-    dev.upload(o.data(), in.o.data(), o.bytes());
-    dev.upload(d_o.data(), in.d_o.data(), d_o.bytes());
-    dev.upload(lse.data(), in.lse.data(), lse.bytes());
-    dev.upload(cq.data(), in.cu_seqlens_q.data(), cq.bytes());
-    dev.upload(ck.data(), in.cu_seqlens_k.data(), ck.bytes());
-    for (Buffer* b : {&dq, &dk, &dv, &ws}) dev.poison(b->data(), b->bytes());
-    AttentionBwdParams a = in.params();
-    a.q = q.data();
-    a.k = k.data();
-    a.v = v.data();
-    a.o = o.data();
-    a.d_o = d_o.data();
-    a.lse = static_cast<const float*>(lse.data());
-    a.cu_seqlens_q = static_cast<const int32_t*>(cq.data());
-    a.cu_seqlens_k = static_cast<const int32_t*>(ck.data());
-    a.dq = dq.data();
-    a.dk = dk.data();
-    a.dv = dv.data();
-    a.workspace = ws.data();
-    kernel->run(*plan, a, dev.stream());
-    dev.synchronize();
-    std::vector<uint16_t> hq(in.q.size()), hk(in.k.size()), hv(in.v.size());
-    dev.download(hq.data(), dq.data(), dq.bytes());
-    dev.download(hk.data(), dk.data(), dk.bytes());
-    dev.download(hv.data(), dv.data(), dv.bytes());
-    const GateResult g = gate_gradients(p, hq.data(), hk.data(), hv.data(), ref, default_tolerance(dt));
+    CaseSettings settings;
+    settings.seed = 37;
+    op->prepare(settings, cuda_device());
+    const auto bound = op->bind(*entry, *cuda_device(), knobs);
+    bound->call();
+    const GateResult g = bound->gate(default_tolerance(dt));
+    ASSERT_EQ(g.tensors.size(), 3u);
+    EXPECT_EQ(g.reference, "gpu");
     std::printf("%-24s %-4s cuda.unified_bwd row_rel %.2e max_abs %.2e (dq %.2e dk %.2e dv %.2e)\n", m.name,
                 dtype_name(dt), g.max_row_rel, g.max_abs, g.tensors[0].max_row_rel, g.tensors[1].max_row_rel,
                 g.tensors[2].max_row_rel);
