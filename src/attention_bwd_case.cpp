@@ -76,7 +76,6 @@ class AttentionBwdCase final : public OpCase {
 
   Support supports(const KernelEntry& k, const KnobValues& knobs) const override {
     if (!k.attention_bwd) return Support::no("kernel " + k.name + " does not implement op attention_backward");
-    if (const std::string why = attention_bwd_conflict(p_); !why.empty()) return Support::no(why);
     return k.attention_bwd->supports(p_, knobs);
   }
 

@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attnbench/attention_bwd.hpp"
@@ -24,9 +26,6 @@ using cpu::gemm;
 constexpr int kTile = 64;  // query rows and keys per tile
 constexpr int kR = 4, kNB = 8;
 
-struct BwdPlan final : AttentionBwdPlan {
-  AttentionProblem problem;
-};
 
 // One (query tile, key tile) pair of one head: scores, P, dP and dS in fp32 (tile-major, kTile x kTile).
 struct PairTile {
@@ -159,28 +158,42 @@ struct Item {
   int seq, head, tile;
 };
 
-void run_bwd(const AttentionBwdParams& a) {
+// One thread's buffers: a pair tile and two fp32 accumulators of 64 rows.
+struct ThreadScratch {
+  PairTile tile;
+  std::vector<float> acc1, acc2;
+};
+
+// The work items (key tiles, then query tiles) and every thread's scratch, made once: run() allocates nothing.
+struct BwdPlan final : AttentionBwdPlan {
+  AttentionProblem problem;
+  std::vector<Item> keys, queries;
+  mutable std::vector<std::unique_ptr<ThreadScratch>> scratch;  // one per thread, written only by run()
+};
+
+void make_items(const AttentionProblem& p, BwdPlan& pl) {
+  for (int s = 0; s < p.num_seqs(); ++s) {
+    for (int g = 0; g < p.kv_heads; ++g)
+      for (int j0 = 0; j0 < p.kv_lens[s]; j0 += kTile) pl.keys.push_back({s, g, j0});
+    for (int h = 0; h < p.heads; ++h)
+      for (int i0 = 0; i0 < p.q_lens[s]; i0 += kTile) pl.queries.push_back({s, h, i0});
+  }
+}
+
+void run_bwd(const BwdPlan& pl, const AttentionBwdParams& a) {
   float* dsum = static_cast<float*>(a.workspace);
   preprocess(a, dsum);
   const Ctx x{a, dsum, a.heads / a.kv_heads};
-  std::vector<Item> keys, queries;
-  for (int s = 0; s < a.num_seqs; ++s) {
-    const int q_len = a.cu_seqlens_q[s + 1] - a.cu_seqlens_q[s], kv_len = a.cu_seqlens_k[s + 1] - a.cu_seqlens_k[s];
-    for (int g = 0; g < a.kv_heads; ++g)
-      for (int j0 = 0; j0 < kv_len; j0 += kTile) keys.push_back({s, g, j0});
-    for (int h = 0; h < a.heads; ++h)
-      for (int i0 = 0; i0 < q_len; i0 += kTile) queries.push_back({s, h, i0});
-  }
-  const std::size_t acc = static_cast<std::size_t>(kTile) * a.head_size;
-#pragma omp parallel
+  const int threads = static_cast<int>(pl.scratch.size());
+#pragma omp parallel num_threads(threads)
   {
-    auto w = std::make_unique<PairTile>();
-    std::vector<float> t1(acc), t2(acc);
+    ThreadScratch& t = *pl.scratch[omp_get_thread_num()];
 #pragma omp for schedule(dynamic, 1)
-    for (std::size_t i = 0; i < keys.size(); ++i) key_tile(x, *w, keys[i].seq, keys[i].head, keys[i].tile, t1, t2);
+    for (std::size_t i = 0; i < pl.keys.size(); ++i)
+      key_tile(x, t.tile, pl.keys[i].seq, pl.keys[i].head, pl.keys[i].tile, t.acc1, t.acc2);
 #pragma omp for schedule(dynamic, 1)
-    for (std::size_t i = 0; i < queries.size(); ++i)
-      query_tile(x, *w, queries[i].seq, queries[i].head, queries[i].tile, t1);
+    for (std::size_t i = 0; i < pl.queries.size(); ++i)
+      query_tile(x, t.tile, pl.queries[i].seq, pl.queries[i].head, pl.queries[i].tile, t.acc1);
   }
 }
 
@@ -202,6 +215,14 @@ class CpuUnifiedBwd final : public AttentionBwdKernel {
     if (!s.ok) throw std::invalid_argument("cpu.unified_bwd declines: " + s.reason);
     auto pl = std::make_unique<BwdPlan>();
     pl->problem = p;
+    make_items(p, *pl);
+    const std::size_t acc = static_cast<std::size_t>(kTile) * p.head_size;
+    for (int t = 0; t < omp_get_max_threads(); ++t) {
+      auto scratch = std::make_unique<ThreadScratch>();
+      scratch->acc1.assign(acc, 0.f);
+      scratch->acc2.assign(acc, 0.f);
+      pl->scratch.push_back(std::move(scratch));
+    }
     pl->workspace_bytes = static_cast<std::size_t>(p.total_q()) * p.heads * sizeof(float);
     pl->summary = "tiles " + std::to_string(kTile) + "x" + std::to_string(kTile) + " threads " +
                   std::to_string(omp_get_max_threads());
@@ -213,7 +234,7 @@ class CpuUnifiedBwd final : public AttentionBwdKernel {
     if (!pl) throw std::invalid_argument("cpu.unified_bwd: plan was not made by cpu.unified_bwd");
     check_attention_bwd_params("cpu.unified_bwd", pl->problem, a);
     if (!a.workspace) throw std::invalid_argument("cpu.unified_bwd: params.workspace is null");
-    run_bwd(a);
+    run_bwd(*pl, a);
   }
 };
 

@@ -277,7 +277,7 @@ std::unordered_map<int64_t, void*> variant_pack(const Pointers& x, bool ragged) 
 
 void set_stream(cudnnHandle_t h, cudaStream_t s) {
   if (const cudnnStatus_t st = cudnnSetStream(h, s); st != CUDNN_STATUS_SUCCESS)
-    throw std::runtime_error(std::string("cudnn.sdpa: cudnnSetStream: ") + cudnnGetErrorString(st));
+    throw std::runtime_error(std::string("cuDNN: cudnnSetStream: ") + cudnnGetErrorString(st));
 }
 
 }  // namespace attnbench::cudnn

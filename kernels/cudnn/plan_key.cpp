@@ -179,6 +179,20 @@ Band band_of(const AttentionProblem& p) {
   return b;
 }
 
+std::string band_text(const AttentionProblem& p) {
+  const Band b = band_of(p);
+  if (!b.left && !b.right) return p.causal ? ", causal at q_len 1 (no mask)" : ", non-causal";
+  if (!b.left && !b.top_left && b.right == 0) return ", bottom-right causal";
+  std::string out = std::string(", band ") + (b.top_left ? "top-left" : "bottom-right");
+  if (b.left) out += " left " + std::to_string(*b.left);
+  if (b.right) out += " right " + std::to_string(*b.right);
+  return out;
+}
+
+std::string version_text(int64_t v) {
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+}
+
 std::string graph_key(const AttentionProblem& p, const Layout& l, const PlanChoice& c) {
   std::ostringstream k;
   k << p.types.name() << ' ' << p.num_seqs() << ' ' << p.heads << ' ' << p.kv_heads << ' ' << p.head_size

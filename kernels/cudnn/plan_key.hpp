@@ -94,6 +94,10 @@ struct Band {
   std::optional<int64_t> left, right;
 };
 Band band_of(const AttentionProblem& p);
+// The band as a plan summary says it: ", bottom-right causal", ", band top-left left 4097 right 0", ", non-causal".
+std::string band_text(const AttentionProblem& p);
+// A cuDNN or frontend version number (MAJOR * 10000 + MINOR * 100 + PATCH) as "9.19.0".
+std::string version_text(int64_t v);
 
 // The graph cache's key: everything the graph and its plan depend on.
 std::string graph_key(const AttentionProblem& p, const Layout& l, const PlanChoice& c);

@@ -55,10 +55,7 @@ using cudnn::set_stream;
 using cudnn::Tuning;
 using cudnn::tuned;
 using cudnn::variant_pack;
-
-std::string version_text(int64_t v) {
-  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
-}
+using cudnn::version_text;
 
 // Why the graph of p cannot take layout l ("" when it can).
 std::string layout_conflict(const AttentionProblem& p, const Layout& l) {
@@ -119,17 +116,7 @@ struct CudnnSdpaPlan : AttentionPlan {
 // The mask and the features as the graph has them: ", bottom-right causal", ", band top-left left 4097 right 0,
 // ALiBi", ", sinks".
 std::string mask_text(const AttentionProblem& p) {
-  const cudnn::Band b = band_of(p);
-  std::string out;
-  if (!b.left && !b.right) {
-    out = p.causal ? ", causal at q_len 1 (no mask)" : ", non-causal";
-  } else if (!b.left && !b.top_left && b.right == 0) {
-    out = ", bottom-right causal";
-  } else {
-    out = std::string(", band ") + (b.top_left ? "top-left" : "bottom-right");
-    if (b.left) out += " left " + std::to_string(*b.left);
-    if (b.right) out += " right " + std::to_string(*b.right);
-  }
+  std::string out = cudnn::band_text(p);
   if (!p.features.alibi_slopes.empty()) out += ", ALiBi";
   if (!p.features.sinks.empty()) out += ", sinks";
   return out;

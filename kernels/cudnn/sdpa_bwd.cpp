@@ -34,6 +34,8 @@ namespace fe = cudnn_frontend;
 using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
 using cudnn::Band;
 using cudnn::Handle;
+using cudnn::set_stream;
+using cudnn::version_text;
 
 constexpr const char* kName = "cudnn.sdpa_backward";
 constexpr std::size_t kCachedGraphs = 16;
@@ -55,10 +57,6 @@ BwdLayout layout_of(const AttentionBwdParams& a) {
   return {a.q_stride_token, a.q_stride_head, a.k_stride_token, a.k_stride_head};
 }
 BwdLayout planned_layout(const AttentionProblem& p) { return layout_of(make_attention_bwd_params(p)); }
-
-std::string version_text(int64_t v) {
-  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
-}
 
 // Where the masks leave rows that see no key (their LSE is -inf, and cuDNN's exp(s - stats) is NaN there) or keys
 // that no row sees (their dK/dV rows must be 0, which run() then writes itself before cuDNN runs).
@@ -252,21 +250,10 @@ struct CudnnBwdPlan final : AttentionBwdPlan {
   std::unique_ptr<Handle> handle;  // this plan's: run() sets its stream
 };
 
-// The mask as the graph has it: ", bottom-right causal", ", band top-left left 257 right 0", ", non-causal".
-std::string mask_text(const AttentionProblem& p) {
-  const Band b = cudnn::band_of(p);
-  if (!b.left && !b.right) return p.causal ? ", causal at q_len 1 (no mask)" : ", non-causal";
-  if (!b.left && !b.top_left && b.right == 0) return ", bottom-right causal";
-  std::string out = std::string(", band ") + (b.top_left ? "top-left" : "bottom-right");
-  if (b.left) out += " left " + std::to_string(*b.left);
-  if (b.right) out += " right " + std::to_string(*b.right);
-  return out;
-}
-
 std::string summary_of(const AttentionProblem& p, const CudnnBwdPlan& pl) {
   const std::string gqa = p.kv_heads == p.heads ? "" : ", GQA " + std::to_string(p.group_size());
   return "cudnn " + version_text(static_cast<int64_t>(cudnnGetVersion())) + " sdpa_backward (frontend " +
-         version_text(CUDNN_FRONTEND_VERSION) + ")" + mask_text(p) + gqa +
+         version_text(CUDNN_FRONTEND_VERSION) + ")" + cudnn::band_text(p) + gqa +
          ", padding mask, ragged q/k/stats; lengths and offsets by a kernel in run()" +
          (pl.zero_dkdv ? "; dK/dV zeroed first (keys no row sees)" : "") + "; heuristics a,fallback, plan first: " +
          pl.graph->engine;
@@ -296,11 +283,6 @@ std::unordered_map<int64_t, void*> variant_pack(const CudnnBwdPlan& pl, const At
           {kQOffsets, at(a.workspace, pl.tables.q_offsets)},
           {kKOffsets, at(a.workspace, pl.tables.k_offsets)},
           {kStatsOffsets, at(a.workspace, pl.tables.stats_offsets)}};
-}
-
-void set_stream(cudnnHandle_t h, cudaStream_t s) {
-  if (const cudnnStatus_t st = cudnnSetStream(h, s); st != CUDNN_STATUS_SUCCESS)
-    throw std::runtime_error(std::string(kName) + ": cudnnSetStream: " + cudnnGetErrorString(st));
 }
 
 // dK and dV over the packed layout (the plan's dense one), before cuDNN writes the rows its masks reach.
