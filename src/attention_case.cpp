@@ -206,6 +206,8 @@ std::unique_ptr<OpCase> make_op_case(const ShapeCase& c) {
       return make_gated_case(c);
     case Op::attention_backward:
       return make_attention_bwd_case(c);
+    case Op::gated_block_backward:
+      return make_gated_bwd_case(c);
   }
   return nullptr;
 }

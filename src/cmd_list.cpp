@@ -75,7 +75,7 @@ void list_callback(ListCli& c) {
     std::cout << "kernels:\n";
     for (const auto& k : kernel_registry())
       std::cout << "  " << std::left << std::setw(20) << k.name << std::setw(6) << backend_name(k.backend)
-                << std::setw(19) << op_name(k.op) << k.description << "\n";
+                << std::setw(21) << op_name(k.op) << k.description << "\n";
   }
   if (all || c.knobs) {
     std::cout << "knobs (environment variables; override with run --set NAME=VALUE):\n";

@@ -1,5 +1,11 @@
 #include "gpu_reference.hpp"
 
+#include <memory>
+#include <vector>
+
+#include "gated_bwd_data.hpp"
+
+#include "attnbench/gated_block_bwd_ref.hpp"
 #include "attnbench/reference_bwd.hpp"
 #include "attnbench/reference_gpu.hpp"
 
@@ -68,6 +74,49 @@ void reference_bwd_on_device(Device& dev, BwdInputs& in, float* o, BwdReference&
   dev.download(ref.dq.data(), dq.data(), dq.bytes());
   dev.download(ref.dk.data(), dk.data(), dk.bytes());
   dev.download(ref.dv.data(), dv.data(), dv.bytes());
+}
+
+void gated_bwd_reference_on_device(Device& dev, const GatedGeometry& g, const GatedOptions& o, GatedBwdHost& host) {
+  const GatedHostInputs& in = host.in;
+  const Uploaded h(dev, in.h), wq(dev, in.wq), wg(dev, in.wgate), wk(dev, in.wk), wv(dev, in.wv),
+      qn(dev, in.q_norm_weight), kn(dev, in.k_norm_weight), cs(dev, in.cos), sn(dev, in.sin), wo(dev, in.w_o),
+      dy(dev, host.dy);
+  reference::GatedBwdRef& r = host.ref;
+  const std::size_t t = static_cast<std::size_t>(g.tokens()), aw = static_cast<std::size_t>(g.attn_width());
+  const std::size_t kw = static_cast<std::size_t>(g.h_kv()) * g.d_head(), dm = g.d_model(), d = g.d_head();
+  const bool norms = o.qk_norm;
+  std::vector<std::pair<std::vector<float>*, std::size_t>> outs = {
+      {&r.q_pre, t * aw}, {&r.k_pre, t * kw}, {&r.q, t * aw},      {&r.k, t * kw},       {&r.v, t * kw},
+      {&r.gate, t * aw},  {&r.o, t * aw},     {&r.lse, t * g.h_q()}, {&r.rstd_q, t * g.h_q()}, {&r.rstd_k, t * g.h_kv()},
+      {&r.dh, t * dm},    {&r.dwq, aw * dm},  {&r.dwgate, aw * dm}, {&r.dwk, kw * dm},    {&r.dwv, kw * dm},
+      {&r.dw_o, dm * aw}, {&r.dw_q_norm, norms ? d : 0}, {&r.dw_k_norm, norms ? d : 0}};
+  std::vector<std::unique_ptr<Buffer>> bufs;
+  for (auto& [vec, n] : outs) {
+    vec->assign(n, 0.f);
+    bufs.push_back(std::make_unique<Buffer>(dev, n * sizeof(float)));
+  }
+  auto f = [&](int i) { return static_cast<float*>(bufs[i]->data()); };
+  Buffer ws(dev, reference::gated_block_backward_gpu_workspace(g));
+  reference::GatedBwdGpuIo io;
+  io.h = h.as<uint16_t>();
+  io.wq = wq.as<uint16_t>();
+  io.wgate = wg.as<uint16_t>();
+  io.wk = wk.as<uint16_t>();
+  io.wv = wv.as<uint16_t>();
+  io.q_norm_weight = qn.as<uint16_t>();
+  io.k_norm_weight = kn.as<uint16_t>();
+  io.cos = cs.as<uint16_t>();
+  io.sin = sn.as<uint16_t>();
+  io.w_o = wo.as<uint16_t>();
+  io.dy = dy.as<uint16_t>();
+  float** dst[] = {&io.q_pre, &io.k_pre, &io.q, &io.k, &io.v, &io.gate, &io.o, &io.lse, &io.rstd_q,
+                   &io.rstd_k, &io.dh, &io.dwq, &io.dwgate, &io.dwk, &io.dwv, &io.dw_o, &io.dw_q_norm, &io.dw_k_norm};
+  for (int i = 0; i < 18; ++i) *dst[i] = outs[i].second ? f(i) : nullptr;
+  io.workspace = ws.data();
+  reference::gated_block_backward_gpu(g, o, io, dev.stream());
+  dev.synchronize();
+  for (int i = 0; i < 18; ++i)
+    if (outs[i].second) dev.download(outs[i].first->data(), bufs[i]->data(), bufs[i]->bytes());
 }
 
 }  // namespace attnbench

@@ -72,5 +72,6 @@ nlohmann::json attention_problem_dims(const AttentionProblem& p, const InputSpre
 std::unique_ptr<OpCase> make_attention_case(const ShapeCase& c);
 std::unique_ptr<OpCase> make_gated_case(const ShapeCase& c);
 std::unique_ptr<OpCase> make_attention_bwd_case(const ShapeCase& c);
+std::unique_ptr<OpCase> make_gated_bwd_case(const ShapeCase& c);
 
 }  // namespace attnbench

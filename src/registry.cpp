@@ -5,6 +5,7 @@
 
 #include "attnbench/backends.hpp"
 #include "attnbench/gated_block.hpp"
+#include "attnbench/gated_block_bwd.hpp"
 
 namespace attnbench {
 
@@ -19,6 +20,9 @@ const std::vector<KernelEntry>& kernel_registry() {
     };
     auto add_bwd = [&t](std::shared_ptr<const AttentionBwdKernel> k, const char* what) {
       t.push_back({Op::attention_backward, nullptr, k->name(), k->backend(), what, nullptr, false, k});
+    };
+    auto add_gated_bwd = [&t](std::shared_ptr<const GatedBlockBwdKernel> k, const char* what) {
+      t.push_back({Op::gated_block_backward, nullptr, k->name(), k->backend(), what, nullptr, false, nullptr, k});
     };
     add(make_cpu_unified(), "paged attention, online-softmax over KV tiles; prefill and split-KV decode paths");
 #ifdef ATTNBENCH_WITH_CUDA
@@ -43,11 +47,22 @@ const std::vector<KernelEntry>& kernel_registry() {
     add_bwd(make_cpu_unified_bwd(), "attention backward over 64x64 tiles: dK/dV per key tile, dQ per query tile, fp32 sums");
 #ifdef ATTNBENCH_WITH_CUDA
     add_bwd(make_cuda_unified_bwd(), "attention backward, sm_90a: FlashAttention-2's structure on mma.sync, dK/dV per "
-                                     "64-key tile in registers, dQ by fp32 atomics; d64/d128");
+                                     "64-key tile in registers, dQ by fp32 atomics; d64/d128/d256 (d256 in 128-column "
+                                     "chunks)");
 #endif
 #ifdef ATTNBENCH_WITH_CUDNN
     add_bwd(make_cudnn_sdpa_backward(), "cuDNN's fused SDPA backward (frontend graph API) on the packed inputs: ragged "
                                         "offsets, padding mask, causal / sliding-window band, GQA");
+#endif
+    add_gated_bwd(make_cpu_gated_block_bwd(), "gated block backward: fp32 GEMMs and passes over rounded stages, "
+                                              "cpu.unified_bwd SDPA backward");
+#ifdef ATTNBENCH_WITH_CUDA
+    add_gated_bwd(make_cuda_gated_block_bwd(), "gated block backward: cuBLASLt dY/dW/dh GEMMs, gate and norm+RoPE "
+                                               "backward kernels, cuda.unified_bwd SDPA backward");
+#endif
+#ifdef ATTNBENCH_WITH_CUDNN
+    add_gated_bwd(make_cudnn_gated_chain_bwd(), "gated block backward as the vendor chain: cuBLASLt GEMMs, the "
+                                                "elementwise backward kernels, cudnn.sdpa_backward");
 #endif
     for (auto& e : t) e.peer = is_peer_kernel(e.name);
     return t;

@@ -6,6 +6,7 @@
 
 #include "attnbench/attention_bwd.hpp"
 #include "attnbench/gated_block.hpp"
+#include "attnbench/gated_block_bwd.hpp"
 #include "attnbench/kernel.hpp"
 #include "device.hpp"
 #include "shapes.hpp"
@@ -19,8 +20,9 @@ struct KernelEntry {
   Backend backend;
   std::string description;
   std::shared_ptr<const GatedBlockKernel> gated = nullptr;  // op == gated_block
-  bool peer = false;
-  std::shared_ptr<const AttentionBwdKernel> attention_bwd = nullptr;  // op == attention_backward  // is_peer_kernel(name): the other kernels' rows carry their ratio to it (peer_ratio.hpp)
+  bool peer = false;  // is_peer_kernel(name): the other kernels' rows carry their ratio to it (peer_ratio.hpp)
+  std::shared_ptr<const AttentionBwdKernel> attention_bwd = nullptr;  // op == attention_backward
+  std::shared_ptr<const GatedBlockBwdKernel> gated_bwd = nullptr;     // op == gated_block_backward
 };
 
 // Peers are kernels a user would otherwise use (a vendor library's): every kernel whose name starts with "cudnn.".

@@ -16,6 +16,7 @@
 #include "errors.hpp"
 #include "shape_features.hpp"
 #include "json_file.hpp"
+#include "shape_parse.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -27,6 +28,7 @@ const char* op_name(Op op) {
     case Op::attention: return "attention";
     case Op::gated_block: return "gated_block";
     case Op::attention_backward: return "attention_backward";
+    case Op::gated_block_backward: return "gated_block_backward";
   }
   return "?";
 }
@@ -50,62 +52,14 @@ std::string ShapeCase::describe() const {
       os << " mx w " << mx_codes_name(g.mx->w_qkvg) << "/" << mx_codes_name(g.mx->w_o) << " o "
          << mx::mx_format_name(mx_o_format(*g.mx));
     if (g.fp8) os << " fp8";
+    if (op == Op::gated_block_backward) os << " bwd " << recompute_policy_name(g.bwd.recompute);
   }
   return os.str();
 }
 
-namespace {
+namespace shape_parse {
 
-const std::set<std::string> kTopKeys = {"group", "op", "description", "defaults", "shapes"};
-const std::set<std::string> kAttentionKeys = [] {
-  std::set<std::string> k = {"name",     "batch",     "seqlen_q", "seqlen_k", "seqlens",    "heads",
-                             "kv_heads", "head_size", "dtypes",   "causal",   "block_size", "scale", "kv_dtype",
-                             "q_dtype",  "causal_bottom_right", "return_lse", "scores"};
-  k.insert(feature_keys().begin(), feature_keys().end());
-  return k;
-}();
-// The backward's: the forward's lengths, heads, mask and scale, the window and softcap (no paged layout, no 8-bit
-// storage, no other feature: attention_bwd_conflict).
-const std::set<std::string> kAttentionBwdKeys = {"name",     "batch",     "seqlen_q",     "seqlen_k",     "seqlens",
-                                                 "heads",    "kv_heads",  "head_size",    "dtypes",       "causal",
-                                                 "scale",    "scores",    "window_left",  "window_right", "softcap",
-                                                 "causal_bottom_right"};
-const std::set<std::string> kGatedKeys = {"name", "batch",  "seqlen",  "d_model", "h_q",    "h_kv",
-                                          "d_head", "rope_dim", "qk_norm", "causal", "dtypes", "window_left",
-                                          "window_right", "causal_bottom_right", "seq_lens", "return_lse", "mx", "fp8"};
-
-// Group and shape names make result ids (group/shape/dtype), table columns and file names: letters, digits and
-// ._+- only, starting with a letter or digit, at most kMaxNameLength characters.
-constexpr std::size_t kMaxNameLength = 100;
-bool safe_name(const std::string& n) {
-  if (n.empty() || n.size() > kMaxNameLength || !std::isalnum(static_cast<unsigned char>(n[0]))) return false;
-  for (char ch : n)
-    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '_' && ch != '+' && ch != '-') return false;
-  return true;
-}
-const char* kSafeNameRule = "letters, digits and ._+- only, starting with a letter or digit, at most 100 characters";
-
-// Names the place of an error: "FILE: shape #i 'name': field 'f'".
-struct Where {
-  std::string file;
-  int index = -1;
-  std::string name;
-  [[noreturn]] void fail(const std::string& field, const std::string& why) const {
-    std::string s = file + ": ";
-    if (index >= 0) s += "shape #" + std::to_string(index) + (name.empty() ? "" : " '" + name + "'") + ": ";
-    if (!field.empty()) s += "field '" + field + "': ";
-    throw UsageError(s + why);
-  }
-};
-
-// Upper bounds of the integer fields: far beyond any real model, small enough that sizes stay in range.
-constexpr long long kMaxLength = 1LL << 30;     // seqlen_q, seqlen_k, seqlens, seqlen
-constexpr long long kMaxBatch = 1LL << 20;      // sequences (one entry each in the lists the harness builds)
-constexpr long long kMaxHeads = 1LL << 16;      // heads, kv_heads, h_q, h_kv
-constexpr long long kMaxWidth = 1LL << 20;      // head_size, d_head, d_model, rope_dim
-constexpr long long kMaxBlockSize = 1LL << 20;  // tokens per KV-cache block; may exceed the longest sequence
-
-int get_int(const json& j, const std::string& key, const Where& w, long long max_value, int min_value = 1) {
+int get_int(const json& j, const std::string& key, const Where& w, long long max_value, int min_value) {
   const json& v = j.at(key);
   if (!v.is_number_integer()) w.fail(key, "expected an integer, got " + compact_value(v.dump()));
   const bool above = v.is_number_unsigned() ? v.get<unsigned long long>() > static_cast<unsigned long long>(max_value)
@@ -121,6 +75,42 @@ bool get_bool(const json& j, const std::string& key, const Where& w) {
   if (!v.is_boolean()) w.fail(key, "expected true or false, got " + compact_value(v.dump()));
   return v.get<bool>();
 }
+
+void require(const json& j, const std::string& key, const Where& w) {
+  if (!j.contains(key)) w.fail(key, "missing");
+}
+
+}  // namespace shape_parse
+
+namespace {
+
+using namespace shape_parse;
+
+const std::set<std::string> kTopKeys = {"group", "op", "description", "defaults", "shapes"};
+const std::set<std::string> kAttentionKeys = [] {
+  std::set<std::string> k = {"name",     "batch",     "seqlen_q", "seqlen_k", "seqlens",    "heads",
+                             "kv_heads", "head_size", "dtypes",   "causal",   "block_size", "scale", "kv_dtype",
+                             "q_dtype",  "causal_bottom_right", "return_lse", "scores"};
+  k.insert(feature_keys().begin(), feature_keys().end());
+  return k;
+}();
+// The backward's: the forward's lengths, heads, mask and scale, the window and softcap (no paged layout, no 8-bit
+// storage, no other feature: attention_bwd_conflict).
+const std::set<std::string> kAttentionBwdKeys = {"name",     "batch",     "seqlen_q",     "seqlen_k",     "seqlens",
+                                                 "heads",    "kv_heads",  "head_size",    "dtypes",       "causal",
+                                                 "scale",    "scores",    "window_left",  "window_right", "softcap",
+                                                 "causal_bottom_right"};
+
+// Group and shape names make result ids (group/shape/dtype), table columns and file names: letters, digits and
+// ._+- only, starting with a letter or digit, at most kMaxNameLength characters.
+constexpr std::size_t kMaxNameLength = 100;
+bool safe_name(const std::string& n) {
+  if (n.empty() || n.size() > kMaxNameLength || !std::isalnum(static_cast<unsigned char>(n[0]))) return false;
+  for (char ch : n)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '_' && ch != '+' && ch != '-') return false;
+  return true;
+}
+const char* kSafeNameRule = "letters, digits and ._+- only, starting with a letter or digit, at most 100 characters";
 
 std::vector<DType> get_dtypes(const json& j, const Where& w) {
   if (!j.contains("dtypes")) return {DType::bf16, DType::f16};
@@ -147,10 +137,6 @@ void check_keys(const json& j, const std::set<std::string>& allowed, const Where
       w.fail(it.key(), std::string("unknown field in ") + what + " (known: " + known + ")");
     }
   }
-}
-
-void require(const json& j, const std::string& key, const Where& w) {
-  if (!j.contains(key)) w.fail(key, "missing");
 }
 
 std::optional<DType> get_storage_dtype(const json& j, const char* key, const Where& w);
@@ -228,98 +214,12 @@ AttentionProblem parse_attention(const json& s, const Where& w) {
   return p;
 }
 
-// "mx": {"w_qkvg": codes, "w_o": codes, "o": "mxfp8" | "nvfp4" | "mxfp4", "scale_o": x, "descale_w_o": x}, codes
-// "e4m3" or "e2m1" ("e5m2" parses, and the block declines it); every key optional.
-MxQuantSpec parse_mx(const json& v, const Where& w) {
-  if (!v.is_object()) w.fail("mx", "expected an object, got " + compact_value(v.dump()));
-  MxQuantSpec m;
-  for (const auto& [key, val] : v.items()) {
-    const std::string field = "mx." + key;
-    if (key == "w_qkvg" || key == "w_o") {
-      const auto c = val.is_string() ? parse_mx_codes(val.get<std::string>()) : std::nullopt;
-      if (!c) w.fail(field, "expected \"e4m3\" (MXFP8) or \"e2m1\" (MXFP4), got " + compact_value(val.dump()));
-      (key == "w_qkvg" ? m.w_qkvg : m.w_o) = *c;
-    } else if (key == "o") {
-      const std::string o = val.is_string() ? val.get<std::string>() : "";
-      const auto f = parse_fp4_format(o);
-      if (!f && o != "mxfp8") w.fail(field, "expected \"mxfp8\", \"nvfp4\" or \"mxfp4\", got " + compact_value(val.dump()));
-      m.o_fp4 = f.has_value();
-      if (f) m.o_format = *f;
-    } else if (key == "scale_o" || key == "descale_w_o") {
-      if (!val.is_number() || !(val.get<double>() > 0) || val.get<double>() > 3e38)
-        w.fail(field, "expected a number > 0 that fits a float, got " + compact_value(val.dump()));
-      (key == "scale_o" ? m.scale_o : m.descale_w_o) = static_cast<float>(val.get<double>());
-    } else {
-      w.fail(field, "unknown key (known: w_qkvg, w_o, o, scale_o, descale_w_o)");
-    }
-  }
-  return m;
-}
-
-// The FP8 mode's scales: each given one replaces the default the geometry gives (gated_fp8_defaults).
-Fp8QuantSpec parse_fp8(const json& v, const Where& w, int d_model, int64_t attn_width) {
-  if (!v.is_object()) w.fail("fp8", "expected an object, got " + compact_value(v.dump()));
-  Fp8QuantSpec f = gated_fp8_defaults(d_model, attn_width);
-  for (const auto& [key, val] : v.items()) {
-    float* dst = nullptr;
-    std::string known;
-    for (const Fp8Factor& k : kFp8Factors) {
-      if (key == k.name) dst = &(f.*k.field);
-      known += std::string(known.empty() ? "" : ", ") + k.name;
-    }
-    if (!dst) w.fail("fp8." + key, "unknown key (known: " + known + ")");
-    // Bounded so that the reciprocal is a normal float too.
-    if (!val.is_number() || !(val.get<double>() >= 1e-30) || val.get<double>() > 1e30)
-      w.fail("fp8." + key, "expected a number in [1e-30, 1e30], got " + compact_value(val.dump()));
-    *dst = static_cast<float>(val.get<double>());
-  }
-  return f;
-}
-
-GatedShape parse_gated(const json& s, const Where& w) {
-  GatedShape g;
-  for (const char* k : {"seqlen", "d_model", "h_q", "h_kv", "d_head", "rope_dim"}) require(s, k, w);
-  if (s.contains("batch")) g.batch = get_int(s, "batch", w, kMaxBatch);
-  g.seqlen = get_int(s, "seqlen", w, kMaxLength);
-  g.d_model = get_int(s, "d_model", w, kMaxWidth);
-  g.h_q = get_int(s, "h_q", w, kMaxHeads);
-  g.h_kv = get_int(s, "h_kv", w, kMaxHeads);
-  g.d_head = get_int(s, "d_head", w, kMaxWidth);
-  g.rope_dim = get_int(s, "rope_dim", w, kMaxWidth, 0);
-  if (s.contains("qk_norm")) g.qk_norm = get_bool(s, "qk_norm", w);
-  if (s.contains("causal")) g.causal = get_bool(s, "causal", w);
-  if (s.contains("window_left")) g.window_left = get_int(s, "window_left", w, kMaxLength, -1);
-  if (s.contains("window_right")) g.window_right = get_int(s, "window_right", w, kMaxLength, -1);
-  if (s.contains("causal_bottom_right")) g.causal_bottom_right = get_bool(s, "causal_bottom_right", w);
-  if (s.contains("return_lse")) g.return_lse = get_bool(s, "return_lse", w);
-  if (s.contains("mx")) g.mx = parse_mx(s.at("mx"), w);
-  if (s.contains("fp8")) {
-    if (g.mx) w.fail("fp8", "excludes mx (the FP8 mode and the MX modes are two pipelines; give one)");
-    g.fp8 = parse_fp8(s.at("fp8"), w, g.d_model, static_cast<int64_t>(g.h_q) * g.d_head);
-  }
-  if (s.contains("seq_lens")) {
-    const json& v = s.at("seq_lens");
-    if (!v.is_array() || static_cast<long long>(v.size()) != g.batch)
-      w.fail("seq_lens", "expected a list of batch = " + std::to_string(g.batch) + " integers, got " +
-                             compact_value(v.dump()));
-    for (const auto& e : v) {
-      if (!e.is_number_integer() || e.get<long long>() < 0 || e.get<long long>() > g.seqlen)
-        w.fail("seq_lens", "each length must be an integer in [0, seqlen = " + std::to_string(g.seqlen) + "], got " +
-                               compact_value(e.dump()));
-      g.seq_lens.push_back(static_cast<int>(e.get<long long>()));
-    }
-  }
-  if (g.h_q % g.h_kv != 0) w.fail("h_kv", "h_q " + std::to_string(g.h_q) + " is not a multiple of h_kv " + std::to_string(g.h_kv));
-  if (g.rope_dim > g.d_head || g.rope_dim % 2 != 0)
-    w.fail("rope_dim", "must be even and <= d_head, got " + std::to_string(g.rope_dim));
-  return g;
-}
-
 const std::set<std::string>& shape_keys(Op op) {
   switch (op) {
     case Op::attention: return kAttentionKeys;
-    case Op::gated_block: return kGatedKeys;
+    case Op::gated_block: return gated_keys();
     case Op::attention_backward: return kAttentionBwdKeys;
+    case Op::gated_block_backward: return gated_bwd_keys();
   }
   return kAttentionKeys;
 }
@@ -360,7 +260,9 @@ FileHeader parse_header(const json& doc, const Where& top) {
     if (v == "attention") h.op = Op::attention;
     else if (v == "gated_block") h.op = Op::gated_block;
     else if (v == "attention_backward") h.op = Op::attention_backward;
-    else top.fail("op", "expected \"attention\", \"attention_backward\" or \"gated_block\", got " + compact_value(v.dump()));
+    else if (v == "gated_block_backward") h.op = Op::gated_block_backward;
+    else top.fail("op", "expected \"attention\", \"attention_backward\", \"gated_block\" or \"gated_block_backward\", got " +
+                          compact_value(v.dump()));
   }
   if (doc.contains("defaults")) {
     h.defaults = doc["defaults"];
@@ -419,11 +321,12 @@ void add_shape(const json& raw, const FileHeader& h, Where& w, std::set<std::str
   base.group = h.group;
   base.file = w.file;
   base.op = h.op;
-  if (h.op != Op::gated_block) {
+  if (base.is_attention_like()) {
     base.attention = parse_attention(s, w);
     base.input_spread = parse_scores(s, base.attention, w);
   } else {
     base.gated = parse_gated(s, w);
+    if (h.op == Op::gated_block_backward) base.gated.bwd = parse_gated_bwd(s, w);
   }
   base.name = w.name.empty() ? auto_name(base) : w.name;
   if (!names.insert(base.name).second) w.fail("name", "duplicate shape name '" + base.name + "'");
@@ -432,7 +335,7 @@ void add_shape(const json& raw, const FileHeader& h, Where& w, std::set<std::str
     ShapeCase c = base;
     c.dtype = d;
     c.attention.types = {q.value_or(d), kv.value_or(d), d};
-    if (h.op != Op::gated_block) {
+    if (c.is_attention_like()) {
       try {
         c.attention.validate();  // the rules that depend on the case's types
       } catch (const std::invalid_argument& e) {

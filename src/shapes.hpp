@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnbench/attention.hpp"
+#include "attnbench/gated_block_bwd.hpp"
 #include "attnbench/gated_fp8.hpp"
 #include "attnbench/gated_mx.hpp"
 #include "inputs.hpp"
@@ -15,7 +16,8 @@
 namespace attnbench {
 
 // attention_backward: the gradients of the attention op (attention_bwd.hpp), packed varlen inputs.
-enum class Op { attention, gated_block, attention_backward };
+// gated_block_backward: the gated block's gradients (gated_block_bwd.hpp) from dy and the forward's save set.
+enum class Op { attention, gated_block, attention_backward, gated_block_backward };
 const char* op_name(Op op);
 
 // The gated attention block's geometry (op "gated_block").
@@ -28,6 +30,7 @@ struct GatedShape {
   bool return_lse = false;                  // GatedOptions::return_lse
   std::optional<MxQuantSpec> mx;            // GatedOptions::mx
   std::optional<Fp8QuantSpec> fp8;          // GatedOptions::fp8 (defaults from the geometry for fields not given)
+  GatedBwdOptions bwd;                      // op gated_block_backward: "recompute" and "need"
 };
 
 struct ShapeCase {
@@ -37,7 +40,7 @@ struct ShapeCase {
   AttentionProblem attention;  // op == attention (attention.types: O in dtype; Q in "q_dtype" or dtype, K/V in
                                // "kv_dtype" or dtype) and op == attention_backward (the forward it differentiates)
   InputSpread input_spread;    // op == attention(_backward): "scores": "wide" widens Q and K (inputs.hpp)
-  GatedShape gated;            // op == gated_block
+  GatedShape gated;            // op == gated_block(_backward)
   std::string describe() const;  // one line: dims of the case
   // The dtype label of the case and its rows: the dtype, or q-kv-o where a shape's q_dtype or kv_dtype differs.
   std::string dtype_label() const { return op == Op::attention ? attention.types.name() : dtype_name(dtype); }

@@ -252,6 +252,30 @@ TEST(Cli, EmptyShardIsNamed) {
 
 // The backward op end to end on the CPU: a row per (shape, dtype), gated tensor by tensor, timed, its work the
 // backward's; the rows read back as a results file (compare and merge take them).
+TEST(Cli, GatedBlockBackwardRunsGatedPerGradient) {
+  const std::string file = tmp_path("gbwd.json"), out = tmp_path("gbwd.out.json");
+  std::ofstream(file) << R"({"group": "gb", "op": "gated_block_backward", "defaults": {"seqlen": 64, "d_model": 256,
+      "h_q": 4, "h_kv": 2, "d_head": 64, "rope_dim": 16, "dtypes": ["bf16"]},
+      "shapes": [{"name": "all"}, {"name": "dwo", "need": ["dw_o"]}, {"name": "mx", "mx": {}}]})";
+  const Result r = run_cli("run --shapes " + file + " --backend cpu --mode eager --min-samples 1 --timeout 1 -o " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream f(out);
+  const auto rows = nlohmann::json::parse(f)["rows"];
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0]["op"], "gated_block_backward");
+  EXPECT_EQ(rows[0]["kernel"], "cpu.gated_block_bwd");
+  EXPECT_EQ(rows[0]["status"], "ok") << rows[0].dump();
+  std::vector<std::string> names;
+  for (const auto& t : rows[0]["gate"]["tensors"]) names.push_back(t["name"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"dh", "dw_qkvg", "dw_o", "dw_q_norm", "dw_k_norm"}));
+  EXPECT_EQ(rows[0]["gate"]["rows_checked"], 64 + 768 + 256 + 1 + 1);  // tokens, W_qkvg rows, W_o rows, two norms
+  EXPECT_EQ(rows[1]["status"], "ok");
+  ASSERT_EQ(rows[1]["gate"]["tensors"].size(), 1u);
+  EXPECT_LT(rows[1]["flops"].get<double>(), rows[0]["flops"].get<double>() / 4);
+  EXPECT_EQ(rows[2]["status"], "declined");
+  EXPECT_NE(rows[2]["reason"].get<std::string>().find("field 'mx'"), std::string::npos) << rows[2].dump();
+}
+
 TEST(Cli, BackwardShapesRunGatedPerTensor) {
   const std::string file = tmp_path("bwd.json"), out = tmp_path("bwd.out.json");
   std::ofstream(file) << R"({"group": "bw", "op": "attention_backward", "shapes": [{"name": "a", "heads": 4,

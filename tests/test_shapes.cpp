@@ -391,5 +391,45 @@ TEST(Shapes, TheBackwardGroupIsTrainingSized) {
   EXPECT_TRUE(causal && full && ragged);
 }
 
+TEST(Shapes, GatedBlockBackwardShapes) {
+  const auto cases = load_shape_file(write_tmp(R"({"group": "gb", "op": "gated_block_backward",
+    "defaults": {"seqlen": 64, "d_model": 256, "h_q": 4, "h_kv": 2, "d_head": 64, "rope_dim": 16, "dtypes": ["bf16"]},
+    "shapes": [{"name": "a"}, {"name": "s", "recompute": "save_all", "need": ["dh", "dw_norms"]}]})"));
+  ASSERT_EQ(cases.size(), 2u);
+  EXPECT_EQ(cases[0].op, Op::gated_block_backward);
+  EXPECT_EQ(std::string(op_name(cases[0].op)), "gated_block_backward");
+  const GatedBwdOptions& a = cases[0].gated.bwd;
+  EXPECT_EQ(a.recompute, RecomputePolicy::recompute_qk_pre);
+  EXPECT_TRUE(a.need_dh && a.need_dw_qkvg && a.need_dw_o && !a.need_dw_norms.has_value());
+  const GatedBwdOptions& b = cases[1].gated.bwd;
+  EXPECT_EQ(b.recompute, RecomputePolicy::save_all);
+  EXPECT_TRUE(b.need_dh && !b.need_dw_qkvg && !b.need_dw_o && b.need_dw_norms.value_or(false));
+  EXPECT_NE(cases[1].describe().find("bwd save_all"), std::string::npos) << cases[1].describe();
+  const std::string head = R"({"op": "gated_block_backward", "shapes": [{"name": "a", "seqlen": 64, "d_model": 256,
+    "h_q": 4, "h_kv": 2, "d_head": 64, "rope_dim": 16, )";
+  expect_error(head + R"("recompute": "all"}]})", {"'a'", "field 'recompute'", "save_all"});
+  expect_error(head + R"("need": []}]})", {"field 'need'", "non-empty"});
+  expect_error(head + R"("need": ["dq"]}]})", {"field 'need'", "\"dq\"", "dw_qkvg"});
+  expect_error(R"({"op": "gated_block", "shapes": [{"name": "a", "seqlen": 64, "d_model": 256, "h_q": 4, "h_kv": 2,
+    "d_head": 64, "rope_dim": 16, "need": ["dh"]}]})", {"unknown field in a shape"});
+}
+
+TEST(Shapes, TheGatedBackwardGroupIsThe397bGeometry) {
+  setenv("ATTNBENCH_SHAPES_DIR", ATTNBENCH_SOURCE_DIR "/shapes", 1);
+  std::set<int> lens;
+  bool causal = false, full = false, save_all = false;
+  for (const auto& c : load_group("gated_397b_bwd")) {
+    EXPECT_EQ(c.op, Op::gated_block_backward);
+    EXPECT_EQ(c.gated.d_model, 5120);
+    EXPECT_EQ(c.gated.d_head, 256);
+    EXPECT_EQ(c.gated.h_q / c.gated.h_kv, 16);
+    lens.insert(c.gated.seqlen);
+    (c.gated.causal ? causal : full) = true;
+    save_all = save_all || c.gated.bwd.recompute == RecomputePolicy::save_all;
+  }
+  EXPECT_EQ(lens, (std::set<int>{2048, 4096, 8192, 16384}));
+  EXPECT_TRUE(causal && full && save_all);
+}
+
 }  // namespace
 }  // namespace attnbench

@@ -52,6 +52,18 @@ void validate_gated_options(const GatedOptions& o) {
     throw GatedDecline("window_right", "must be -1 (unbounded) or >= 0, got " + std::to_string(o.window_right));
 }
 
+void validate_gated_save(const GatedGeometry& g, const GatedOptions& o) {
+  if (!o.save_for_backward) return;
+  const char* why = ": the backward is 16-bit only (no save set of a quantized pipeline)";
+  if (o.fp8) throw GatedDecline("fp8", std::string("save_for_backward with fp8") + why);
+  if (o.mx) throw GatedDecline("mx", std::string("save_for_backward with mx") + why);
+  if (gated_gate_in_sdpa(o))
+    throw GatedDecline("fuse_gate", "save_for_backward needs the pre-gate O, which the fused gate never writes");
+  if (gated_fuses_norm_rope(g, o))
+    throw GatedDecline("fuse_norm_rope", "save_for_backward needs the pre-norm Q and the packed normed Q, which the "
+                                         "SDPA's Q prologue never writes");
+}
+
 std::string gated_seq_lens_conflict(const GatedGeometry& g, const int32_t* seq_lens) {
   if (!seq_lens) return "";
   for (int b = 0; b < g.batch(); ++b)
@@ -145,9 +157,10 @@ AttentionProblem gated_sdpa_problem(const GatedGeometry& g, const GatedOptions& 
 
 std::vector<GatedStage> gated_stages(const GatedGeometry& g, const GatedOptions& o) {
   std::vector<GatedStage> st = {GatedStage::proj};
-  if (o.qk_norm || g.rope_dim() > 0) st.push_back(GatedStage::norm_rope);
+  if (o.qk_norm || g.rope_dim() > 0 || o.save_for_backward) st.push_back(GatedStage::norm_rope);
   if (o.fp8 && !gated_fuses_quantize(g, o)) st.push_back(GatedStage::quantize_qkv);
   st.push_back(GatedStage::sdpa);
+  if (o.save_for_backward && o.return_lse) st.push_back(GatedStage::lse_reorder);
   if (!o.fuse_gate) st.push_back(GatedStage::gate);
   if (o.fp8) st.push_back(GatedStage::quantize_o);
   st.push_back(GatedStage::out_proj);
@@ -169,12 +182,14 @@ std::string gated_stage_name(GatedStage s, const GatedGeometry& g, const GatedOp
   switch (s) {
     case GatedStage::proj: return o.mx ? "mx_qkvg_proj" : o.fp8 ? "fp8_qkvg_proj" : "qkvg_proj";
     case GatedStage::norm_rope:
+      if (o.save_for_backward) return o.qk_norm || g.rope_dim() > 0 ? "norm_rope+save" : "save_qkv";
       return fused ? "k_norm_rope" : gated_fuses_quantize(g, o) ? "norm_rope+quantize" : "norm_rope";
     case GatedStage::quantize_qkv: return "quantize_qkv";
     case GatedStage::quantize_o: return o.fuse_gate ? "gate+quantize_o" : "quantize_o";
     case GatedStage::sdpa:
       return std::string(fused ? "q_norm_rope+" : "") + "sdpa" + (gated_gate_in_sdpa(o) ? "+gate" : "");
-    case GatedStage::gate: return "gate";
+    case GatedStage::lse_reorder: return "lse_reorder";
+    case GatedStage::gate: return o.save_for_backward ? "gate+save" : "gate";
     case GatedStage::out_proj: return o.mx ? "mx_out_proj" : o.fp8 ? "fp8_out_proj" : "out_proj";
   }
   return "?";
@@ -207,6 +222,15 @@ AttentionParams gated_sdpa_strides(const GatedGeometry& g, const GatedOptions& o
   a.kv_stride_block = N * prob.block_size;
   a.kv_stride_token = N;
   a.kv_stride_head = g.d_head();
+  if (o.save_for_backward) {  // the save set's packed q, k, v; its LSE [T, h_q]
+    const int64_t kw = static_cast<int64_t>(g.h_kv()) * g.d_head();
+    a.q_stride_token = g.attn_width();
+    a.q_stride_head = g.d_head();
+    a.kv_stride_block = kw * prob.block_size;
+    a.kv_stride_token = kw;
+    a.lse_stride_start = a.lse_stride_row = g.h_q();
+    a.lse_stride_head = 1;
+  }
   if (o.fp8) {  // the codes of Q | K | V, one byte per element
     const int64_t W = gated_codes_stride(g);
     a.q_stride_token = W;
@@ -230,18 +254,22 @@ AttentionParams gated_sdpa_params(const GatedGeometry& g, const GatedOptions& o,
     a.q = codes;
     a.k_cache = codes + cc.k0;
     a.v_cache = codes + cc.v0;
+  } else if (o.save_for_backward) {
+    a.q = p.save.q;
+    a.k_cache = p.save.k;
+    a.v_cache = p.save.v;
   } else {
     a.q = proj + cols.q0;
     a.k_cache = proj + cols.k0;
     a.v_cache = proj + cols.v0;
   }
-  a.out = ws + l.attn;
+  a.out = o.save_for_backward ? p.save.o : ws + l.attn;
   a.cu_seqlens_q = reinterpret_cast<const int32_t*>(ws + l.cu_seqlens_q);
   a.seqused_k = p.seq_lens ? p.seq_lens : reinterpret_cast<const int32_t*>(ws + l.seqused_k);
   a.block_table = reinterpret_cast<const int32_t*>(ws + l.block_table);
   a.block_table_stride = l.blocks_per_seq;
   a.workspace = l.sdpa_bytes ? ws + l.sdpa : nullptr;
-  a.lse = p.lse;
+  a.lse = o.save_for_backward ? p.save.lse : p.lse;
   set_gated_q_prologue(g, o, p, a);
   if (gated_gate_in_sdpa(o)) {
     a.epilogue.gate = proj + cols.g0;
@@ -277,7 +305,18 @@ WorkModel gated_block_work(const GatedGeometry& g, const GatedOptions& o, const 
   } else {
     w.bytes += eb * (n * dm + dm * aw);  // W_qkvg, W_o
   }
+  w.bytes += gated_save_bytes(g, o, false);
   return w;
+}
+
+double gated_save_bytes(const GatedGeometry& g, const GatedOptions& o, bool qk_pre) {
+  if (!o.save_for_backward) return 0;
+  const double t = static_cast<double>(g.tokens()), eb = static_cast<double>(dtype_bytes(g.dtype()));
+  const double qw = static_cast<double>(g.attn_width()), kw = static_cast<double>(g.h_kv()) * g.d_head();
+  double b = eb * t * (3 * qw + 2 * kw) + 4.0 * t * g.h_q();  // q, gate, o; k, v; lse
+  if (o.qk_norm) b += 4.0 * t * (g.h_q() + g.h_kv());          // rstd_q, rstd_k
+  if (qk_pre) b += eb * t * (qw + kw);
+  return b;
 }
 
 namespace {
@@ -285,7 +324,7 @@ std::size_t align_up(std::size_t v) { return (v + kGatedWorkspaceAlign - 1) / kG
 }  // namespace
 
 GatedWorkspaceLayout gated_workspace_layout(const GatedGeometry& g, int block_size, std::size_t sdpa_bytes,
-                                            std::size_t gemm_bytes, bool fp8, bool gate_pass) {
+                                            std::size_t gemm_bytes, bool fp8, bool gate_pass, bool save) {
   if (block_size <= 0) throw std::invalid_argument("gated_workspace_layout: block_size must be > 0");
   GatedWorkspaceLayout l;
   const std::size_t eb = dtype_bytes(g.dtype());
@@ -302,7 +341,7 @@ GatedWorkspaceLayout gated_workspace_layout(const GatedGeometry& g, int block_si
     return off;
   };
   l.proj = take(static_cast<std::size_t>(l.proj_rows) * static_cast<std::size_t>(g.n_qkvg()) * eb);
-  l.attn = take(t * static_cast<std::size_t>(g.attn_width()) * eb);
+  l.attn = take(save ? 0 : t * static_cast<std::size_t>(g.attn_width()) * eb);
   l.sdpa = take(sdpa_bytes);
   l.cu_seqlens_q = take(sizeof(int32_t) * (g.batch() + 1));
   l.seqused_k = take(sizeof(int32_t) * g.batch());

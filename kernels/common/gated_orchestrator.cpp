@@ -10,10 +10,21 @@
 namespace attnbench {
 namespace {
 
+// The block's SDPA problem: under save_for_backward with the LSE too. Not in gated_sdpa_problem, which the
+// backward builds its own from (with the forward's options: its SDPA reads the LSE and declines writing one).
+AttentionProblem block_problem(const GatedGeometry& g, const GatedOptions& o, int block_size) {
+  AttentionProblem p = gated_sdpa_problem(g, o, block_size);
+  p.return_lse = o.return_lse || o.save_for_backward;
+  return p;
+}
+
 // What the block declines, without touching the device: the common rules, the provider's, then the SDPA's.
 void check_support(const GatedProvider& pv, const AttentionKernel& sdpa, const GatedGeometry& g,
                    const GatedOptions& o, const KnobValues& knobs) {
   validate_gated_options(o);
+  validate_gated_save(g, o);
+  if (o.save_for_backward)
+    if (const std::string why = pv.save_conflict(); !why.empty()) throw GatedDecline("save_for_backward", why);
   validate_gated_mx(g, o);
   validate_gated_fp8(g, o);
   if (o.mx)
@@ -25,19 +36,51 @@ void check_support(const GatedProvider& pv, const AttentionKernel& sdpa, const G
     throw GatedDecline("seqlen", "batch > 1 needs seqlen a multiple of 16 (each sequence starts a cache block of "
                                  "the projection view), got " + std::to_string(g.seqlen()));
   pv.check_support(g, o, knobs);
-  const Support s = sdpa.supports(gated_sdpa_problem(g, o, bs), knobs);
+  const Support s = sdpa.supports(block_problem(g, o, bs), knobs);
   if (s.ok) return;
-  // A fusion the SDPA kernel cannot take is declined under the fusion's own field.
+  // A fusion (or the save set's LSE) the SDPA kernel cannot take is declined under that option's own field.
   const std::string who = sdpa.name();
   GatedOptions plain = o;
+  plain.save_for_backward = false;
+  if (o.save_for_backward && sdpa.supports(block_problem(g, plain, bs), knobs).ok)
+    throw GatedDecline("save_for_backward", "the SDPA kernel cannot write the save set's LSE (" + who + ": " +
+                                                s.reason + ")");
   plain.fuse_gate = plain.fuse_norm_rope = false;
-  if (sdpa.supports(gated_sdpa_problem(g, plain, bs), knobs).ok) {
+  if (sdpa.supports(block_problem(g, plain, bs), knobs).ok) {
     plain.fuse_gate = o.fuse_gate;
-    if (o.fuse_gate && !sdpa.supports(gated_sdpa_problem(g, plain, bs), knobs).ok)
+    if (o.fuse_gate && !sdpa.supports(block_problem(g, plain, bs), knobs).ok)
       throw GatedDecline("fuse_gate", "the SDPA kernel has no gate epilogue (" + who + ": " + s.reason + ")");
     throw GatedDecline("fuse_norm_rope", "the SDPA kernel has no Q prologue here (" + who + ": " + s.reason + ")");
   }
   throw GatedDecline("sdpa", who + " declines: " + s.reason);
+}
+
+// Why a call's save set does not fit the block ("" when it does), naming the params field: under
+// save_for_backward every tensor but the optional q_pre / k_pre pair (rstd only under qk_norm) and no seq_lens;
+// without it no save pointer.
+std::string gated_save_conflict(const GatedOptions& o, const GatedBlockParams& p) {
+  enum Need { always, norm, optional };
+  const GatedSaveOut& s = p.save;
+  const struct {
+    const char* name;
+    const void* ptr;
+    Need need;
+  } fields[] = {{"q", s.q, always},          {"k", s.k, always},          {"v", s.v, always},
+                {"gate", s.gate, always},    {"o", s.o, always},          {"lse", s.lse, always},
+                {"rstd_q", s.rstd_q, norm},  {"rstd_k", s.rstd_k, norm},  {"q_pre", s.q_pre, optional},
+                {"k_pre", s.k_pre, optional}};
+  for (const auto& f : fields) {
+    const bool allowed = o.save_for_backward && (f.need != norm || o.qk_norm);
+    const std::string field = std::string("params.save.") + f.name;
+    if (!allowed && f.ptr)
+      return field + " is set for a block without " + (o.save_for_backward ? "qk_norm" : "save_for_backward");
+    if (allowed && !f.ptr && f.need != optional) return field + " is null (the block has save_for_backward)";
+  }
+  if ((s.q_pre != nullptr) != (s.k_pre != nullptr))
+    return "params.save.q_pre and k_pre are set together (save_all) or not at all";
+  if (o.save_for_backward && p.seq_lens)
+    return "params.seq_lens is set: save_for_backward takes packed sequences (the backward has no seq_lens)";
+  return "";
 }
 
 // The options the provider's block runs: a provider that does not fuse gets the fusion fields cleared.
@@ -48,7 +91,7 @@ GatedOptions block_options(const GatedProvider& pv, GatedOptions o) {
 
 // The SDPA kernel of one block, told the strides the block's SDPA params will have.
 std::unique_ptr<AttentionKernel> block_sdpa(const GatedProvider& pv, const GatedGeometry& g, const GatedOptions& o) {
-  return pv.make_sdpa(gated_sdpa_strides(g, o, gated_sdpa_problem(g, o, gated_block_size(g))));
+  return pv.make_sdpa(gated_sdpa_strides(g, o, block_problem(g, o, gated_block_size(g))));
 }
 
 class OrchestratedBlock final : public GatedBlock {
@@ -58,7 +101,7 @@ class OrchestratedBlock final : public GatedBlock {
       : pv_(std::move(pv)), name_(pv_->name()), g_(g), o_(o),
         cols_(gated_columns(g, o.q_gate_layout)), sdpa_(std::move(sdpa)) {
     const int bs = gated_block_size(g);
-    prob_ = gated_sdpa_problem(g, o, bs);
+    prob_ = block_problem(g, o, bs);
     plan_ = sdpa_->plan(prob_, knobs);
     std::size_t gemm_bytes = 0;
     if (o.mx) {
@@ -78,7 +121,8 @@ class OrchestratedBlock final : public GatedBlock {
     }
     stages_ = gated_stages(g, o);
     const bool gate_pass = std::find(stages_.begin(), stages_.end(), GatedStage::gate) != stages_.end();
-    layout_ = gated_workspace_layout(g, bs, plan_->workspace_bytes, gemm_bytes, o.fp8.has_value(), gate_pass);
+    layout_ = gated_workspace_layout(g, bs, plan_->workspace_bytes, gemm_bytes, o.fp8.has_value(), gate_pass,
+                                     o.save_for_backward);
     gated_o_ = gate_pass ? layout_.gated : layout_.attn;
   }
 
@@ -126,7 +170,7 @@ class OrchestratedBlock final : public GatedBlock {
            q_gate_layout_name(o_.q_gate_layout) + " " + gemm_summary(proj_, mx_proj_) + "; sdpa " + sdpa_->name() + " " +
            plan_->summary + " block_size=" + std::to_string(layout_.block_size) + "; norm+rope " + norm_rope +
            "; gate " + (!o_.fuse_gate ? "separate" : o_.fp8 ? "in the O quantisation" : "fused") + "; out " +
-           gemm_summary(outp_, mx_outp_);
+           gemm_summary(outp_, mx_outp_) + (o_.save_for_backward ? "; save_for_backward" : "");
   }
 
  private:
@@ -170,6 +214,8 @@ class OrchestratedBlock final : public GatedBlock {
     if ((p.lse != nullptr) != o_.return_lse)
       throw std::invalid_argument(name_ + (o_.return_lse ? ": the block has return_lse, params.lse is null"
                                                          : ": params.lse is set for a block without return_lse"));
+    if (const std::string why = gated_save_conflict(o_, p); !why.empty())
+      throw std::invalid_argument(name_ + ": " + why);
     if (const std::string why = pv_->params_conflict(g_, o_, p); !why.empty())
       throw std::invalid_argument(name_ + ": " + why);
     if (p.workspace != prepared_)
@@ -195,6 +241,11 @@ class OrchestratedBlock final : public GatedBlock {
     n.cos = p.cos;
     n.sin = p.sin;
     n.rope_dim = g_.rope_dim();
+    if (o_.save_for_backward) {
+      const GatedSaveOut& s = p.save;
+      n.v0 = cols_.v0;
+      n.save = {s.q, s.k, s.v, s.rstd_q, s.rstd_k, s.q_pre, s.k_pre};
+    }
     if (gated_fuses_quantize(g_, o_)) {
       const GatedCodesColumns cc = gated_codes_columns(g_);
       n.codes = static_cast<uint8_t*>(at(p.workspace, layout_.qkv_codes));
@@ -244,7 +295,7 @@ class OrchestratedBlock final : public GatedBlock {
 
   GatedSigmoidParams sigmoid_params(const GatedBlockParams& p) const {
     GatedSigmoidParams sg;
-    sg.o = at(p.workspace, layout_.attn);
+    sg.o = o_.save_for_backward ? p.save.o : at(p.workspace, layout_.attn);
     sg.out = at(p.workspace, layout_.gated);
     sg.o_stride_token = g_.attn_width();
     sg.gate = static_cast<const uint16_t*>(at(p.workspace, layout_.proj)) + cols_.g0;
@@ -253,6 +304,7 @@ class OrchestratedBlock final : public GatedBlock {
     sg.tokens = g_.tokens();
     sg.heads = g_.h_q();
     sg.d_head = g_.d_head();
+    sg.gate_save = p.save.gate;
     return sg;
   }
 
@@ -279,6 +331,8 @@ class OrchestratedBlock final : public GatedBlock {
       case GatedStage::quantize_qkv: return pv_->quantize(g_.dtype(), quantize_params(p, false), stream);
       case GatedStage::quantize_o: return pv_->quantize(g_.dtype(), quantize_params(p, true), stream);
       case GatedStage::sdpa: return sdpa_->run(*plan_, gated_sdpa_params(g_, o_, prob_, layout_, p), stream);
+      case GatedStage::lse_reorder:
+        return pv_->lse_reorder({p.save.lse, p.lse, g_.batch(), g_.seqlen(), g_.h_q()}, stream);
       case GatedStage::gate: return pv_->sigmoid_gate(g_.dtype(), sigmoid_params(p), stream);
       case GatedStage::out_proj:
         if (mx_outp_)

@@ -20,8 +20,16 @@
 
 namespace attnbench {
 
+// save_for_backward's outputs of the norm + RoPE pass (GatedSaveOut's layouts, packed [tokens, heads, d_head]).
+struct GatedNormRopeSave {
+  void *q = nullptr, *k = nullptr, *v = nullptr;  // the stored rows; V's as loaded
+  float *rstd_q = nullptr, *rstd_k = nullptr;     // under norm: each Q / K row's rsqrt(mean(x^2) + eps)
+  void *q_pre = nullptr, *k_pre = nullptr;        // optional: the Q / K rows as loaded
+};
+
 // Per-head RMSNorm (fp32, weight offset + w) and rotate-half RoPE over [0, rope_dim), in place, for every Q head
 // (row t: proj + t * row_stride + q0 + h * q_head_stride) and K head (proj + t * row_stride + k0 + h * d_head).
+// With save.q set (save_for_backward) nothing is stored back: the rows go to the save set, V's too (save_row_of).
 struct GatedNormRopeParams {
   void* proj = nullptr;
   int64_t row_stride = 0;
@@ -42,6 +50,9 @@ struct GatedNormRopeParams {
   uint8_t* codes = nullptr;
   int64_t codes_stride = 0, codes_k0 = 0, codes_v0 = 0, v0 = 0;
   float scale_q = 1.f, scale_k = 1.f, scale_v = 1.f;
+  GatedNormRopeSave save;  // with codes unset only
+  // Head rows per token the pass walks: Q, K, and V's when they are quantised or saved.
+  ATTNBENCH_HD_INLINE int row_heads() const { return h_q + h_kv + (codes || save.q ? h_kv : 0); }
 };
 
 // Head row hh (of h_q + h_kv, plus h_kv V rows when codes is set) of a token in the norm + RoPE pass: which tensor,
@@ -60,6 +71,25 @@ ATTNBENCH_HD_INLINE NormRopeRow norm_rope_row_of(const GatedNormRopeParams& p, i
   hh -= p.h_kv;
   return {NormRopeRow::v, p.v0 + static_cast<int64_t>(hh) * d_head, p.codes_v0 + static_cast<int64_t>(hh) * d_head,
           p.scale_v};
+}
+
+// Where a head row of token t (norm_rope_row_of's) goes under save_for_backward: its stored row, rstd and pre-norm
+// copy in the packed save set (rstd and pre null where not written).
+struct NormRopeSaveRow {
+  void* out;
+  float* rstd;
+  void* pre;
+};
+ATTNBENCH_HD_INLINE NormRopeSaveRow save_row_of(const GatedNormRopeParams& p, int d_head, int hh, int64_t t) {
+  const GatedNormRopeSave& s = p.save;
+  auto at = [&](void* base, int heads, int h) {  // 16-bit halves, [tokens, heads, d_head]
+    return base ? static_cast<void*>(static_cast<uint16_t*>(base) + (t * heads + h) * d_head) : nullptr;
+  };
+  auto rs = [&](float* base, int heads, int h) { return base ? base + t * heads + h : nullptr; };
+  if (hh < p.h_q) return {at(s.q, p.h_q, hh), rs(s.rstd_q, p.h_q, hh), at(s.q_pre, p.h_q, hh)};
+  hh -= p.h_q;
+  if (hh < p.h_kv) return {at(s.k, p.h_kv, hh), rs(s.rstd_k, p.h_kv, hh), at(s.k_pre, p.h_kv, hh)};
+  return {at(s.v, p.h_kv, hh - p.h_kv), nullptr, nullptr};
 }
 
 // The FP8 mode's quantisation pass: for each part and head h < heads, codes dst[t * dst_stride + dst0 + h * d_head
@@ -86,7 +116,8 @@ struct GatedQuantizeParams {
 
 // out[t, h, :] = round(o[t, h, :] * sigmoid(gate[t * gate_stride_token + h * gate_stride_head + :])). Out of
 // place (out and o do not overlap), so the pass is a function of its inputs: a stage timed alone repeats it on the
-// same O instead of gating its own output again (into fp32 denormals, a slower path).
+// same O instead of gating its own output again (into fp32 denormals, a slower path). With gate_save set
+// (save_for_backward) the gate's elements are copied there too, packed: gate_save[t, h, :].
 struct GatedSigmoidParams {
   const void* o = nullptr;
   void* out = nullptr;
@@ -95,6 +126,15 @@ struct GatedSigmoidParams {
   int64_t gate_stride_token = 0, gate_stride_head = 0;
   int64_t tokens = 0;
   int heads = 0, d_head = 0;
+  void* gate_save = nullptr;
+};
+
+// save_for_backward with return_lse: dst[b, h, s] = src[(b * seqlen + s) * heads + h], the save set's LSE [T, h_q]
+// into params.lse's [B, h_q, S].
+struct GatedLseReorderParams {
+  const float* src = nullptr;
+  float* dst = nullptr;
+  int batch = 0, seqlen = 0, heads = 0;
 };
 
 // The SDPA's constant tables for B sequences of S tokens viewed as a paged cache of block_size-token blocks:
@@ -160,6 +200,13 @@ class GatedProvider {
   virtual void zero(void* dst, std::size_t bytes, void* stream) const = 0;
   virtual void norm_rope(DType dt, int d_head, const GatedNormRopeParams& p, void* stream) const = 0;
   virtual void sigmoid_gate(DType dt, const GatedSigmoidParams& p, void* stream) const = 0;
+  // save_for_backward with return_lse; a backend without it declines save_for_backward (save_conflict).
+  virtual void lse_reorder(const GatedLseReorderParams&, void*) const {
+    throw std::logic_error(name() + ": no LSE reorder pass");
+  }
+  // Why the backend cannot write the save set ("" when it can): its norm + RoPE and gate passes take the save
+  // fields and it has lse_reorder. A block under save_for_backward is declined under "save_for_backward".
+  virtual std::string save_conflict() const { return name() + " cannot write the backward's save set"; }
   // false: every stage is its own launch (a chain of library calls): the block clears fuse_gate and fuse_norm_rope
   // from the options it is given, and its summary says so.
   virtual bool fuses() const { return true; }

@@ -129,6 +129,34 @@ void gemm_abt(DType dt, int64_t M, int64_t N, int K, const uint16_t* A, int64_t 
       [&](int64_t r0, int tile, float* d) { load_tile(dt, B, ldb, r0, tile, N, K, d); }, C, ldc, scratch, threads);
 }
 
+// Rows [r0, r0 + tile) of op(X) as fp32 [tile, kp] (zeros past `rows` and past k): X [rows, k] at ld, or with
+// trans its transpose, X stored [k, rows] (read a stored row at a time: contiguous runs of `tile`).
+void load_op_tile(DType dt, const uint16_t* x, int64_t ld, bool trans, int64_t r0, int tile, int64_t rows, int64_t k,
+                  int kp, float* dst) {
+  std::fill_n(dst, static_cast<int64_t>(tile) * kp, 0.f);
+  const int live = static_cast<int>(std::clamp<int64_t>(rows - r0, 0, tile));
+  if (!trans) {
+    for (int r = 0; r < live; ++r) to_float(dt, x + (r0 + r) * ld, dst + static_cast<int64_t>(r) * kp, k);
+    return;
+  }
+  float run[kNT];
+  for (int64_t kk = 0; kk < k; ++kk) {
+    to_float(dt, x + kk * ld + r0, run, live);
+    for (int r = 0; r < live; ++r) dst[static_cast<int64_t>(r) * kp + kk] = run[r];
+  }
+}
+
+void gemm_op(const GatedGemmShape& s, const uint16_t* A, const uint16_t* B, uint16_t* C, float* scratch,
+             int threads) {
+  const int kp = static_cast<int>((s.k + 3) / 4 * 4);
+  // Rows of op(B)^T: B's own rows with trans_b, else its columns.
+  gemm_tiles(
+      s.dt, s.m, s.n, kp,
+      [&](int64_t r0, int tile, float* d) { load_op_tile(s.dt, A, s.lda, s.trans_a, r0, tile, s.m, s.k, kp, d); },
+      [&](int64_t r0, int tile, float* d) { load_op_tile(s.dt, B, s.ldb, !s.trans_b, r0, tile, s.n, s.k, kp, d); },
+      C, s.ldc, scratch, threads);
+}
+
 void gemm_fp8_abt(DType dt, int64_t M, int64_t N, int K, float alpha, const float* value, const uint8_t* A,
                   const uint8_t* B, uint16_t* C, float* scratch, int threads) {
   auto load = [&](const uint8_t* x, int64_t rows) {
@@ -272,7 +300,7 @@ class CpuGatedProvider final : public GatedProvider {
   void zero(void* dst, std::size_t bytes, void* /*stream*/) const override { std::memset(dst, 0, bytes); }
 
   void norm_rope(DType dt, int d, const GatedNormRopeParams& p, void* /*stream*/) const override {
-    const int hq = p.h_q, rd = p.rope_dim, heads = hq + p.h_kv + (p.codes ? p.h_kv : 0);  // V rows: codes only
+    const int rd = p.rope_dim, heads = p.row_heads();
     const int64_t rows = p.tokens * heads;
     float wq[256] = {}, wk[256] = {};  // d_head <= 256 (the geometry's rule); nothing allocated per call
     if (p.norm) {
@@ -286,6 +314,8 @@ class CpuGatedProvider final : public GatedProvider {
       const int hh = static_cast<int>(r % heads);
       const NormRopeRow row = norm_rope_row_of(p, d, hh);
       uint16_t* x = proj + t * p.row_stride + row.src;
+      const NormRopeSaveRow sv = p.save.q ? save_row_of(p, d, hh, t) : NormRopeSaveRow{x, nullptr, nullptr};
+      if (sv.pre) std::memcpy(sv.pre, x, sizeof(uint16_t) * d);
       float v[256], c[256], s[256];
       cpu::to_float(dt, x, v, d);
       if (row.kind != NormRopeRow::v) {
@@ -293,10 +323,13 @@ class CpuGatedProvider final : public GatedProvider {
           cpu::to_float(dt, static_cast<const uint16_t*>(p.cos) + t * rd, c, rd);
           cpu::to_float(dt, static_cast<const uint16_t*>(p.sin) + t * rd, s, rd);
         }
-        cpu::norm_rope_row(v, d, p.norm, row.kind == NormRopeRow::q ? wq : wk, p.weight_offset, p.eps, rd, c, s);
+        const float rstd =
+            cpu::norm_rope_row(v, d, p.norm, row.kind == NormRopeRow::q ? wq : wk, p.weight_offset, p.eps, rd, c, s);
+        if (sv.rstd) *sv.rstd = rstd;
       }
-      if (!p.codes) {
-        for (int i = 0; i < d; ++i) x[i] = float_to_half(v[i], dt);
+      if (!p.codes) {  // back in place, or to the save set
+        auto* out = static_cast<uint16_t*>(sv.out);
+        for (int i = 0; i < d; ++i) out[i] = float_to_half(v[i], dt);
         continue;
       }
       uint8_t* code = p.codes + t * p.codes_stride + row.dst;  // rounded to the dtype first, as the unfused passes do
@@ -316,8 +349,19 @@ class CpuGatedProvider final : public GatedProvider {
         const uint16_t* gp = gate + t * p.gate_stride_token + h * p.gate_stride_head;
         const int64_t at = t * p.o_stride_token + static_cast<int64_t>(h) * d;
         for (int i = 0; i < d; ++i) out[at + i] = cpu::gated_value(dt, o[at + i], gp[i]);
+        if (p.gate_save)
+          std::memcpy(static_cast<uint16_t*>(p.gate_save) + (t * p.heads + h) * d, gp, sizeof(uint16_t) * d);
       }
   }
+
+  void lse_reorder(const GatedLseReorderParams& p, void* /*stream*/) const override {
+    const int S = p.seqlen, H = p.heads;
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < static_cast<int64_t>(p.batch) * S; ++t)
+      for (int h = 0; h < H; ++h) p.dst[(t / S * H + h) * S + t % S] = p.src[t * H + h];
+  }
+
+  std::string save_conflict() const override { return ""; }
 
   void check_support(const GatedGeometry& g, const GatedOptions& o, const KnobValues& knobs) const override {
     const std::string over = cpu::over_work_limit(gated_block_work(g, o).flops, knobs);

@@ -4,12 +4,13 @@
 
 namespace attnbench::cpu {
 
-void norm_rope_row(float* x, int d, bool norm, const float* w, float offset, float eps, int rope_dim,
-                   const float* cos, const float* sin) {
+float norm_rope_row(float* x, int d, bool norm, const float* w, float offset, float eps, int rope_dim,
+                    const float* cos, const float* sin) {
+  float inv = 1.f;
   if (norm) {
     float ss = 0.f;
     for (int i = 0; i < d; ++i) ss += x[i] * x[i];
-    const float inv = 1.f / std::sqrt(ss / static_cast<float>(d) + eps);
+    inv = 1.f / std::sqrt(ss / static_cast<float>(d) + eps);
     for (int i = 0; i < d; ++i) x[i] = x[i] * inv * (offset + w[i]);
   }
   const int h = rope_dim / 2;
@@ -18,6 +19,7 @@ void norm_rope_row(float* x, int d, bool norm, const float* w, float offset, flo
     x[i] = x1 * cos[i] - x2 * sin[i];
     x[i + h] = x2 * cos[i + h] + x1 * sin[i + h];
   }
+  return inv;
 }
 
 }  // namespace attnbench::cpu

@@ -148,6 +148,10 @@ void CudaGatedProvider::sigmoid_gate(DType dt, const GatedSigmoidParams& p, void
   cuda::launch_gated_sigmoid(dt, p, static_cast<cudaStream_t>(stream));
 }
 
+void CudaGatedProvider::lse_reorder(const GatedLseReorderParams& p, void* stream) const {
+  cuda::launch_gated_lse_reorder(p, static_cast<cudaStream_t>(stream));
+}
+
 // cuBLASLt's algorithms assume 256-byte operands; the kernels load weights, cos and sin 16 bytes at a time.
 std::string CudaGatedProvider::params_conflict(const GatedGeometry& g, const GatedOptions& o,
                                                const GatedBlockParams& p) const {
@@ -159,6 +163,9 @@ std::string CudaGatedProvider::params_conflict(const GatedGeometry& g, const Gat
     return "norm weights must be 16-byte aligned";
   if (o.fuse_norm_rope && g.rope_dim() > 0 && (misaligned(p.cos, 16) || misaligned(p.sin, 16)))
     return "with fuse_norm_rope, cos and sin must be 16-byte aligned";
+  const GatedSaveOut& s = p.save;  // the kernels store rows 16 bytes at a time; the SDPA's TMA reads q, k, v
+  for (const void* ptr : {s.q, s.k, s.v, s.gate, s.o, s.q_pre, s.k_pre})
+    if (misaligned(ptr, 16)) return "the save set's q, k, v, gate, o, q_pre and k_pre must be 16-byte aligned";
   return "";
 }
 

@@ -1,6 +1,6 @@
-// Launchers of the gated block's own kernels (gated_norm_rope.cu, gated_sigmoid.cu, gated_quantize.cu), over the
-// params structs every backend's provider shares (common/gated_provider.hpp). Host-callable, no device headers;
-// each only enqueues on `stream` (graph-capturable) and throws on a launch error.
+// Launchers of the gated block's own kernels (gated_norm_rope.cu, gated_sigmoid.cu, gated_quantize.cu,
+// gated_save.cu), over the params structs every backend's provider shares (common/gated_provider.hpp).
+// Host-callable, no device headers; each only enqueues on `stream` (graph-capturable) and throws on a launch error.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -13,5 +13,6 @@ void launch_gated_norm_rope(DType dt, int d_head, const GatedNormRopeParams& p, 
 void launch_gated_sigmoid(DType dt, const GatedSigmoidParams& p, cudaStream_t stream);
 void launch_gated_quantize(DType dt, const GatedQuantizeParams& p, cudaStream_t stream);
 void launch_gated_tables(const GatedTablesParams& p, cudaStream_t stream);
+void launch_gated_lse_reorder(const GatedLseReorderParams& p, cudaStream_t stream);
 
 }  // namespace attnbench::cuda

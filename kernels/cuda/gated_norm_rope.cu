@@ -1,6 +1,8 @@
 // The gated block's QK-RMSNorm + partial rotate-half RoPE, in place in the projection output. D/8 threads per
 // head row, 8 elements (16 bytes) each: sum of squares reduced by shuffles within the row's lanes, norm in fp32,
 // then the RoPE partner (i +- rope_dim/2) read from the row's fp32 copy in shared memory; rounded once on store.
+// Under save_for_backward the row goes to the packed save set instead (with its rstd and, when asked, the row as
+// loaded), V's rows too.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -22,12 +24,16 @@ constexpr int kThreads = 256;
 
 
 template <DType DT>
-__device__ __forceinline__ void load8(const void* src, float (&x)[8]) {
+__device__ __forceinline__ void widen8(const uint4& raw, float (&x)[8]) {
   using H = StorageOf<DT>;
-  const uint4 raw = *static_cast<const uint4*>(src);
   const auto* h = reinterpret_cast<const typename H::type*>(&raw);
 #pragma unroll
   for (int j = 0; j < 8; ++j) x[j] = H::to_float(h[j]);
+}
+
+template <DType DT>
+__device__ __forceinline__ void load8(const void* src, float (&x)[8]) {
+  widen8<DT>(*static_cast<const uint4*>(src), x);
 }
 
 template <DType DT, int D>
@@ -40,19 +46,26 @@ __global__ void __launch_bounds__(kThreads) norm_rope_kernel(const __grid_consta
   __shared__ float xs[kRows][D];
 
   const int local_row = threadIdx.x / kTpr, lane = threadIdx.x % kTpr;
-  const int heads = p.h_q + p.h_kv + (p.codes ? p.h_kv : 0);  // V rows: quantised only
+  const int heads = p.row_heads();  // V rows: quantised or saved only
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRows + local_row;
   const bool valid = row < p.tokens * heads;
   const int64_t t = valid ? row / heads : 0;
-  const NormRopeRow nr = norm_rope_row_of(p, D, valid ? static_cast<int>(row % heads) : 0);
+  const int hh = valid ? static_cast<int>(row % heads) : 0;
+  const NormRopeRow nr = norm_rope_row_of(p, D, hh);
   const bool is_q = nr.kind == NormRopeRow::q, is_v = nr.kind == NormRopeRow::v;
   T* x_ptr = static_cast<T*>(p.proj) + t * p.row_stride + nr.src + lane * 8;
+  const NormRopeSaveRow sv = p.save.q ? save_row_of(p, D, hh, t) : NormRopeSaveRow{nullptr, nullptr, nullptr};
 
   float x[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  if (valid) load8<DT>(x_ptr, x);
+  if (valid) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(x_ptr);
+    if (sv.pre) *reinterpret_cast<uint4*>(static_cast<T*>(sv.pre) + lane * 8) = raw;
+    widen8<DT>(raw, x);
+  }
 
   if (p.norm) {  // every lane shuffles (rows share warps); V rows keep x
     const float inv = row_inv_rms<D>(x, p.eps);
+    if (valid && sv.rstd && lane == 0) *sv.rstd = inv;
     float w[8];
     load8<DT>(static_cast<const T*>(is_q ? p.q_weight : p.k_weight) + lane * 8, w);
 #pragma unroll
@@ -81,8 +94,8 @@ __global__ void __launch_bounds__(kThreads) norm_rope_kernel(const __grid_consta
   auto* h = reinterpret_cast<T*>(&raw);
 #pragma unroll
   for (int j = 0; j < 8; ++j) h[j] = H::from_float(x[j]);
-  if (!p.codes) {
-    *reinterpret_cast<uint4*>(x_ptr) = raw;
+  if (!p.codes) {  // back in place, or to the save set
+    *reinterpret_cast<uint4*>(sv.out ? static_cast<T*>(sv.out) + lane * 8 : x_ptr) = raw;
     return;
   }
   uint32_t c[4];  // the stored value's codes: the unfused passes' bytes
@@ -97,7 +110,7 @@ __global__ void __launch_bounds__(kThreads) norm_rope_kernel(const __grid_consta
 template <DType DT, int D>
 void launch(const GatedNormRopeParams& p, cudaStream_t stream) {
   constexpr int kRows = kThreads / (D / 8);
-  const int64_t rows = p.tokens * (p.h_q + p.h_kv + (p.codes ? p.h_kv : 0));
+  const int64_t rows = p.tokens * p.row_heads();
   const int64_t blocks = (rows + kRows - 1) / kRows;
   if (blocks == 0) return;
   norm_rope_kernel<DT, D><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p);

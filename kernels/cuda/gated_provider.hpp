@@ -28,6 +28,9 @@ class CudaGatedProvider : public GatedProvider {
   void zero(void* dst, std::size_t bytes, void* stream) const override;
   void norm_rope(DType dt, int d_head, const GatedNormRopeParams& p, void* stream) const override;
   void sigmoid_gate(DType dt, const GatedSigmoidParams& p, void* stream) const override;
+  // save_for_backward: the norm + RoPE and gate kernels write the save set; the LSE transpose kernel.
+  void lse_reorder(const GatedLseReorderParams& p, void* stream) const override;
+  std::string save_conflict() const override { return ""; }
   std::string params_conflict(const GatedGeometry& g, const GatedOptions& o,
                               const GatedBlockParams& p) const override;
 };

@@ -1,7 +1,8 @@
 // The gated block's elementwise kernels: O * sigmoid(GATE) into another buffer (when the gate is not fused into
 // the SDPA epilogue), and the one-time SDPA tables of the workspace. The gate pass gives each thread one 16-byte chunk
 // position (8 elements of a head) in kTokens consecutive tokens, found by one 32-bit division per thread; the
-// thread issues all its loads before any math, so 2 * kTokens 16-byte loads are in flight.
+// thread issues all its loads before any math, so 2 * kTokens 16-byte loads are in flight. Under save_for_backward it
+// also stores each gate chunk it loaded to the packed save set (no second read of the GATE columns).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -60,6 +61,12 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int j = 0; j < kTokens; ++j)
     if (j < n) store16(out + j * p.o_stride_token, gate8<DT>(ov[j], gv[j]));
+  if (p.gate_save == nullptr) return;
+  const int64_t row = static_cast<int64_t>(p.heads) * p.d_head;  // the packed gate's token stride
+  T* gs = static_cast<T*>(p.gate_save) + t0 * row + static_cast<int64_t>(h) * p.d_head + k;
+#pragma unroll
+  for (int j = 0; j < kTokens; ++j)
+    if (j < n) store16(gs + j * row, gv[j]);
 }
 
 __global__ void tables_kernel(const __grid_constant__ GatedTablesParams p) {

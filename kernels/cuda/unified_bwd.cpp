@@ -13,6 +13,23 @@ struct CudaBwdPlan final : AttentionBwdPlan {
   AttentionProblem problem;
 };
 
+// d256 names its column chunks: each CTA recomputes S and dP over the whole head for its chunk of dK, dV and dQ.
+std::string summary(int head_size) {
+  const cuda::BwdTile t = cuda::bwd_tile(head_size);
+  std::string s = "fa2 mma.sync kv-tile " + std::to_string(t.key_rows) + " q-tile " + std::to_string(t.query_rows) +
+                  " warps 4 dq atomics";
+  if (t.chunks > 1)
+    s += " col-chunks " + std::to_string(t.chunks) + "x" + std::to_string(t.cols) + " (S, dP per chunk)";
+  return s;
+}
+
+template <int D> void launch(const AttentionBwdParams& a, cudaStream_t s) {
+  if (a.dtype == DType::bf16)
+    cuda::launch_attention_bwd<DType::bf16, D>(a, s);
+  else
+    cuda::launch_attention_bwd<DType::f16, D>(a, s);
+}
+
 class CudaUnifiedBwd final : public AttentionBwdKernel {
  public:
   std::string name() const override { return "cuda.unified_bwd"; }
@@ -20,9 +37,9 @@ class CudaUnifiedBwd final : public AttentionBwdKernel {
 
   Support supports(const AttentionProblem& p, const KnobValues& /*knobs*/) const override {
     if (const std::string why = attention_bwd_conflict(p); !why.empty()) return Support::no(why);
-    if (p.head_size != 64 && p.head_size != 128)
+    if (p.head_size != 64 && p.head_size != 128 && p.head_size != 256)
       return Support::no("head_size " + std::to_string(p.head_size) +
-                         ": cuda.unified_bwd has instances for 64 and 128 (its dK/dV registers do not fit d256 yet)");
+                         ": cuda.unified_bwd has instances for 64, 128 and 256");
     return Support::yes();
   }
 
@@ -32,7 +49,7 @@ class CudaUnifiedBwd final : public AttentionBwdKernel {
     auto pl = std::make_unique<CudaBwdPlan>();
     pl->problem = p;
     pl->workspace_bytes = cuda::bwd_workspace_bytes(make_attention_bwd_params(p));
-    pl->summary = "fa2 mma.sync kv-tile 64 q-tile 64 warps 4 dq atomics";
+    pl->summary = summary(p.head_size);
     return pl;
   }
 
@@ -44,11 +61,11 @@ class CudaUnifiedBwd final : public AttentionBwdKernel {
     if ((a.q_stride_token | a.q_stride_head | a.k_stride_token | a.k_stride_head) % 8 != 0)
       throw std::invalid_argument("cuda.unified_bwd: strides must be multiples of 8 elements (16-byte rows)");
     auto* s = static_cast<cudaStream_t>(stream);
-    const bool bf16 = a.dtype == DType::bf16;
-    if (a.head_size == 64)
-      bf16 ? cuda::launch_attention_bwd<DType::bf16, 64>(a, s) : cuda::launch_attention_bwd<DType::f16, 64>(a, s);
-    else
-      bf16 ? cuda::launch_attention_bwd<DType::bf16, 128>(a, s) : cuda::launch_attention_bwd<DType::f16, 128>(a, s);
+    switch (a.head_size) {  // supports() admitted only these
+      case 64: return launch<64>(a, s);
+      case 128: return launch<128>(a, s);
+      default: return launch<256>(a, s);
+    }
   }
 };
 

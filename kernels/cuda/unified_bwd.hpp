@@ -9,6 +9,17 @@
 
 namespace attnbench::cuda {
 
+// The dK/dV kernel's tiles, one CTA per (sequence, kv head, key tile, column chunk). Up to d128 a CTA owns all
+// head_size columns of its keys' dK and dV; d256 splits them (and dQ's) into chunks of 128, each CTA recomputing S
+// and dP over all 256, so that its accumulators take d128's registers, and walks 32-row query tiles so that two
+// CTAs still share an SM's shared memory.
+struct BwdTile {
+  int key_rows, query_rows, cols, chunks;
+};
+constexpr BwdTile bwd_tile(int head_size) {
+  return head_size > 128 ? BwdTile{64, 32, 128, head_size / 128} : BwdTile{64, 64, head_size, 1};
+}
+
 // Workspace of a call: the fp32 dQ accumulator [total_q, heads, head_size] and D [total_q, heads], 256-byte aligned.
 std::size_t bwd_workspace_bytes(const AttentionBwdParams& p);
 

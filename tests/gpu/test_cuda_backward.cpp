@@ -1,5 +1,6 @@
 // The backward on the GPU: the GPU reference against Eigen's on the gradient gate's matrix, and cuda.unified_bwd
-// gated on every row of it (d256 declined with its reason).
+// gated on every row of it and on d256 rows of every mask path (d256 runs its own tiles: two column chunks of 128 and
+// 32-row query tiles).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -69,10 +70,8 @@ TEST_P(GpuBackward, ReferenceAgreesWithEigen) {
 }
 
 // Through the runner's own path: the op case's inputs and GPU reference, the kernel bound to the device, one call,
-// the gate.
-TEST_P(GpuBackward, CudaUnifiedBwdPassesTheGate) {
-  if (!cuda_device()) GTEST_SKIP() << "no CUDA device";
-  const BwdShape& m = GetParam();
+// the gate. Every head size of the matrix is served, so a decline fails too.
+void expect_cuda_unified_bwd_passes(const AttentionProblem& problem, const char* name) {
   const KernelEntry* entry = nullptr;
   for (const auto& k : kernel_registry())
     if (k.name == "cuda.unified_bwd") entry = &k;
@@ -82,16 +81,12 @@ TEST_P(GpuBackward, CudaUnifiedBwdPassesTheGate) {
     ShapeCase c;
     c.op = Op::attention_backward;
     c.dtype = dt;
-    c.name = m.name;
-    c.attention = problem_of(m, dt);
+    c.name = name;
+    c.attention = problem;
+    c.attention.types = AttentionTypes::all(dt);
     const auto op = make_op_case(c);
     const Support s = op->supports(*entry, knobs);
-    if (m.head_size == 256) {
-      EXPECT_FALSE(s.ok);
-      EXPECT_NE(s.reason.find("head_size 256"), std::string::npos) << s.reason;
-      continue;
-    }
-    ASSERT_TRUE(s.ok) << s.reason;
+    ASSERT_TRUE(s.ok) << name << ": " << s.reason;
     CaseSettings settings;
     settings.seed = 37;
     op->prepare(settings, cuda_device());
@@ -100,15 +95,53 @@ TEST_P(GpuBackward, CudaUnifiedBwdPassesTheGate) {
     const GateResult g = bound->gate(default_tolerance(dt));
     ASSERT_EQ(g.tensors.size(), 3u);
     EXPECT_EQ(g.reference, "gpu");
-    std::printf("%-24s %-4s cuda.unified_bwd row_rel %.2e max_abs %.2e (dq %.2e dk %.2e dv %.2e)\n", m.name,
+    std::printf("%-24s %-4s cuda.unified_bwd row_rel %.2e max_abs %.2e (dq %.2e dk %.2e dv %.2e)\n", name,
                 dtype_name(dt), g.max_row_rel, g.max_abs, g.tensors[0].max_row_rel, g.tensors[1].max_row_rel,
                 g.tensors[2].max_row_rel);
-    EXPECT_TRUE(g.passed) << m.name << " " << dtype_name(dt) << ": " << gate_failure_reason(g);
+    EXPECT_TRUE(g.passed) << name << " " << dtype_name(dt) << ": " << gate_failure_reason(g);
   }
+}
+
+TEST_P(GpuBackward, CudaUnifiedBwdPassesTheGate) {
+  if (!cuda_device()) GTEST_SKIP() << "no CUDA device";
+  expect_cuda_unified_bwd_passes(problem_of(GetParam(), DType::bf16), GetParam().name);
+}
+
+// The matrix has one d256 row (causal, GQA 16, whole tiles). d256's column chunks and 32-row query tiles are its
+// own, so every other mask path meets them too: ragged tails (a partial key tile, a partial query tile), non-causal,
+// window + softcap, queries shorter than keys, top-left (key tiles no query sees: zero dK/dV), a two-sided window.
+struct D256Row {
+  BwdShape shape;
+  bool top_left = false;
+  int window_right = -1;
+};
+
+std::vector<D256Row> d256_rows() {
+  return {
+      {{"ragged_d256_g4", 256, 8, 2, {{300, 300}, {1000, 1000}, {77, 77}, {640, 640}}, true}},
+      {{"full_d256_g2_b2", 256, 4, 2, {{700, 700}, {700, 700}}, false}},
+      {{"window_softcap_d256_g2", 256, 4, 2, {{1500, 1500}}, true, 256, 30.f}},
+      {{"q_short_d256_g4", 256, 8, 2, {{200, 900}, {64, 64}}, true}},
+      {{"top_left_d256_g2", 256, 4, 2, {{200, 900}, {333, 1000}}, true}, true},
+      {{"window_lr_d256_g2", 256, 4, 2, {{600, 600}}, false, 100}, false, 50},
+  };
+}
+
+class GpuBackwardD256 : public ::testing::TestWithParam<D256Row> {};
+
+TEST_P(GpuBackwardD256, CudaUnifiedBwdPassesTheGate) {
+  if (!cuda_device()) GTEST_SKIP() << "no CUDA device";
+  const D256Row& r = GetParam();
+  AttentionProblem p = problem_of(r.shape, DType::bf16);
+  p.top_left = r.top_left;
+  p.features.window_right = r.window_right;
+  expect_cuda_unified_bwd_passes(p, r.shape.name);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GpuBackward, ::testing::ValuesIn(bwd_matrix()),
                          [](const ::testing::TestParamInfo<BwdShape>& i) { return std::string(i.param.name); });
+INSTANTIATE_TEST_SUITE_P(Shapes, GpuBackwardD256, ::testing::ValuesIn(d256_rows()),
+                         [](const ::testing::TestParamInfo<D256Row>& i) { return std::string(i.param.shape.name); });
 
 }  // namespace
 }  // namespace attnbench

@@ -84,6 +84,13 @@ struct GatedOptions {
   // The SDPA's log-sum-exp per (sequence, query head, query) into GatedBlockParams::lse (the attention op's
   // return_lse; a block whose SDPA cannot write it declines).
   bool return_lse = false;
+  // Keep the backward's save set (gated_block_bwd.hpp's GatedSaved) in GatedBlockParams::save: the norm + RoPE
+  // pass writes the packed normed Q and K (not back over the projection), V, rstd and, where asked, the pre-norm
+  // rows; the SDPA reads q, k, v from there, writes O to save.o and its LSE to save.lse ([T, h_q]; params.lse
+  // stays return_lse's, copied from it); the gate pass copies the GATE columns. The output is bit-identical.
+  // Declined (GatedDecline) with fp8, mx, fuse_gate and fuse_norm_rope (no pre-gate O, no pre-norm Q/K), and by
+  // an SDPA that cannot write the LSE ("save_for_backward"); a call with seq_lens is refused (packed sequences).
+  bool save_for_backward = false;
   // Block-scaled projections (gated_mx.hpp); none: both projections in the dtype.
   std::optional<MxQuantSpec> mx;
   // The FP8 pipeline (gated_fp8.hpp): e4m3 h and weights, FP8 projections and the FP8 SDPA. Under fp8,
@@ -102,6 +109,9 @@ void validate_gated_mx(const GatedGeometry& g, const GatedOptions& o);
 // What the FP8 mode declines (none without o.fp8), as GatedDecline naming the field: a scale or descale not finite
 // and > 0 (fp8.<name>); fp8 together with mx; d_model % 16 (16-byte rows of codes).
 void validate_gated_fp8(const GatedGeometry& g, const GatedOptions& o);
+// What save_for_backward declines (none without it), as GatedDecline naming the field: fp8, mx, fuse_gate (the gate
+// in the SDPA epilogue) and fuse_norm_rope (with something to fuse), checked in that order.
+void validate_gated_save(const GatedGeometry& g, const GatedOptions& o);
 // Why host lengths cannot be a call's seq_lens ("" when they can): "seq_lens[b] = v outside [0, S]".
 std::string gated_seq_lens_conflict(const GatedGeometry& g, const int32_t* seq_lens);
 // Sets the options the gated block's knobs choose (ATTNBENCH_GATED_FUSE_GATE, ATTNBENCH_GATED_FUSE_NORM_ROPE,
@@ -132,7 +142,8 @@ std::vector<uint16_t> build_w_qkvg(const GatedGeometry& g, QGateLayout layout, c
 
 // The SDPA problem over the projection output: B sequences of S queries and S keys, h_q / h_kv heads, the
 // projection viewed as a paged cache of `block_size`-token blocks (identity block table); fuse_gate gives it the
-// output gate, fuse_norm_rope the Q prologue (set_gated_q_prologue fills its params).
+// output gate, fuse_norm_rope the Q prologue (set_gated_q_prologue fills its params). return_lse is o's: a
+// save_for_backward block's SDPA writes the LSE as well (the block adds it; the backward's problem is built from this).
 AttentionProblem gated_sdpa_problem(const GatedGeometry& g, const GatedOptions& o, int block_size);
 // The cache block size: 64 when batch == 1 or 64 divides seqlen, else 32 or 16 when it divides seqlen; 0 when
 // none does (a sequence's first token must start a block of the shared view). With batch == 1 the last block may be
@@ -141,14 +152,20 @@ int gated_block_size(const GatedGeometry& g);
 
 // Declared work: FLOPs of both projections (2 * tokens * d_model * (N + h_q * d)) plus the SDPA's over the
 // visible pairs (the mask, the window and seq_lens, [batch] or empty for none); bytes: the fewest moved (h, W_qkvg,
-// W_o, cos, sin, norm weights read once, out written; h and the weights as codes under fp8, the weights under mx).
+// W_o, cos, sin, norm weights read once, out written; h and the weights as codes under fp8, the weights under mx);
+// under save_for_backward also the save set's writes, gated_save_bytes(g, o, false): the recompute set, since
+// whether q_pre and k_pre are written is the call's choice (its pointers).
 WorkModel gated_block_work(const GatedGeometry& g, const GatedOptions& o, const std::vector<int>& seq_lens = {});
+// Bytes of the save set a save_for_backward call writes: q, k, v, gate, o in the dtype, lse fp32, rstd_q and rstd_k
+// under qk_norm, and with qk_pre q_pre and k_pre. 0 without save_for_backward.
+double gated_save_bytes(const GatedGeometry& g, const GatedOptions& o, bool qk_pre);
 
 // The caller's workspace, carved in this order at 256-byte aligned offsets: the projection output
-// [proj_rows, N], the attention output [tokens, h_q * d] (gated there when the SDPA's epilogue gates it), the SDPA
-// kernel's workspace, the int32 tables (cu_seqlens_q [B + 1], seqused_k [B], block_table [B, blocks_per_seq]), the
-// GEMM workspace, under the FP8 mode the e4m3 codes of Q | K | V ([proj_rows, (h_q + 2 h_kv) d], the FP8 SDPA's
-// view) and of the gated O ([tokens, h_q d]), and with a separate gate pass (gate_pass) its output [tokens, h_q d].
+// [proj_rows, N], the attention output [tokens, h_q * d] (gated there when the SDPA's epilogue gates it; 0 bytes
+// with save: the SDPA writes GatedSaveOut::o), the SDPA kernel's workspace, the int32 tables (cu_seqlens_q [B + 1],
+// seqused_k [B], block_table [B, blocks_per_seq]), the GEMM workspace, under the FP8 mode the e4m3 codes of
+// Q | K | V ([proj_rows, (h_q + 2 h_kv) d], the FP8 SDPA's view) and of the gated O ([tokens, h_q d]), and with a
+// separate gate pass (gate_pass) its output [tokens, h_q d].
 // proj_rows is tokens rounded up to whole cache blocks: an SDPA that reads whole pages of the view stays inside the
 // projection, whose pad rows (past tokens) every call zeroes (and the codes' pad rows are the codes of those zeros).
 struct GatedWorkspaceLayout {
@@ -165,7 +182,20 @@ struct GatedWorkspaceLayout {
 };
 constexpr std::size_t kGatedWorkspaceAlign = 256;
 GatedWorkspaceLayout gated_workspace_layout(const GatedGeometry& g, int block_size, std::size_t sdpa_bytes,
-                                            std::size_t gemm_bytes, bool fp8 = false, bool gate_pass = false);
+                                            std::size_t gemm_bytes, bool fp8 = false, bool gate_pass = false,
+                                            bool save = false);
+
+// The save set a save_for_backward call writes, in the backend's memory, in GatedSaved's layouts (T = B S, packed):
+// q [T, h_q, d] and k, v [T, h_kv, d] (the SDPA's inputs: Q, K after norm + RoPE), gate [T, h_q, d] (before the
+// sigmoid), o [T, h_q, d] (the SDPA's output), dtype halves; lse fp32 [T, h_q]; rstd_q [T, h_q], rstd_k [T, h_kv]
+// fp32 (under qk_norm; null without); q_pre [T, h_q, d] and k_pre [T, h_kv, d], the projection's Q and K (both set:
+// written, RecomputePolicy::save_all's set; both null: not). None may overlap another or the params' buffers. Every
+// pointer null without save_for_backward.
+struct GatedSaveOut {
+  void *q = nullptr, *k = nullptr, *v = nullptr, *gate = nullptr, *o = nullptr;
+  float *lse = nullptr, *rstd_q = nullptr, *rstd_k = nullptr;
+  void *q_pre = nullptr, *k_pre = nullptr;
+};
 
 // One call's data, in the backend's memory. h [B, S, d_model]; W_qkvg [N, d_model] in the block's layout;
 // q_norm_weight, k_norm_weight [d] (unused without qk_norm); cos, sin [B, S, rope_dim] (unused when rope_dim is
@@ -175,7 +205,7 @@ GatedWorkspaceLayout gated_workspace_layout(const GatedGeometry& g, int block_si
 // rest padding; every query row is computed (a row that sees no key outputs 0). Read on the device at each call
 // (a graph replays new lengths); the CPU block checks the range, the GPU blocks trust it.
 // lse (with return_lse, fp32 [B, h_q, S]): each query row's natural-log sum of exp over its scaled scores
-// (AttentionParams::lse; -inf for a row that sees no key).
+// (AttentionParams::lse; -inf for a row that sees no key). save: GatedSaveOut, under save_for_backward only.
 struct GatedBlockParams {
   const void* h = nullptr;
   const void* w_qkvg = nullptr;
@@ -193,6 +223,7 @@ struct GatedBlockParams {
   // [N, d_model / 2] packed e2m1) and these their E8M0 scales, [N, d_model / 32] and [d_model, h_q d / 32].
   const uint8_t* w_qkvg_scales = nullptr;
   const uint8_t* w_o_scales = nullptr;
+  GatedSaveOut save;  // GatedOptions::save_for_backward
   int batch = 0, seqlen = 0, d_model = 0, h_q = 0, h_kv = 0, d_head = 0, rope_dim = 0;
   DType dtype = DType::bf16;
 };
@@ -204,7 +235,10 @@ GatedBlockParams make_gated_params(const GatedGeometry& g);
 // [q_norm_rope+]sdpa[+gate], gate, out_proj (the breakdown's stage names).
 // Under fp8: fp8_qkvg_proj; norm_rope, then quantize_qkv (or, with fuse_norm_rope, norm_rope+quantize: one
 // pass); sdpa; gate, then quantize_o (or, with fuse_gate, gate+quantize_o: one pass); fp8_out_proj.
-enum class GatedStage { proj, norm_rope, quantize_qkv, sdpa, gate, quantize_o, out_proj };
+// Under save_for_backward: qkvg_proj; norm_rope+save (save_qkv without norm or RoPE: the pass that packs Q, K, V
+// into the save set always runs); sdpa; with return_lse lse_reorder (save.lse to params.lse's [B, h_q, S]);
+// gate+save (the gate pass copies the GATE columns too); out_proj.
+enum class GatedStage { proj, norm_rope, quantize_qkv, sdpa, lse_reorder, gate, quantize_o, out_proj };
 std::vector<GatedStage> gated_stages(const GatedGeometry& g, const GatedOptions& o);
 std::string gated_stage_name(GatedStage s, const GatedGeometry& g, const GatedOptions& o);
 // fuse_norm_rope with something to fuse (qk_norm or rope_dim > 0), not under fp8: the SDPA problem has a Q prologue.
@@ -218,7 +252,10 @@ bool gated_fuses_quantize(const GatedGeometry& g, const GatedOptions& o);
 void set_gated_q_prologue(const GatedGeometry& g, const GatedOptions& o, const GatedBlockParams& p,
                           AttentionParams& a);
 // The SDPA's strides over the projection view (Q, K, V at the projection's row stride, O packed, the block table
-// one row per sequence; `prob` from gated_sdpa_problem), pointers null: what gated_sdpa_params fills in.
+// one row per sequence; `prob` from gated_sdpa_problem), pointers null: what gated_sdpa_params fills in. Under
+// save_for_backward Q, K, V are the save set's packed tensors (K and V viewed as pages of block_size tokens: a
+// batch-1 call's last page may be partial, so the SDPA must read no token past seqused_k, as cuda.unified and
+// cpu.unified do) and the LSE is [T, h_q].
 AttentionParams gated_sdpa_strides(const GatedGeometry& g, const GatedOptions& o, const AttentionProblem& prob);
 // The SDPA's params over the projection view in p.workspace (laid out as `l`; `prob` from gated_sdpa_problem): Q,
 // K, V at their columns, the tables, the SDPA's workspace, the Q prologue and, with fuse_gate, the gate columns;
