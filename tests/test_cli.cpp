@@ -250,8 +250,8 @@ TEST(Cli, EmptyShardIsNamed) {
   EXPECT_NE(r.output.find("--shard 9/9"), std::string::npos) << r.output;
 }
 
-// The backward op end to end on the CPU: a row per (shape, dtype), gated tensor by tensor, timed, its work the
-// backward's; the rows read back as a results file (compare and merge take them).
+// The gated block's backward end to end on the CPU: each gradient asked for gated as its own tensor, a smaller
+// selection's work smaller, an inference-only mode declined by name.
 TEST(Cli, GatedBlockBackwardRunsGatedPerGradient) {
   const std::string file = tmp_path("gbwd.json"), out = tmp_path("gbwd.out.json");
   std::ofstream(file) << R"({"group": "gb", "op": "gated_block_backward", "defaults": {"seqlen": 64, "d_model": 256,
@@ -276,6 +276,8 @@ TEST(Cli, GatedBlockBackwardRunsGatedPerGradient) {
   EXPECT_NE(rows[2]["reason"].get<std::string>().find("field 'mx'"), std::string::npos) << rows[2].dump();
 }
 
+// The backward op end to end on the CPU: a row per (shape, dtype), gated tensor by tensor, timed, its work the
+// backward's; the rows read back as a results file (compare and merge take them).
 TEST(Cli, BackwardShapesRunGatedPerTensor) {
   const std::string file = tmp_path("bwd.json"), out = tmp_path("bwd.out.json");
   std::ofstream(file) << R"({"group": "bw", "op": "attention_backward", "shapes": [{"name": "a", "heads": 4,

@@ -39,8 +39,8 @@ void validate_gated_bwd(const GatedGeometry& g, const GatedOptions& o, const Gat
     throw GatedDecline("dtype", std::string("the backward is bf16/fp16 only, got ") + dtype_name(g.dtype()));
   if (o.fp8) throw GatedDecline("fp8", "the FP8 pipeline is inference only: no backward");
   if (o.mx) throw GatedDecline("mx", "the MX modes are inference only: no backward");
-  if (o.fuse_gate) throw GatedDecline("fuse_gate", "a fused gate keeps no pre-gate O for the backward");
-  if (o.fuse_norm_rope)
+  if (gated_gate_in_sdpa(o)) throw GatedDecline("fuse_gate", "a fused gate keeps no pre-gate O for the backward");
+  if (gated_fuses_norm_rope(g, o))
     throw GatedDecline("fuse_norm_rope", "a fused norm + RoPE keeps no pre-norm Q/K for the backward");
   if (b.need_dw_norms.value_or(false) && !o.qk_norm)
     throw GatedDecline("need_dw_norms", "norm-weight gradients asked for a block without qk_norm");
@@ -52,9 +52,7 @@ AttentionProblem gated_bwd_sdpa_problem(const GatedGeometry& g, const GatedOptio
   GatedOptions plain = o;  // the forward's SDPA without what the backward declines or has no use for
   plain.fuse_gate = plain.fuse_norm_rope = plain.return_lse = plain.save_for_backward = false;
   plain.fp8.reset();
-  AttentionProblem p = gated_sdpa_problem(g, plain, 64);  // packed here: the block size names no layout
-  p.top_left = !o.causal_bottom_right;  // the same rule where queries and keys are equal in number
-  return p;
+  return gated_sdpa_problem(g, plain, 64);  // packed here: the block size names no layout
 }
 
 std::vector<GatedBwdStage> gated_bwd_stages(const GatedGeometry&, const GatedOptions& o, const GatedBwdOptions& b) {
@@ -111,7 +109,8 @@ WorkModel gated_block_bwd_work(const GatedGeometry& g, const GatedOptions& o, co
       case GatedBwdStage::sdpa_bwd: {
         const WorkModel a = attention_bwd_work(gated_bwd_sdpa_problem(g, o));
         w.flops += a.flops;
-        w.bytes += eb * t * (aw + 2 * kw) + 4 * t * (g.h_q() + g.h_kv());  // saved Q, K, V; LSE and rstd
+        w.bytes += eb * t * (aw + 2 * kw) + 4 * t * g.h_q();  // saved Q, K, V and the LSE
+        if (o.qk_norm) w.bytes += 4 * t * (g.h_q() + g.h_kv());  // rstd
         break;
       }
       case GatedBwdStage::dw_qkvg: w.flops += 2 * t * n * dm; w.bytes += eb * n * dm; break;

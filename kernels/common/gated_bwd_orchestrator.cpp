@@ -310,7 +310,13 @@ class OrchestratedBwdKernel final : public GatedBlockBwdKernel {
                                         const KnobValues& knobs) const override {
     std::unique_ptr<AttentionBwdKernel> sdpa = pv_->make_sdpa_bwd();
     check_support(*pv_, *sdpa, g, o, b, knobs);
-    return std::make_unique<OrchestratedBwd>(pv_, std::move(sdpa), g, o, b, knobs);
+    try {
+      return std::make_unique<OrchestratedBwd>(pv_, std::move(sdpa), g, o, b, knobs);
+    } catch (const GatedDecline&) {
+      throw;
+    } catch (const std::invalid_argument& e) {  // a GEMM the backend's library has no algorithm for
+      throw GatedDecline("gemm", e.what());
+    }
   }
 
  private:

@@ -1,13 +1,11 @@
-// cuda.gated_block's provider (host code; declared in gated_provider.hpp): the projections through cuBLASLt,
-// bf16/fp16 in, fp32 accumulate, descriptors and heuristic algorithm chosen at construction; the norm+RoPE,
-// sigmoid-gate and table kernels; cuda.unified as the SDPA, its K/V "cache" the projection viewed as blocks of
-// block_size tokens with an identity block table (no repacking copy). Every call only launches: a block's
+// cuda.gated_block's provider (host code; declared in gated_provider.hpp): the projections through lt_gemm.hpp's
+// cuBLASLt wrapper, bf16/fp16 (or e4m3) in, fp32 accumulate, descriptors and algorithm chosen at construction; the
+// norm+RoPE, sigmoid-gate and table kernels; cuda.unified as the SDPA, its K/V "cache" the projection viewed as
+// blocks of block_size tokens with an identity block table (no repacking copy). Every call only launches: a block's
 // execute() captures into a graph.
-#include <cublasLt.h>
-
+#include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <stdexcept>
 #include <string>
 
 #include "attnbench/backends.hpp"
@@ -15,100 +13,47 @@
 #include "common/gated_orchestrator.hpp"
 #include "cuda/gated_kernels.hpp"
 #include "cuda/gated_provider.hpp"
+#include "cuda/lt_gemm.hpp"
 #include "cuda/runtime.hpp"
 
 namespace attnbench {
 namespace {
 
-#define GATED_LT_CHECK(expr)                                                                              \
-  do {                                                                                                    \
-    cublasStatus_t st_ = (expr);                                                                          \
-    if (st_ != CUBLAS_STATUS_SUCCESS)                                                                     \
-      throw std::runtime_error(std::string("gated GEMM: ") + #expr + ": " + cublasLtGetStatusString(st_)); \
-  } while (0)
+// C[rows, cols] = alpha X[rows, k] W[cols, k]^T, all row-major: op(A) op(B) with A = X and B = W transposed (the "TN"
+// form cuBLASLt's FP8 GEMMs require). X and W in the dtype, or as e4m3 codes; C in the dtype. The block's operands
+// are 256-byte aligned (params_conflict), so one algorithm: no 16-byte fallback.
+cuda::LtGemmDesc projection_desc(DType dt, bool e4m3, int64_t rows, int64_t cols, int64_t k, float alpha) {
+  cuda::LtGemmDesc d;
+  d.shape.dt = dt;
+  d.shape.m = rows;
+  d.shape.n = cols;
+  d.shape.k = k;
+  d.shape.trans_b = true;
+  d.shape.lda = d.shape.ldb = k;
+  d.shape.ldc = cols;
+  d.e4m3 = e4m3;
+  d.alpha = alpha;
+  d.least_align = false;
+  d.label = "gated GEMM";
+  return d;
+}
 
-constexpr std::size_t kGemmWorkspaceBytes = std::size_t{32} << 20;
-constexpr uintptr_t kGemmAlign = 256;  // cuBLASLt's default alignment assumption for A, B, C, D
-
-// C[rows, cols] = alpha * X[rows, k] * W[cols, k]^T, all row-major: column-major D (cols x rows) = op_T(W) * X
-// (the "TN" form cuBLASLt's FP8 GEMMs require). X and W in `in` (the dtype, or e4m3 codes), C in the dtype.
-class LtGemm final : public GatedGemm {
+class LtFwdGemm final : public GatedGemm {
  public:
-  LtGemm(DType dt, DType in, int64_t rows, int64_t cols, int64_t k, float alpha) : alpha_(alpha) {
-    GATED_LT_CHECK(cublasLtCreate(&lt_));
-    try {
-      init(dt, in, rows, cols, k);
-    } catch (...) {
-      destroy();
-      throw;
-    }
-  }
-  ~LtGemm() override { destroy(); }
-  LtGemm(const LtGemm&) = delete;
-  LtGemm& operator=(const LtGemm&) = delete;
+  explicit LtFwdGemm(const cuda::LtGemmDesc& d)
+      : lt_(d),
+        summary_(std::string(d.e4m3 ? "cuBLASLt e4m3 algo " : "cuBLASLt algo ") + lt_.algo_id() + " ws " +
+                 std::to_string(lt_.workspace_bytes() >> 10) + "K") {}
 
-  std::size_t workspace_bytes() const override { return ws_bytes_; }
+  std::size_t workspace_bytes() const override { return lt_.workspace_bytes(); }
   std::string summary() const override { return summary_; }
-
   void run(const void* x, const void* w, void* c, void* ws, void* stream) const override {
-    const float beta = 0.f;
-    GATED_LT_CHECK(cublasLtMatmul(lt_, op_, &alpha_, w, a_, x, b_, &beta, c, c_, c, c_, &algo_, ws, ws_bytes_,
-                                  static_cast<cudaStream_t>(stream)));
+    lt_.run(x, w, c, ws, static_cast<cudaStream_t>(stream));
   }
 
  private:
-  void init(DType dt, DType in, int64_t rows, int64_t cols, int64_t k) {
-    const cudaDataType_t t = dt == DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
-    const cudaDataType_t ti = in == DType::e4m3 ? CUDA_R_8F_E4M3 : t;
-    GATED_LT_CHECK(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    GATED_LT_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    GATED_LT_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    GATED_LT_CHECK(cublasLtMatrixLayoutCreate(&a_, ti, k, cols, k));
-    GATED_LT_CHECK(cublasLtMatrixLayoutCreate(&b_, ti, k, rows, k));
-    GATED_LT_CHECK(cublasLtMatrixLayoutCreate(&c_, t, cols, rows, cols));
-    cublasLtMatmulPreference_t pref;
-    GATED_LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    std::size_t wsb = kGemmWorkspaceBytes;
-    cublasLtMatmulHeuristicResult_t heur{};
-    int found = 0;
-    const cublasStatus_t st = [&] {
-      cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
-                                                              sizeof wsb);
-      if (s != CUBLAS_STATUS_SUCCESS) return s;
-      return cublasLtMatmulAlgoGetHeuristic(lt_, op_, a_, b_, c_, c_, pref, 1, &heur, &found);
-    }();
-    cublasLtMatmulPreferenceDestroy(pref);
-    GATED_LT_CHECK(st);
-    if (found == 0)
-      throw std::runtime_error("gated GEMM: cuBLASLt has no algorithm for the " + std::to_string(rows) + " x " +
-                               std::to_string(cols) + " x " + std::to_string(k) + " GEMM");
-    algo_ = heur.algo;
-    ws_bytes_ = heur.workspaceSize;
-    int id = -1;
-    cublasLtMatmulAlgoConfigGetAttribute(&algo_, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, nullptr);
-    summary_ = std::string(in == DType::e4m3 ? "cuBLASLt e4m3 algo " : "cuBLASLt algo ") + std::to_string(id) + " ws " +
-               std::to_string(ws_bytes_ >> 10) + "K";
-  }
-
-  void destroy() {
-    if (a_) cublasLtMatrixLayoutDestroy(a_);
-    if (b_) cublasLtMatrixLayoutDestroy(b_);
-    if (c_) cublasLtMatrixLayoutDestroy(c_);
-    if (op_) cublasLtMatmulDescDestroy(op_);
-    if (lt_) cublasLtDestroy(lt_);
-    a_ = b_ = c_ = nullptr;
-    op_ = nullptr;
-    lt_ = nullptr;
-  }
-
-  float alpha_;
-  cublasLtHandle_t lt_ = nullptr;
+  cuda::LtGemm lt_;
   std::string summary_;
-  cublasLtMatmulDesc_t op_ = nullptr;
-  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
-  cublasLtMatmulAlgo_t algo_{};
-  std::size_t ws_bytes_ = 0;
 };
 
 bool misaligned(const void* p, uintptr_t align) { return reinterpret_cast<uintptr_t>(p) % align != 0; }
@@ -120,12 +65,12 @@ std::unique_ptr<AttentionKernel> CudaGatedProvider::make_sdpa(const AttentionPar
 }
 
 std::unique_ptr<GatedGemm> CudaGatedProvider::make_gemm(DType dt, int64_t m, int64_t n, int64_t k) const {
-  return std::make_unique<LtGemm>(dt, dt, m, n, k, 1.f);
+  return std::make_unique<LtFwdGemm>(projection_desc(dt, false, m, n, k, 1.f));
 }
 
 std::unique_ptr<GatedGemm> CudaGatedProvider::make_fp8_gemm(DType dt, int64_t m, int64_t n, int64_t k,
                                                             float alpha) const {
-  return std::make_unique<LtGemm>(dt, DType::e4m3, m, n, k, alpha);
+  return std::make_unique<LtFwdGemm>(projection_desc(dt, true, m, n, k, alpha));
 }
 
 void CudaGatedProvider::quantize(DType dt, const GatedQuantizeParams& p, void* stream) const {
@@ -158,7 +103,8 @@ std::string CudaGatedProvider::params_conflict(const GatedGeometry& g, const Gat
   const void* out = p.out;
   const void* ws = p.workspace;
   for (const void* ptr : {p.h, p.w_qkvg, p.w_o, out, ws})
-    if (misaligned(ptr, kGemmAlign)) return "h, W_qkvg, W_o, out and workspace must be 256-byte aligned";
+    if (misaligned(ptr, cuda::LtGemm::kFastAlign))
+      return "h, W_qkvg, W_o, out and workspace must be 256-byte aligned";
   if (o.qk_norm && (misaligned(p.q_norm_weight, 16) || misaligned(p.k_norm_weight, 16)))
     return "norm weights must be 16-byte aligned";
   if (o.fuse_norm_rope && g.rope_dim() > 0 && (misaligned(p.cos, 16) || misaligned(p.sin, 16)))

@@ -310,13 +310,12 @@ Layout layout(const GatedGeometry& g) {
   return l;
 }
 
-}  // namespace
+unsigned warp_grid(int64_t rows) {
+  return static_cast<unsigned>(std::clamp<int64_t>((rows + kWarps - 1) / kWarps, 1, kNormBlocks));
+}
 
-std::size_t gated_block_backward_gpu_workspace(const GatedGeometry& g) { return layout(g).total; }
-
-void gated_block_backward_gpu(const GatedGeometry& g, const GatedOptions& o, const GatedBwdGpuIo& io, void* stream) {
-  GatedBwdOptions all;
-  validate_gated_bwd(g, o, all);
+// Declines past validate_gated_bwd's: a needed pointer null, a GEMM grid too wide.
+void check_io(const GatedGeometry& g, const GatedOptions& o, const GatedBwdGpuIo& io) {
   const bool in_null = !io.h || !io.wq || !io.wgate || !io.wk || !io.wv || !io.w_o || !io.dy ||
                        (o.qk_norm && (!io.q_norm_weight || !io.k_norm_weight)) ||
                        (g.rope_dim() > 0 && (!io.cos || !io.sin));
@@ -327,98 +326,142 @@ void gated_block_backward_gpu(const GatedGeometry& g, const GatedOptions& o, con
     throw std::invalid_argument("reference::gated_block_backward_gpu: a needed pointer is null");
   if (std::max<int64_t>(g.d_model(), g.attn_width()) > int64_t{65535} * kTile)  // a GEMM grid's y: C's column tiles
     throw std::invalid_argument("reference::gated_block_backward_gpu: d_model or h_q d above 65535 * 64");
-  auto* st = static_cast<cudaStream_t>(stream);
-  const DType dt = g.dtype();
-  const int64_t T = g.tokens(), dm = g.d_model(), aw = g.attn_width(), kw = static_cast<int64_t>(g.h_kv()) * g.d_head();
-  const Layout l = layout(g);
-  char* ws = static_cast<char*>(io.workspace);
-  const auto f32 = [ws](std::size_t off) { return reinterpret_cast<float*>(ws + off); };
-  const auto u16 = [ws](std::size_t off) { return reinterpret_cast<uint16_t*>(ws + off); };
+}
+
+// The norm + RoPE of Q's head rows (q = true) or K's.
+NormRope norm_rope_of(const GatedGeometry& g, const GatedOptions& o, const GatedBwdGpuIo& io, bool q) {
+  NormRope nr;
+  nr.w = q ? io.q_norm_weight : io.k_norm_weight;
+  nr.cos = io.cos;
+  nr.sin = io.sin;
+  nr.heads = q ? g.h_q() : g.h_kv();
+  nr.rows = g.tokens() * nr.heads;
+  nr.d = g.d_head();
+  nr.rope_dim = g.rope_dim();
+  nr.norm = o.qk_norm;
+  nr.offset = o.norm_weight_offset;
+  nr.dtype = g.dtype();
+  return nr;
+}
+
+// One call's inputs and outputs, stream, widths and the workspace's regions (the fp32 ones as pointers).
+struct Pass {
+  Pass(const GatedGeometry& geom, const GatedOptions& opt, const GatedBwdGpuIo& io_, void* stream)
+      : g(geom), o(opt), io(io_), st(static_cast<cudaStream_t>(stream)), dt(geom.dtype()), l(layout(geom)),
+        T(geom.tokens()), dm(geom.d_model()), aw(geom.attn_width()),
+        kw(static_cast<int64_t>(geom.h_kv()) * geom.d_head()), nq(norm_rope_of(geom, opt, io_, true)),
+        nk(norm_rope_of(geom, opt, io_, false)) {}
+
+  char* ws(std::size_t off) const { return static_cast<char*>(io.workspace) + off; }
+  float* f32(std::size_t off) const { return reinterpret_cast<float*>(ws(off)); }
+  uint16_t* u16(std::size_t off) const { return reinterpret_cast<uint16_t*>(ws(off)); }
+
+  const GatedGeometry& g;
+  const GatedOptions& o;
+  const GatedBwdGpuIo& io;
+  cudaStream_t st;
+  DType dt;
+  Layout l;
+  int64_t T, dm, aw, kw;
+  NormRope nq, nk;
   float *h = f32(l.h), *dy = f32(l.dy), *wq = f32(l.wq), *wg = f32(l.wgate), *wk = f32(l.wk), *wv = f32(l.wv);
   float *wo = f32(l.w_o), *d_y = f32(l.d_y), *y = f32(l.y), *dq = f32(l.dq), *dk = f32(l.dk), *dv = f32(l.dv);
+};
 
-  for (auto [src, dst, n] : {std::tuple{io.h, h, T * dm}, {io.dy, dy, T * dm}, {io.wq, wq, aw * dm},
-                             {io.wgate, wg, aw * dm}, {io.wk, wk, kw * dm}, {io.wv, wv, kw * dm},
-                             {io.w_o, wo, dm * aw}}) {
-    widen_kernel<<<grid_for(n), kThreads, 0, st>>>(src, dst, n, dt);
+// The 16-bit inputs to their fp32 copies, once.
+void widen_inputs(const Pass& p) {
+  const GatedBwdGpuIo& io = p.io;
+  for (auto [src, dst, n] : {std::tuple{io.h, p.h, p.T * p.dm}, {io.dy, p.dy, p.T * p.dm}, {io.wq, p.wq, p.aw * p.dm},
+                             {io.wgate, p.wg, p.aw * p.dm}, {io.wk, p.wk, p.kw * p.dm}, {io.wv, p.wv, p.kw * p.dm},
+                             {io.w_o, p.wo, p.dm * p.aw}}) {
+    widen_kernel<<<grid_for(n), kThreads, 0, p.st>>>(src, dst, n, p.dt);
     check(cudaGetLastError(), "widen");
   }
+}
 
-  // Forward: the projections, norm + RoPE (the save set), the SDPA's rounded inputs.
-  gemm(h, false, wq, true, io.q_pre, T, aw, dm, false, st, "Q projection");
-  gemm(h, false, wg, true, io.gate, T, aw, dm, false, st, "GATE projection");
-  gemm(h, false, wk, true, io.k_pre, T, kw, dm, false, st, "K projection");
-  gemm(h, false, wv, true, io.v, T, kw, dm, false, st, "V projection");
-  NormRope nq;
-  nq.cos = io.cos;
-  nq.sin = io.sin;
-  nq.d = g.d_head();
-  nq.rope_dim = g.rope_dim();
-  nq.norm = o.qk_norm;
-  nq.offset = o.norm_weight_offset;
-  nq.dtype = dt;
-  NormRope nk = nq;
-  nq.w = io.q_norm_weight;
-  nq.heads = g.h_q();
-  nq.rows = T * g.h_q();
-  nk.w = io.k_norm_weight;
-  nk.heads = g.h_kv();
-  nk.rows = T * g.h_kv();
-  const auto warp_grid = [](int64_t rows) {
-    return static_cast<unsigned>(std::clamp<int64_t>((rows + kWarps - 1) / kWarps, 1, kNormBlocks));
-  };
-  norm_rope_fwd_kernel<<<warp_grid(nq.rows), kThreads, 0, st>>>(nq, io.q_pre, io.q, io.rstd_q);
+// Forward: the projections, norm + RoPE (the save set), the SDPA's rounded inputs.
+void forward_save_set(const Pass& p) {
+  const GatedBwdGpuIo& io = p.io;
+  const int64_t T = p.T, aw = p.aw, kw = p.kw, dm = p.dm;
+  gemm(p.h, false, p.wq, true, io.q_pre, T, aw, dm, false, p.st, "Q projection");
+  gemm(p.h, false, p.wg, true, io.gate, T, aw, dm, false, p.st, "GATE projection");
+  gemm(p.h, false, p.wk, true, io.k_pre, T, kw, dm, false, p.st, "K projection");
+  gemm(p.h, false, p.wv, true, io.v, T, kw, dm, false, p.st, "V projection");
+  norm_rope_fwd_kernel<<<warp_grid(p.nq.rows), kThreads, 0, p.st>>>(p.nq, io.q_pre, io.q, io.rstd_q);
   check(cudaGetLastError(), "Q norm + RoPE");
-  norm_rope_fwd_kernel<<<warp_grid(nk.rows), kThreads, 0, st>>>(nk, io.k_pre, io.k, io.rstd_k);
+  norm_rope_fwd_kernel<<<warp_grid(p.nk.rows), kThreads, 0, p.st>>>(p.nk, io.k_pre, io.k, io.rstd_k);
   check(cudaGetLastError(), "K norm + RoPE");
-  for (auto [src, dst, n] : {std::tuple{io.q, u16(l.q16), T * aw}, {io.k, u16(l.k16), T * kw},
-                             {io.v, u16(l.v16), T * kw}}) {
-    narrow_kernel<<<grid_for(n), kThreads, 0, st>>>(src, dst, n, dt);
+  for (auto [src, dst, n] : {std::tuple{io.q, p.u16(p.l.q16), T * aw}, {io.k, p.u16(p.l.k16), T * kw},
+                             {io.v, p.u16(p.l.v16), T * kw}}) {
+    narrow_kernel<<<grid_for(n), kThreads, 0, p.st>>>(src, dst, n, p.dt);
     check(cudaGetLastError(), "rounding q, k, v");
   }
+}
 
-  // dY and the gate's dO; the SDPA's forward and backward.
-  gemm(dy, false, wo, false, d_y, T, aw, dm, false, st, "dY = dy W_o");
-  gate_do_kernel<<<grid_for(T * aw), kThreads, 0, st>>>(io.gate, d_y, u16(l.do16), T * aw, dt);
+// dY and the gate's dO; the SDPA's forward and backward.
+void sdpa_backward(const Pass& p) {
+  gemm(p.dy, false, p.wo, false, p.d_y, p.T, p.aw, p.dm, false, p.st, "dY = dy W_o");
+  gate_do_kernel<<<grid_for(p.T * p.aw), kThreads, 0, p.st>>>(p.io.gate, p.d_y, p.u16(p.l.do16), p.T * p.aw, p.dt);
   check(cudaGetLastError(), "gate dO");
-  auto* cu = reinterpret_cast<int32_t*>(ws + l.cu);
-  cu_seqlens_kernel<<<1, kThreads, 0, st>>>(cu, g.batch(), g.seqlen());
+  auto* cu = reinterpret_cast<int32_t*>(p.ws(p.l.cu));
+  cu_seqlens_kernel<<<1, kThreads, 0, p.st>>>(cu, p.g.batch(), p.g.seqlen());
   check(cudaGetLastError(), "cu_seqlens");
-  AttentionBwdParams a = make_attention_bwd_params(gated_bwd_sdpa_problem(g, o));
-  a.q = u16(l.q16);
-  a.k = u16(l.k16);
-  a.v = u16(l.v16);
-  a.d_o = u16(l.do16);
+  AttentionBwdParams a = make_attention_bwd_params(gated_bwd_sdpa_problem(p.g, p.o));
+  a.q = p.u16(p.l.q16);
+  a.k = p.u16(p.l.k16);
+  a.v = p.u16(p.l.v16);
+  a.d_o = p.u16(p.l.do16);
   a.cu_seqlens_q = a.cu_seqlens_k = cu;
-  attention_backward_gpu(a, io.o, io.lse, f32(l.dsum), dq, dk, dv, stream);
+  attention_backward_gpu(a, p.io.o, p.io.lse, p.f32(p.l.dsum), p.dq, p.dk, p.dv, p.st);
+}
 
-  // The gate's and the output projection's gradients (dGATE over dY).
-  gate_post_kernel<<<grid_for(T * aw), kThreads, 0, st>>>(io.gate, io.o, d_y, y, T * aw);
+// Back through RoPE and the norm, in place over d_x (dQ or dK), and the norm weight's gradient. One partial-sums
+// region serves Q and K: stream order.
+void norm_rope_bwd(const Pass& p, const NormRope& nr, float* d_x, const float* x, const float* rstd, float* dw,
+                   const char* what, const char* dw_what) {
+  double* partial = reinterpret_cast<double*>(p.ws(p.l.partial));
+  const unsigned blocks = warp_grid(nr.rows);
+  norm_rope_bwd_kernel<<<blocks, kThreads, 0, p.st>>>(nr, d_x, x, rstd, partial);
+  check(cudaGetLastError(), what);
+  if (!nr.norm) return;
+  sum_partials_kernel<<<1, kThreads, 0, p.st>>>(partial, static_cast<int>(blocks), nr.d, dw);
+  check(cudaGetLastError(), dw_what);
+}
+
+// The gate's and the output projection's gradients (dGATE over dY); back through RoPE and the norm; to the weights
+// and h.
+void chain_back(const Pass& p) {
+  const GatedBwdGpuIo& io = p.io;
+  const int64_t T = p.T, aw = p.aw, kw = p.kw, dm = p.dm;
+  gate_post_kernel<<<grid_for(T * aw), kThreads, 0, p.st>>>(io.gate, io.o, p.d_y, p.y, T * aw);
   check(cudaGetLastError(), "gate backward");
-  gemm(dy, true, y, false, io.dw_o, dm, aw, T, false, st, "dW_o = dy^T Y");
+  gemm(p.dy, true, p.y, false, io.dw_o, dm, aw, T, false, p.st, "dW_o = dy^T Y");
+  norm_rope_bwd(p, p.nq, p.dq, io.q_pre, io.rstd_q, io.dw_q_norm, "Q norm + RoPE backward", "dw_q_norm");
+  norm_rope_bwd(p, p.nk, p.dk, io.k_pre, io.rstd_k, io.dw_k_norm, "K norm + RoPE backward", "dw_k_norm");
+  const float* dgate = p.d_y;
+  gemm(p.dq, true, p.h, false, io.dwq, aw, dm, T, false, p.st, "dWq = dQ^T h");
+  gemm(dgate, true, p.h, false, io.dwgate, aw, dm, T, false, p.st, "dWgate = dGATE^T h");
+  gemm(p.dk, true, p.h, false, io.dwk, kw, dm, T, false, p.st, "dWk = dK^T h");
+  gemm(p.dv, true, p.h, false, io.dwv, kw, dm, T, false, p.st, "dWv = dV^T h");
+  gemm(p.dq, false, p.wq, false, io.dh, T, dm, aw, false, p.st, "dh += dQ Wq");
+  gemm(dgate, false, p.wg, false, io.dh, T, dm, aw, true, p.st, "dh += dGATE Wgate");
+  gemm(p.dk, false, p.wk, false, io.dh, T, dm, kw, true, p.st, "dh += dK Wk");
+  gemm(p.dv, false, p.wv, false, io.dh, T, dm, kw, true, p.st, "dh += dV Wv");
+}
 
-  // Back through RoPE and the norm (in place over dQ, dK), then to the weights and h.
-  double* partial = reinterpret_cast<double*>(ws + l.partial);  // Q's sums, then K's: stream order
-  const auto norm_bwd = [&](const NormRope& nr, float* d_x, const float* x, const float* rstd, float* dw,
-                            const char* what, const char* dw_what) {
-    const unsigned blocks = warp_grid(nr.rows);
-    norm_rope_bwd_kernel<<<blocks, kThreads, 0, st>>>(nr, d_x, x, rstd, partial);
-    check(cudaGetLastError(), what);
-    if (!nr.norm) return;
-    sum_partials_kernel<<<1, kThreads, 0, st>>>(partial, static_cast<int>(blocks), nr.d, dw);
-    check(cudaGetLastError(), dw_what);
-  };
-  norm_bwd(nq, dq, io.q_pre, io.rstd_q, io.dw_q_norm, "Q norm + RoPE backward", "dw_q_norm");
-  norm_bwd(nk, dk, io.k_pre, io.rstd_k, io.dw_k_norm, "K norm + RoPE backward", "dw_k_norm");
-  float* dgate = d_y;
-  gemm(dq, true, h, false, io.dwq, aw, dm, T, false, st, "dWq = dQ^T h");
-  gemm(dgate, true, h, false, io.dwgate, aw, dm, T, false, st, "dWgate = dGATE^T h");
-  gemm(dk, true, h, false, io.dwk, kw, dm, T, false, st, "dWk = dK^T h");
-  gemm(dv, true, h, false, io.dwv, kw, dm, T, false, st, "dWv = dV^T h");
-  gemm(dq, false, wq, false, io.dh, T, dm, aw, false, st, "dh += dQ Wq");
-  gemm(dgate, false, wg, false, io.dh, T, dm, aw, true, st, "dh += dGATE Wgate");
-  gemm(dk, false, wk, false, io.dh, T, dm, kw, true, st, "dh += dK Wk");
-  gemm(dv, false, wv, false, io.dh, T, dm, kw, true, st, "dh += dV Wv");
+}  // namespace
+
+std::size_t gated_block_backward_gpu_workspace(const GatedGeometry& g) { return layout(g).total; }
+
+void gated_block_backward_gpu(const GatedGeometry& g, const GatedOptions& o, const GatedBwdGpuIo& io, void* stream) {
+  GatedBwdOptions all;
+  validate_gated_bwd(g, o, all);
+  check_io(g, o, io);
+  const Pass p(g, o, io, stream);
+  widen_inputs(p);
+  forward_save_set(p);
+  sdpa_backward(p);
+  chain_back(p);
 }
 
 }  // namespace attnbench::reference

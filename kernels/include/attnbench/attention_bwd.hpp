@@ -78,7 +78,7 @@ std::unique_ptr<AttentionBwdKernel> make_cpu_unified_bwd();
 
 #ifdef ATTNBENCH_WITH_CUDA
 // cuda.unified_bwd: FlashAttention-2's backward with mma.sync (D preprocess, dK/dV per 64-key tile in registers, dQ
-// by fp32 atomics and a postprocess); d64 and d128.
+// by fp32 atomics and a postprocess); d64, d128 and d256 (in two 128-column chunks).
 std::unique_ptr<AttentionBwdKernel> make_cuda_unified_bwd();
 #endif
 
