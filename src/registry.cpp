@@ -46,9 +46,9 @@ const std::vector<KernelEntry>& kernel_registry() {
 #endif
     add_bwd(make_cpu_unified_bwd(), "attention backward over 64x64 tiles: dK/dV per key tile, dQ per query tile, fp32 sums");
 #ifdef ATTNBENCH_WITH_CUDA
-    add_bwd(make_cuda_unified_bwd(), "attention backward, sm_90a: FlashAttention-2's structure on mma.sync, dK/dV per "
-                                     "64-key tile in registers, dQ by fp32 atomics; d64/d128/d256 (d256 in 128-column "
-                                     "chunks)");
+    add_bwd(make_cuda_unified_bwd(), "attention backward, sm_90a: dK/dV per key tile in registers, dQ by fp32 "
+                                     "atomics; wgmma + TMA at d64/d128, FlashAttention-2's mma.sync kernel at d256 "
+                                     "(128-column chunks; ATTNBENCH_SM90_BWD_PATH)");
 #endif
 #ifdef ATTNBENCH_WITH_CUDNN
     add_bwd(make_cudnn_sdpa_backward(), "cuDNN's fused SDPA backward (frontend graph API) on the packed inputs: ragged "

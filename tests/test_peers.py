@@ -3,7 +3,8 @@
 indptr arrays, the FlashInfer peer's kernel choice, declines and plan() arguments) against hand-computed values,
 their command lines, and their cases: taken from `attnbench list --cases --json`, so bad input is the harness's
 exit-2 error and the dims and declared work are the harness's. Without the libraries a peer exits 3 (a stand-in
-torch that sees a device checks FlashInfer's own exit). The torch parts run only where torch is importable.
+torch that sees a device checks FlashInfer's own exit). The torch parts run only where torch is importable. The
+backward peer's tests are test_peers_backward.py's, run from here with these helpers.
 Usage: test_peers.py ATTNBENCH_BINARY (default: $ATTNBENCH_BIN or build/src/attnbench)."""
 import json
 import math
@@ -19,6 +20,7 @@ import peer_common as pc  # noqa: E402
 import peer_timing as pt  # noqa: E402
 import flashinfer_paged as fip  # noqa: E402  (importable without torch and FlashInfer)
 import torch_sdpa  # noqa: E402  (importable without torch)
+import test_peers_backward as backward  # noqa: E402  (beside this file: on the path as the script's folder)
 import peer_features as pf  # noqa: E402
 import flex_attention as flex  # noqa: E402  (importable without torch)
 
@@ -145,7 +147,8 @@ def test_flashinfer_arguments():
     check(r.returncode == 0 and "exit codes: 0" in r.stdout and "3 cannot run here" in r.stdout and
           "flashinfer.paged_decode" in r.stdout, f"--help: {r.stdout}")
     r = peer(["--help"])
-    check(r.returncode == 0 and "exit codes: 0" in r.stdout, f"torch --help: {r.stdout}")
+    check(r.returncode == 0 and "exit codes: 0" in r.stdout and "torch.chain.gated_block_bwd" in r.stdout,
+          f"torch --help: {r.stdout}")
 
 
 def stand_in_torch(tmp):
@@ -182,8 +185,8 @@ def test_feature_rule():
 
 
 def test_mask_declines():
-    """Rows aligned top-left where some q_len != kv_len, a gated block's seq_lens or MX mode and return_lse are declined by
-    every peer (each aligns its masks bottom-right over every key and returns the output alone)."""
+    """Rows aligned top-left where some q_len != kv_len, a gated block's seq_lens, window or MX mode and return_lse are
+    declined by every peer (each aligns its masks bottom-right over every key and returns the output alone)."""
     top_left = attention_case([3, 5], [10, 5])
     top_left.dims["causal_bottom_right"] = False
     check("causal_bottom_right false" in top_left.plain_decline(), f"top-left: {top_left.plain_decline()!r}")
@@ -200,6 +203,9 @@ def test_mask_declines():
     mx = attention_case([1], [1], op="gated_block")
     mx.dims["mx"] = {"w_qkvg": "e2m1", "w_o": "e2m1", "o": "nvfp4"}
     check(mx.mask_decline().startswith("mx:"), f"mx: {mx.mask_decline()!r}")
+    window = attention_case([1], [1], op="gated_block")
+    window.dims["window_right"] = 16
+    check(window.mask_decline().startswith("window_right:"), f"a block's window: {window.mask_decline()!r}")
 
 
 def test_cases_from_binary(binary, tmp):
@@ -290,6 +296,8 @@ def test_cli(binary, tmp):
     check(r.returncode == 2 and "fp8" in r.stderr, f"bad dtype: {r.returncode} {r.stderr}")
     r = peer(use + ["--group", "decode", "--mode", "fast"])
     check(r.returncode == 2 and "--mode" in r.stderr, f"bad mode: {r.returncode} {r.stderr}")
+    r = peer(use + ["--group", "gated_397b_bwd", "--dtype", "fp8"])
+    check(r.returncode == 2 and "fp8" in r.stderr, f"backward, bad dtype: {r.returncode} {r.stderr}")
     r = peer(["--attnbench", os.path.join(tmp, "no-such-attnbench"), "--group", "decode"])
     check(r.returncode == 2 and "cannot run attnbench" in r.stderr, f"no binary: {r.returncode} {r.stderr}")
     r = peer(["--shapes", bad], env={"ATTNBENCH_BIN": binary})  # the binary from the environment
@@ -304,6 +312,9 @@ def test_cli(binary, tmp):
         r = peer(use + ["--group", "decode", "-o", out])
         check(r.returncode == torch_sdpa.EXIT_CANNOT_RUN and "cannot run here" in r.stderr, f"no torch: {r.stderr}")
         check(not os.path.exists(out), "nothing written without torch")
+        r = peer(use + ["--group", "backward", "--group", "gated_397b_bwd", "-o", out])
+        check(r.returncode == 3 and "cannot run here" in r.stderr, f"backward, no torch: {r.returncode} {r.stderr}")
+        check(not os.path.exists(out), "nothing written for the backward ops without torch")
         r = peer(use + ["--group", "features", "-o", out], script=FLEX_SCRIPT)
         check(r.returncode == 3 and "cannot run here" in r.stderr, f"flex, no torch: {r.returncode} {r.stderr}")
         check(not os.path.exists(out), "nothing written by the flex peer without torch")
@@ -383,9 +394,11 @@ def main():
     test_feature_rule()
     test_mask_declines()
     test_feature_reference_with_torch()
+    backward.run_unit(sys.modules[__name__])
     if os.access(binary, os.X_OK):
         with tempfile.TemporaryDirectory() as tmp:
             test_cases_from_binary(binary, tmp)
+            backward.run_with_binary(binary, tmp)
             test_cli(binary, tmp)
     else:
         check(False, f"no attnbench binary at {binary}: the peers' cases come from it")

@@ -44,8 +44,8 @@ WorkModel attention_bwd_work(const AttentionProblem& p) {
 }
 
 double attention_bwd_workspace_bound(const AttentionProblem& p) {
-  const double rows = static_cast<double>(p.total_q()) * p.heads;
-  return 4.0 * rows * (p.head_size + 1) + 256;
+  // dQ's fp32 accumulator, the LSE and D, per head with each sequence's rows from a 16-byte boundary; 3 alignments.
+  return 4.0 * p.heads * (p.total_q() + 4.0 * p.num_seqs() + 4) * (p.head_size + 2) + 768;
 }
 
 std::string attention_bwd_conflict(const AttentionProblem& p) {

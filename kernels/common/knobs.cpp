@@ -47,6 +47,10 @@ const std::vector<KnobSpec>& knob_table() {
        "(kernels/NOTES.md, the L2 walk)"},
       {"ATTNBENCH_SM90_L2_SECTION_KB", {}, "0", "cuda.unified,cuda.gated_block",
        "cuda.unified 2D prefill, wide regime, the L2 walk: K/V bytes of one section in KiB; 0 = 16384 (16 MiB)"},
+      {"ATTNBENCH_SM90_BWD_PATH", {"auto", "mma", "wgmma"}, "auto", "cuda.unified_bwd,cuda.gated_block_bwd",
+       "cuda.unified_bwd (and the CUDA gated block's SDPA backward): mma = FlashAttention-2's structure on mma.sync "
+       "(head sizes 64, 128, 256); wgmma = the wgmma + TMA kernel, a producer and two consumer warpgroups per 128-key "
+       "tile (64, 128; declined at 256); auto = wgmma where it has an instance"},
       {"ATTNBENCH_Q_MAJOR_GRID", {"0", "1"}, "0", "cuda.unified,cuda.gated_block,hip.unified",
        "cuda.unified and hip.unified 2D prefill: 1 puts the q-tile index on grid.x (q-major order), 0 puts heads "
        "(hip: kv heads) first"},

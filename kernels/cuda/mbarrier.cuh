@@ -39,11 +39,24 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const void* tmap, int c0,
   const int32_t coords[3] = {c0, c1, c2};
   ::cuda::ptx::cp_async_bulk_tensor(::cuda::ptx::space_cluster, ::cuda::ptx::space_global, dst, tmap, coords, bar);
 }
+// The 2D form (the backward's fp32 rows of LSE and D: {token, head}).
+__device__ __forceinline__ void tma_load_2d(void* dst, const void* tmap, int c0, int c1, uint64_t* bar) {
+  const int32_t coords[2] = {c0, c1};
+  ::cuda::ptx::cp_async_bulk_tensor(::cuda::ptx::space_cluster, ::cuda::ptx::space_global, dst, tmap, coords, bar);
+}
 // cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [tmap, {c0, c1, c2}], [src]: one TMA box from shared
 // memory to global (elements past the tensor's extent are not written), in this thread's current bulk group.
 __device__ __forceinline__ void tma_store_3d(const void* tmap, int c0, int c1, int c2, const void* src) {
   const int32_t coords[3] = {c0, c1, c2};
   ::cuda::ptx::cp_async_bulk_tensor(::cuda::ptx::space_global, ::cuda::ptx::space_shared, tmap, coords, src);
+}
+// cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [tmap, {c0, c1}], [src]: one box of shared
+// memory added element-wise into global (the map's element type; past the extent nothing), in this thread's
+// current bulk group.
+__device__ __forceinline__ void tma_reduce_add_2d(const void* tmap, int c0, int c1, const void* src) {
+  const int32_t coords[2] = {c0, c1};
+  ::cuda::ptx::cp_reduce_async_bulk_tensor(::cuda::ptx::space_global, ::cuda::ptx::space_shared, ::cuda::ptx::op_add,
+                                           tmap, coords, src);
 }
 // cp.async.bulk.commit_group: closes this thread's bulk group of TMA stores.
 __device__ __forceinline__ void bulk_commit() { ::cuda::ptx::cp_async_bulk_commit_group(); }

@@ -25,23 +25,29 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return fn;
 }
 
-// cuTensorMapEncodeTiled with the 16-bit or byte element type of dt; throws when it refuses the layout.
-CUtensorMap encode_tiled(const void* base, DType dt, int rank, const cuuint64_t* dims, const cuuint64_t* strides,
-                         const cuuint32_t* box, CUtensorMapSwizzle swizzle) {
+// cuTensorMapEncodeTiled; throws when it refuses the layout.
+CUtensorMap encode_tiled(const void* base, CUtensorMapDataType type, int rank, const cuuint64_t* dims,
+                         const cuuint64_t* strides, const cuuint32_t* box, CUtensorMapSwizzle swizzle) {
   CUtensorMap m;
   std::memset(&m, 0, sizeof(m));
   const PFN_cuTensorMapEncodeTiled_v12000 enc = tensor_map_encoder();
   if (enc == nullptr) throw std::runtime_error("cuda.unified wide: cuTensorMapEncodeTiled unavailable");
   const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
-  const CUtensorMapDataType type = !is_16bit(dt)       ? CU_TENSOR_MAP_DATA_TYPE_UINT8
-                                   : dt == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                                       : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   const CUresult r = enc(&m, type, rank, const_cast<void*>(base), dims, strides, box, estr,
                          CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     throw std::runtime_error("cuda.unified wide: cuTensorMapEncodeTiled failed (CUresult " + std::to_string(r) + ")");
   return m;
+}
+
+// The same with the 16-bit or byte element type of dt.
+CUtensorMap encode_tiled(const void* base, DType dt, int rank, const cuuint64_t* dims, const cuuint64_t* strides,
+                         const cuuint32_t* box, CUtensorMapSwizzle swizzle) {
+  const CUtensorMapDataType type = !is_16bit(dt)       ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                   : dt == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                       : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  return encode_tiled(base, type, rank, dims, strides, box, swizzle);
 }
 
 }  // namespace
@@ -91,6 +97,15 @@ QoTensorMaps encode_qo_maps(const AttentionParams& p, int tq) {
   };
   return {one(p.q, p.types.q, p.q_stride_token, p.q_stride_head),
           one(p.out, p.types.o, p.o_stride_token, p.o_stride_head)};
+}
+
+CUtensorMap encode_f32_map(const float* base, int64_t cols, int64_t rows, int64_t row_stride, int box_cols, int box_rows,
+                           bool swizzle128) {
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_stride) * 4};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows)};
+  return encode_tiled(base, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, dims, strides, box,
+                      swizzle128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE);
 }
 
 }  // namespace attnbench::cuda

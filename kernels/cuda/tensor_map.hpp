@@ -41,4 +41,11 @@ struct QoTensorMaps {
 };
 QoTensorMaps encode_qo_maps(const AttentionParams& p, int tq);
 
+// An fp32 matrix [rows][cols] (row_stride elements apart, a multiple of 4) as a 2D map {col, row}, box {box_cols,
+// box_rows}: unswizzled (the backward's LSE and D per head, box_rows 1), or with rows of 128 bytes (box_cols 32)
+// 128-byte swizzled (its dQ tiles, added by TMA reductions). A box's first column must sit on 16 bytes; columns and
+// rows past the extent read zeros and are not written.
+CUtensorMap encode_f32_map(const float* base, int64_t cols, int64_t rows, int64_t row_stride, int box_cols, int box_rows,
+                           bool swizzle128);
+
 }  // namespace attnbench::cuda

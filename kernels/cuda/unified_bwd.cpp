@@ -1,20 +1,38 @@
-// cuda.unified_bwd's host side: what it takes, its plan (the workspace) and the dispatch to an instance.
-#include "cuda/unified_bwd.hpp"
-
+// cuda.unified_bwd's host side: what it takes, its plan (the path and the workspace) and the dispatch to an
+// instance of the chosen dK/dV kernel (ATTNBENCH_SM90_BWD_PATH).
 #include <stdexcept>
 #include <string>
 
 #include "attnbench/attention_bwd.hpp"
+#include "cuda/bwd_wgmma.hpp"
+#include "cuda/bwd_workspace.hpp"
+#include "cuda/unified_bwd.hpp"
 
 namespace attnbench {
 namespace {
 
+enum class BwdPath { mma, wgmma };
+
 struct CudaBwdPlan final : AttentionBwdPlan {
   AttentionProblem problem;
+  BwdPath path = BwdPath::mma;
 };
 
+// The knob's path for a head size, or "" with the reason it cannot be served that way.
+std::string pick_path(const AttentionProblem& p, const KnobValues& knobs, BwdPath& path) {
+  const std::string& k = knobs.get("ATTNBENCH_SM90_BWD_PATH");
+  const bool wg = cuda::wg_bwd_head_size(p.head_size);
+  if (k == "wgmma" && !wg)
+    return "head_size " + std::to_string(p.head_size) + ": ATTNBENCH_SM90_BWD_PATH=wgmma has instances for 64 and 128";
+  path = k == "mma" || !wg ? BwdPath::mma : BwdPath::wgmma;
+  return "";
+}
+
 // d256 names its column chunks: each CTA recomputes S and dP over the whole head for its chunk of dK, dV and dQ.
-std::string summary(int head_size) {
+std::string summary(int head_size, BwdPath path) {
+  if (path == BwdPath::wgmma)
+    return "wgmma+tma kv-tile " + std::to_string(cuda::kWgBwdKeys) + " q-tile " + std::to_string(cuda::kWgBwdQueries) +
+           " warpgroups 1+2 dq atomics";
   const cuda::BwdTile t = cuda::bwd_tile(head_size);
   std::string s = "fa2 mma.sync kv-tile " + std::to_string(t.key_rows) + " q-tile " + std::to_string(t.query_rows) +
                   " warps 4 dq atomics";
@@ -23,11 +41,18 @@ std::string summary(int head_size) {
   return s;
 }
 
-template <int D> void launch(const AttentionBwdParams& a, cudaStream_t s) {
+template <DType DT, int D> void launch_dt(const AttentionBwdParams& a, BwdPath path, cudaStream_t s) {
+  if constexpr (cuda::wg_bwd_head_size(D)) {
+    if (path == BwdPath::wgmma) return cuda::launch_attention_bwd_wgmma<DT, D>(a, s);
+  }
+  cuda::launch_attention_bwd<DT, D>(a, s);
+}
+
+template <int D> void launch(const AttentionBwdParams& a, BwdPath path, cudaStream_t s) {
   if (a.dtype == DType::bf16)
-    cuda::launch_attention_bwd<DType::bf16, D>(a, s);
+    launch_dt<DType::bf16, D>(a, path, s);
   else
-    cuda::launch_attention_bwd<DType::f16, D>(a, s);
+    launch_dt<DType::f16, D>(a, path, s);
 }
 
 class CudaUnifiedBwd final : public AttentionBwdKernel {
@@ -35,11 +60,13 @@ class CudaUnifiedBwd final : public AttentionBwdKernel {
   std::string name() const override { return "cuda.unified_bwd"; }
   Backend backend() const override { return Backend::cuda; }
 
-  Support supports(const AttentionProblem& p, const KnobValues& /*knobs*/) const override {
+  Support supports(const AttentionProblem& p, const KnobValues& knobs) const override {
     if (const std::string why = attention_bwd_conflict(p); !why.empty()) return Support::no(why);
     if (p.head_size != 64 && p.head_size != 128 && p.head_size != 256)
       return Support::no("head_size " + std::to_string(p.head_size) +
                          ": cuda.unified_bwd has instances for 64, 128 and 256");
+    BwdPath path;
+    if (const std::string why = pick_path(p, knobs, path); !why.empty()) return Support::no(why);
     return Support::yes();
   }
 
@@ -48,8 +75,9 @@ class CudaUnifiedBwd final : public AttentionBwdKernel {
     if (!s.ok) throw std::invalid_argument("cuda.unified_bwd declines: " + s.reason);
     auto pl = std::make_unique<CudaBwdPlan>();
     pl->problem = p;
+    pick_path(p, knobs, pl->path);
     pl->workspace_bytes = cuda::bwd_workspace_bytes(make_attention_bwd_params(p));
-    pl->summary = summary(p.head_size);
+    pl->summary = summary(p.head_size, pl->path);
     return pl;
   }
 
@@ -62,9 +90,9 @@ class CudaUnifiedBwd final : public AttentionBwdKernel {
       throw std::invalid_argument("cuda.unified_bwd: strides must be multiples of 8 elements (16-byte rows)");
     auto* s = static_cast<cudaStream_t>(stream);
     switch (a.head_size) {  // supports() admitted only these
-      case 64: return launch<64>(a, s);
-      case 128: return launch<128>(a, s);
-      default: return launch<256>(a, s);
+      case 64: return launch<64>(a, pl->path, s);
+      case 128: return launch<128>(a, pl->path, s);
+      default: return launch<256>(a, pl->path, s);
     }
   }
 };

@@ -10,6 +10,7 @@
 
 #include "common/device/visibility.hpp"
 #include "cuda/mma_sm80.cuh"
+#include "cuda/bwd_workspace.hpp"
 #include "cuda/runtime.hpp"
 #include "cuda/unified_bwd.hpp"
 
@@ -29,8 +30,6 @@ using dev::smem_u32;
 constexpr int kBN = 64, kWarps = 4, kThreads = 32 * kWarps;
 constexpr float kLog2e = 1.4426950408889634f;
 
-std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
-
 // bwd_tile(D) as compile-time constants, and the shared memory they take: K, V (kBN rows), Q, dO (kBM rows),
 // dS^T (kBN x kBM), LSE and D (kBM each).
 template <int D> struct BwdSmem {
@@ -45,36 +44,6 @@ template <int D> struct BwdSmem {
   static constexpr int kKTile = kBN * kRow, kQTile = kBM * kRow;
   static constexpr std::size_t bytes = (2 * kKTile + 2 * kQTile + kBN * kSRow) * 2 + 2 * kBM * 4;
 };
-
-// D[row] = sum_c O[row, c] dO[row, c] in fp32, and the row's fp32 dQ zeroed: a warp per (token, head) row.
-template <DType DT>
-__global__ void bwd_preprocess(AttentionBwdParams p, float* dq_acc, float* dsum) {
-  using S = StorageOf<DT>;
-  const int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= p.total_q * p.heads) return;
-  const int64_t tok = row / p.heads, h = row % p.heads;
-  const auto* o = static_cast<const typename S::type*>(p.o) + tok * p.q_stride_token + h * p.q_stride_head;
-  const auto* g = static_cast<const typename S::type*>(p.d_o) + tok * p.q_stride_token + h * p.q_stride_head;
-  float acc = 0.f;
-  for (int c = lane; c < p.head_size; c += 32) {
-    acc += S::to_float(o[c]) * S::to_float(g[c]);
-    dq_acc[row * p.head_size + c] = 0.f;
-  }
-  for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-  if (lane == 0) dsum[row] = acc;
-}
-
-// dQ = scale * dQ_acc in the dtype.
-template <DType DT>
-__global__ void bwd_postprocess(AttentionBwdParams p, const float* dq_acc) {
-  using S = StorageOf<DT>;
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= p.total_q * p.heads * p.head_size) return;
-  const int64_t row = i / p.head_size, c = i % p.head_size;
-  auto* dq = static_cast<typename S::type*>(p.dq);
-  dq[(row / p.heads) * p.q_stride_token + (row % p.heads) * p.q_stride_head + c] = S::from_float(dq_acc[i] * p.scale);
-}
 
 // Rows [r0, r0 + ROWS) of a packed tensor's head into shared memory (kRow elements a row), zero past `rows`.
 template <int D, int ROWS>
@@ -223,7 +192,7 @@ __device__ void store_dkdv(const AttentionBwdParams& p, int kvh, int64_t key0, i
 }
 
 template <DType DT, int D>
-__global__ void __launch_bounds__(kThreads, 1) bwd_dkdv(AttentionBwdParams p, float* dq_acc, const float* dsum) {
+__global__ void __launch_bounds__(kThreads, 1) bwd_dkdv(AttentionBwdParams p, BwdWorkspace ws) {
   using SM = BwdSmem<D>;
   constexpr int BM = SM::kBM;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -258,9 +227,9 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_dkdv(AttentionBwdParams p, fl
       cp_async_commit();
       if (tid < BM) {
         const bool ok = tid < nq;
-        const int64_t row = (q0 + i0 + tid) * p.heads + h;
-        sL[tid] = ok ? p.lse[row] * kLog2e : 0.f;
-        sD[tid] = ok ? dsum[row] : 0.f;
+        const int64_t row = h * ws.row_stride + bwd_seq_row(seq, q0) + i0 + tid;
+        sL[tid] = ok ? ws.lse2[row] : 0.f;
+        sD[tid] = ok ? ws.dsum[row] : 0.f;
       }
       cp_async_wait<0>();
       __syncthreads();
@@ -273,7 +242,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_dkdv(AttentionBwdParams p, fl
       mma_cb<DT, D>(dk, dp, sQ + c0, lane);  // dK += dS^T Q
       store_ds_t<DT, D>(sS, dp, w, lane);
       __syncthreads();
-      add_dq<DT, D>(dq_acc + ((q0 + i0) * p.heads + h) * D + c0, static_cast<int64_t>(p.heads) * D, nq, sS, sK + c0, w,
+      add_dq<DT, D>(ws.dq_acc + (h * ws.row_stride + bwd_seq_row(seq, q0) + i0) * D + c0, D, nq, sS, sK + c0, w,
                     lane);
     }
   }
@@ -283,19 +252,10 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_dkdv(AttentionBwdParams p, fl
 
 }  // namespace
 
-std::size_t bwd_workspace_bytes(const AttentionBwdParams& p) {
-  const std::size_t rows = static_cast<std::size_t>(p.total_q) * p.heads;
-  return align256(rows * p.head_size * 4) + align256(rows * 4);
-}
-
 template <DType DT, int D>
 void launch_attention_bwd(const AttentionBwdParams& p, cudaStream_t stream) {
-  float* dq_acc = static_cast<float*>(p.workspace);
-  float* dsum = reinterpret_cast<float*>(static_cast<char*>(p.workspace) +
-                                         align256(static_cast<std::size_t>(p.total_q) * p.heads * D * 4));
-  const int64_t rows = p.total_q * p.heads;
-  bwd_preprocess<DT><<<static_cast<unsigned>((rows * 32 + 255) / 256), 256, 0, stream>>>(p, dq_acc, dsum);
-  check_last_launch("cuda.unified_bwd preprocess");
+  const BwdWorkspace ws = bwd_workspace(p);
+  launch_bwd_preprocess<DT>(p, ws, stream);
   const std::size_t smem = BwdSmem<D>::bytes;
   static const bool attribute_set = [smem] {  // once per instance, outside any capture's stream work
     ATTNBENCH_CUDA_CHECK(cudaFuncSetAttribute(bwd_dkdv<DT, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -304,11 +264,9 @@ void launch_attention_bwd(const AttentionBwdParams& p, cudaStream_t stream) {
   }();
   (void)attribute_set;
   const dim3 grid((p.max_seqlen_k + kBN - 1) / kBN * BwdSmem<D>::kChunks, p.kv_heads, p.num_seqs);
-  bwd_dkdv<DT, D><<<grid, kThreads, smem, stream>>>(p, dq_acc, dsum);
+  bwd_dkdv<DT, D><<<grid, kThreads, smem, stream>>>(p, ws);
   check_last_launch("cuda.unified_bwd dK/dV");
-  const int64_t n = rows * D;
-  bwd_postprocess<DT><<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(p, dq_acc);
-  check_last_launch("cuda.unified_bwd postprocess");
+  launch_bwd_postprocess<DT>(p, ws, stream);
 }
 
 template void launch_attention_bwd<DType::bf16, 64>(const AttentionBwdParams&, cudaStream_t);

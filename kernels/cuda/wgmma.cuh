@@ -66,6 +66,9 @@ using Sw64Desc = SwDesc<512, 2>;
 #define ATTNBENCH_WGMMA_SS_N256(T) "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n" "wgmma.mma_async.sync.aligned.m64n256k16.f32." T "." T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, %128, %129, p, 1, 1, 0, 0;\n" "}\n"
 #define ATTNBENCH_WGMMA_RS_N256(T) "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n" "wgmma.mma_async.sync.aligned.m64n256k16.f32." T "." T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, {%128,%129,%130,%131}, %132, p, 1, 1, 1;\n" "}\n"
 
+// SS with both operands MN-major (imm-trans-a = imm-trans-b = 1): A stored [k][m], B [k][n], m and n contiguous.
+#define ATTNBENCH_WGMMA_SST_N64(T) "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" "wgmma.mma_async.sync.aligned.m64n64k16.f32." T "." T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 1, 1;\n" "}\n"
+
 // SS with 8-bit codes (e4m3 / e5m2), k32: no transpose operands (8-bit operands are K-major only).
 #define ATTNBENCH_WGMMA_SS8_N64(TA, TB) "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" "wgmma.mma_async.sync.aligned.m64n64k32.f32." TA "." TB " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1;\n" "}\n"
 #define ATTNBENCH_WGMMA_SS8_N128(TA, TB) "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" "wgmma.mma_async.sync.aligned.m64n128k32.f32." TA "." TB " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1;\n" "}\n"
@@ -104,6 +107,16 @@ template <DType DT, int N>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 8][4], uint64_t desc_a, uint64_t desc_b, int accumulate) {
   static_assert(N == 64 || N == 128 || N == 256, "wgmma N: 64, 128 or 256");
   ATTNBENCH_WGMMA_DISPATCH(SS, "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+// SS wgmma, A (64x16) and B (16x64) both MN-major in shared memory (the backward's dQ = dS K: dS^T and K as
+// stored); d's layout is wgmma_ss's.
+template <DType DT>
+__device__ __forceinline__ void wgmma_ss_mn(float (&d)[8][4], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  if constexpr (DT == DType::bf16)
+    asm volatile(ATTNBENCH_WGMMA_SST_N64("bf16") : ATTNBENCH_WGMMA_OUT_N64 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  else
+    asm volatile(ATTNBENCH_WGMMA_SST_N64("f16") : ATTNBENCH_WGMMA_OUT_N64 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
 // SS wgmma of 8-bit codes of KT (e4m3 or e5m2, both operands): d = (accumulate ? d : 0) + A(64x32) * B(32xN),
@@ -185,3 +198,4 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 8][4], const uint32_t (&
 #undef ATTNBENCH_WGMMA_RS8_N256
 #undef ATTNBENCH_WGMMA_RS8_N128
 #undef ATTNBENCH_WGMMA_SS_N64
+#undef ATTNBENCH_WGMMA_SST_N64

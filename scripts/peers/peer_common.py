@@ -29,8 +29,8 @@ class ShapeError(Exception):
 
 class Case:
     """One (shape, dtype) case of `attnbench list --cases --json`: group, name, file, op, dtype, types, dims,
-    features, flops and bytes (the declared work). Every dims field is an attribute too; attention cases also
-    have q_lens and kv_lens (from dims.seqlens)."""
+    features, flops and bytes (the declared work). Every dims field is an attribute too; attention cases (forward
+    and backward) also have q_lens and kv_lens (from dims.seqlens)."""
 
     def __init__(self, entry):
         self.__dict__.update(entry["dims"])
@@ -38,7 +38,7 @@ class Case:
         self.op, self.dtype, self.types = entry["op"], entry["dtype"], entry["types"]
         self.dims, self.features = entry["dims"], entry["features"]
         self.flops, self.bytes = entry["work"]["flops"], entry["work"]["bytes"]
-        if self.op == "attention":
+        if self.op in ("attention", "attention_backward"):
             self.q_lens = [q for q, _ in self.dims["seqlens"]]
             self.kv_lens = [kv for _, kv in self.dims["seqlens"]]
 
@@ -62,13 +62,18 @@ class Case:
     def mask_decline(self):
         """Why a peer whose masks are aligned bottom-right over every key, and which returns the output alone,
         cannot take this case: rows aligned top-left (causal_bottom_right false) on a sequence whose q_len differs
-        from its kv_len, a gated block's seq_lens (keys past each length are padding) or MX mode, or return_lse."""
-        if self.op == "attention" and self.dims.get("causal_bottom_right", True) is False:
+        from its kv_len, a gated block's seq_lens (keys past each length are padding), sliding window or MX mode,
+        or return_lse."""
+        if hasattr(self, "q_lens") and self.dims.get("causal_bottom_right", True) is False:
             if any(q != kv for q, kv in zip(self.q_lens, self.kv_lens)):
                 return "causal_bottom_right false: this peer aligns its masks bottom-right"
-        if self.op == "gated_block" and "seq_lens" in self.dims:
+        gated = self.op in ("gated_block", "gated_block_backward")
+        if gated and "seq_lens" in self.dims:
             return "seq_lens: this peer's chain attends every token of each sequence"
-        if self.op == "gated_block" and "mx" in self.dims:
+        for window in ("window_left", "window_right"):
+            if gated and self.dims.get(window, -1) >= 0:
+                return f"{window}: this peer's chain has no sliding window"
+        if gated and "mx" in self.dims:
             return "mx: this peer's chain runs its projections in bf16, not block-scaled"
         if self.dims.get("return_lse"):
             return "return_lse: this peer does not write the LSE"
@@ -166,13 +171,13 @@ def torch_dtype(torch, name):
     return torch.bfloat16 if name == "bf16" else torch.float16
 
 
-def randn(torch, g, *shape, dtype, std=1.0):
-    t = torch.randn(*shape, generator=g, device="cuda", dtype=torch.float32)
+def randn(torch, g, *shape, dtype, std=1.0, device="cuda"):
+    t = torch.randn(*shape, generator=g, device=device, dtype=torch.float32)
     return (t * std).to(dtype)
 
 
-def generator(torch, seed):
-    g = torch.Generator(device="cuda")
+def generator(torch, seed, device="cuda"):
+    g = torch.Generator(device=device)
     g.manual_seed(seed)
     return g
 

@@ -51,7 +51,8 @@ class Timer:
             return start.elapsed_time(end) * 1e3 / calls
         return self.collect(sample)
 
-    def capture(self, fn):
+    def capture(self, fn, stream=None):
+        """One call captured (on `stream`, else torch's capture stream) after warm-up calls on a side stream."""
         torch = self.torch
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -60,7 +61,7 @@ class Timer:
                 fn()
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph, stream=stream):
             outs = fn()
         graph.replay()
         torch.cuda.synchronize()
@@ -82,10 +83,21 @@ class Timer:
         return self.collect(sample)
 
 
-def timed_rows(timer, c, kernel, modes, prepare, result, ref, plan, repro, atol=None, peaks=(None, None)):
+def failure(g):
+    """A failed gate in words: each failed tensor's numbers for a gate over several, else the output's."""
+    def words(t):
+        return f"nonfinite {t['nonfinite']}" if t["nonfinite"] else f"max_abs {t['max_abs']} > atol {t['atol']}"
+    if "tensors" in g:
+        return "; ".join(f"{t['name']} {words(t)}" for t in g["tensors"] if not t["passed"])
+    return words(g)
+
+
+def timed_rows(timer, c, kernel, modes, prepare, result, ref, plan, repro, atol=None, peaks=(None, None),
+               gate_fn=gate, stream=None):
     """Gate and time one runnable kernel in every mode. prepare(mode) gives the no-argument callable for that mode
-    (its set-up outside the timed region); result(outs) its output in the reference's layout. Graph rows gate the
-    replayed output; a failure is that mode's error row."""
+    (its set-up outside the timed region); result(outs) its output in the reference's layout, which
+    gate_fn(torch, c, out, ref, atol) gates; graph mode captures on `stream`. Graph rows gate the replayed output;
+    a failure is that mode's error row."""
     rows = []
     for mode in modes:
         def row(status, reason="", g=None, t=None, mode=mode):
@@ -95,14 +107,14 @@ def timed_rows(timer, c, kernel, modes, prepare, result, ref, plan, repro, atol=
             if mode == "eager":
                 outs = fn()
                 timer.torch.cuda.synchronize()
-                g = gate(timer.torch, c, result(outs), ref, atol)
+                g = gate_fn(timer.torch, c, result(outs), ref, atol)
                 rows.append(row("ok", "", g, timer.time_eager(fn)) if g["passed"] else
-                            row("mismatch", f"gate failed: max_abs {g['max_abs']} > atol {g['atol']}", g))
+                            row("mismatch", f"gate failed: {failure(g)}", g))
             else:
-                graph, outs = timer.capture(fn)
-                g = gate(timer.torch, c, result(outs), ref, atol)
+                graph, outs = timer.capture(fn, stream)
+                g = gate_fn(timer.torch, c, result(outs), ref, atol)
                 rows.append(row("ok", "", g, timer.time_graph(graph)) if g["passed"] else
-                            row("mismatch", f"gate failed (graph replay): max_abs {g['max_abs']}", g))
+                            row("mismatch", f"gate failed (graph replay): {failure(g)}", g))
                 del graph, outs
         except Exception as e:  # a backend's refusal at run time, out of memory: this mode's error row
             rows.append(row("error", first_line(e)))

@@ -7,7 +7,9 @@ or `reports/plot.py` shows attnbench's kernels against them.
 
 Kernels: torch.sdpa.flash, torch.sdpa.cudnn, torch.sdpa.efficient (F.scaled_dot_product_attention restricted
 with torch.nn.attention.sdpa_kernel to one backend) for op "attention" shapes; torch.chain.gated_block (matmul,
-split, F.rms_norm, rotate-half RoPE, SDPA with GQA, sigmoid gate, matmul) for op "gated_block" shapes.
+split, F.rms_norm, rotate-half RoPE, SDPA with GQA, sigmoid gate, matmul) for op "gated_block" shapes. The same
+SDPA kernels for op "attention_backward" and torch.chain.gated_block_bwd for op "gated_block_backward" time the
+backward alone: torch_backward.py says how.
 
 - Inputs: the paged K/V cache and a block table are built like attnbench's; the peer gathers them into dense
   [batch, kv_heads, kv_len, head_size] tensors outside the timed region. Ragged shapes make one SDPA call per
@@ -35,6 +37,7 @@ import warnings
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import peer_common as pc  # noqa: E402
 import peer_timing as pt  # noqa: E402
+import torch_backward as tb  # noqa: E402
 
 SDPA_KERNELS = {"torch.sdpa.flash": "FLASH_ATTENTION", "torch.sdpa.cudnn": "CUDNN_ATTENTION",
                 "torch.sdpa.efficient": "EFFICIENT_ATTENTION"}
@@ -43,7 +46,7 @@ EXIT_CANNOT_RUN = pc.EXIT_CANNOT_RUN
 
 
 class TorchPeer:
-    def __init__(self, args, torch):
+    def __init__(self, args, torch, device="cuda"):
         import torch.nn.functional as F
         from torch.nn.attention import SDPBackend, sdpa_kernel
         try:
@@ -52,9 +55,14 @@ class TorchPeer:
             causal_lower_right = None
         self.torch, self.F, self.sdpa_kernel, self.SDPBackend = torch, F, sdpa_kernel, SDPBackend
         self.causal_lower_right = causal_lower_right
-        self.args = args
+        self.args, self.device = args, device  # device "cpu": the tests' gradients and gates, never timed
         self.timer = pt.Timer(torch, args)
         self.peaks = (args.peak_tflops, args.peak_gbps)
+        self.backward = tb.BackwardPeer(self, SDPA_KERNELS)
+
+    def sync(self):
+        if self.device == "cuda":
+            self.torch.cuda.synchronize()
 
     # ---- the callables -------------------------------------------------------------------------------------------
 
@@ -72,7 +80,7 @@ class TorchPeer:
                 if mask_kind == "causal_lower_right":
                     kw["attn_mask"] = self.causal_lower_right(ql, kvl)
                 else:
-                    kw["attn_mask"] = torch.ones(ql, kvl, dtype=torch.bool, device="cuda").tril(kvl - ql)
+                    kw["attn_mask"] = torch.ones(ql, kvl, dtype=torch.bool, device=self.device).tril(kvl - ql)
             if c.heads != c.kv_heads:
                 if gqa_kind == "enable_gqa":
                     kw["enable_gqa"] = True
@@ -82,9 +90,11 @@ class TorchPeer:
             prepared.append((q, k, v, kw))
         return lambda: [F.scaled_dot_product_attention(q, k, v, **kw) for q, k, v, kw in prepared]
 
-    def choose_sdpa(self, c, calls):
-        """The first (mask, GQA) strategy this backend runs, or None and the reasons torch gave."""
-        masked = c.causal and any(1 < q.shape[2] < k.shape[2] for q, k, _ in calls)
+    def choose_sdpa(self, c, calls, build=None):
+        """The first (mask, GQA) strategy this backend runs, or None and the reasons torch gave. build(c, calls,
+        mask, gqa) makes the callable tried (default sdpa_call; the backward's runs its forward and backward)."""
+        build = build or self.sdpa_call
+        masked = c.causal and any(1 < q.shape[2] < k.shape[2] for q, k, *_ in calls)
         masks = ["causal_lower_right"] * (self.causal_lower_right is not None) + ["bool"] if masked else ["-"]
         gqas = ["enable_gqa", "repeat_interleave"] if c.heads != c.kv_heads else ["-"]
         errors = []
@@ -93,9 +103,9 @@ class TorchPeer:
                 try:
                     with warnings.catch_warnings(record=True) as caught:
                         warnings.simplefilter("always")
-                        fn = self.sdpa_call(c, calls, mask, gqa)
+                        fn = build(c, calls, mask, gqa)
                         outs = fn()
-                        self.torch.cuda.synchronize()
+                        self.sync()
                     return fn, outs, f"mask {mask}, gqa {gqa}", errors
                 except Exception as e:  # torch reports "no kernel" as RuntimeError, old signatures as TypeError
                     why = "; ".join(str(w.message).splitlines()[0][:160] for w in caught[-2:])
@@ -103,16 +113,17 @@ class TorchPeer:
         return None, None, "", errors
 
     def gated_inputs(self, c):
-        torch, dt, g = self.torch, pc.torch_dtype(self.torch, c.dtype), pc.generator(self.torch, self.args.seed)
+        torch, dt, dev = self.torch, pc.torch_dtype(self.torch, c.dtype), self.device
+        g = pc.generator(torch, self.args.seed, dev)
         d, r = c.d_head, c.rope_dim
         n = (2 * c.h_q + 2 * c.h_kv) * d
-        x = pc.randn(torch, g, c.batch, c.seqlen, c.d_model, dtype=dt)
-        w_qkvg = pc.randn(torch, g, n, c.d_model, dtype=dt, std=1 / math.sqrt(c.d_model))
-        w_o = pc.randn(torch, g, c.d_model, c.h_q * d, dtype=dt, std=1 / math.sqrt(c.h_q * d))
-        q_norm = (1 + 0.1 * torch.randn(d, generator=g, device="cuda")).to(dt)
-        k_norm = (1 + 0.1 * torch.randn(d, generator=g, device="cuda")).to(dt)
-        pos = torch.arange(c.seqlen, device="cuda", dtype=torch.float32)
-        inv = 10000.0 ** (-torch.arange(0, r, 2, device="cuda", dtype=torch.float32) / max(r, 1))
+        x = pc.randn(torch, g, c.batch, c.seqlen, c.d_model, dtype=dt, device=dev)
+        w_qkvg = pc.randn(torch, g, n, c.d_model, dtype=dt, std=1 / math.sqrt(c.d_model), device=dev)
+        w_o = pc.randn(torch, g, c.d_model, c.h_q * d, dtype=dt, std=1 / math.sqrt(c.h_q * d), device=dev)
+        q_norm = (1 + 0.1 * torch.randn(d, generator=g, device=dev)).to(dt)
+        k_norm = (1 + 0.1 * torch.randn(d, generator=g, device=dev)).to(dt)
+        pos = torch.arange(c.seqlen, device=dev, dtype=torch.float32)
+        inv = 10000.0 ** (-torch.arange(0, r, 2, device=dev, dtype=torch.float32) / max(r, 1))
         ang = pos[:, None] * inv[None, :]
         cos = torch.cat([ang.cos(), ang.cos()], -1).expand(c.batch, -1, -1).to(dt).contiguous()
         sin = torch.cat([ang.sin(), ang.sin()], -1).expand(c.batch, -1, -1).to(dt).contiguous()
@@ -167,8 +178,10 @@ class TorchPeer:
 
     def run_case(self, c):
         torch = self.torch
+        if c.op in tb.OPS:
+            return self.backward.run_case(c)
         if c.op not in ("attention", "gated_block"):
-            return [pc.make_row(c, k, m, "declined", f"op {c.op}: this peer runs the forward ops only")
+            return [pc.make_row(c, k, m, "declined", f"op {c.op}: no torch peer runs this op")
                     for k in SDPA_KERNELS if pc.glob(self.args.kernel, k) for m in self.args.mode]
         kernels = [k for k in (SDPA_KERNELS if c.op == "attention" else [CHAIN_KERNEL]) if pc.glob(self.args.kernel, k)]
         rows = []
@@ -221,7 +234,8 @@ class TorchPeer:
 
 def parse_args(argv):
     ap = pc.argument_parser("torch_sdpa.py", "torch SDPA peers on attnbench shape files (attnbench result schema)",
-                            "torch.sdpa.{flash,cudnn,efficient}, torch.chain.gated_block",
+                            "torch.sdpa.{flash,cudnn,efficient}, torch.chain.gated_block, "
+                            f"{tb.CHAIN_KERNEL}",
                             "python3 scripts/peers/torch_sdpa.py --group decode -o results/torch_decode.json")
     return pc.parse_common(ap, argv)
 

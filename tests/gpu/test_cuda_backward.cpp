@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,8 +63,9 @@ TEST_P(GpuBackward, ReferenceAgreesWithEigen) {
     std::printf("%-24s %-4s gpu vs eigen: dq %.2e dk %.2e dv %.2e lse %.2e (gpu %.0f ms, eigen %.0f ms)\n", m.name,
                 dtype_name(dt), dq, dk, dv, lse, gpu.ms, cpu.ms);
     // Each side rounds its own O for D, where one element's rounding may flip: a dQ row of few keys moves by a few
-    // 1e-4 (bf16). That stays under 5% of the gradient bound; fp32 sums in other orders alone read ~1e-6 (dV).
-    EXPECT_LT(std::max({dq, dk, dv}), 0.05 * gradient_tolerance(dt, default_tolerance(dt)).rtol) << m.name;
+    // 1e-4 (measured up to 4.5% of the gradient bound in bf16, 8% in fp16, whose bound is 4x tighter); fp32 sums in
+    // other orders alone read ~1e-6 (dV). A planted bug reads above the whole bound.
+    EXPECT_LT(std::max({dq, dk, dv}), 0.15 * gradient_tolerance(dt, default_tolerance(dt)).rtol) << m.name;
     EXPECT_LT(dv, 1e-5) << m.name;
     EXPECT_LT(lse, 1e-4) << m.name;
   }
@@ -71,12 +73,12 @@ TEST_P(GpuBackward, ReferenceAgreesWithEigen) {
 
 // Through the runner's own path: the op case's inputs and GPU reference, the kernel bound to the device, one call,
 // the gate. Every head size of the matrix is served, so a decline fails too.
-void expect_cuda_unified_bwd_passes(const AttentionProblem& problem, const char* name) {
+void expect_path_passes(const AttentionProblem& problem, const char* name, const char* path) {
   const KernelEntry* entry = nullptr;
   for (const auto& k : kernel_registry())
     if (k.name == "cuda.unified_bwd") entry = &k;
   ASSERT_NE(entry, nullptr);
-  const KnobValues knobs = KnobValues::resolve({}, false);
+  const KnobValues knobs = KnobValues::resolve({{"ATTNBENCH_SM90_BWD_PATH", path}}, false);
   for (DType dt : {DType::bf16, DType::f16}) {
     ShapeCase c;
     c.op = Op::attention_backward;
@@ -95,11 +97,17 @@ void expect_cuda_unified_bwd_passes(const AttentionProblem& problem, const char*
     const GateResult g = bound->gate(default_tolerance(dt));
     ASSERT_EQ(g.tensors.size(), 3u);
     EXPECT_EQ(g.reference, "gpu");
-    std::printf("%-24s %-4s cuda.unified_bwd row_rel %.2e max_abs %.2e (dq %.2e dk %.2e dv %.2e)\n", name,
-                dtype_name(dt), g.max_row_rel, g.max_abs, g.tensors[0].max_row_rel, g.tensors[1].max_row_rel,
+    std::printf("%-24s %-4s cuda.unified_bwd %-5s row_rel %.2e max_abs %.2e (dq %.2e dk %.2e dv %.2e)\n", name,
+                dtype_name(dt), path, g.max_row_rel, g.max_abs, g.tensors[0].max_row_rel, g.tensors[1].max_row_rel,
                 g.tensors[2].max_row_rel);
-    EXPECT_TRUE(g.passed) << name << " " << dtype_name(dt) << ": " << gate_failure_reason(g);
+    EXPECT_TRUE(g.passed) << name << " " << dtype_name(dt) << " " << path << ": " << gate_failure_reason(g);
   }
+}
+
+// Both dK/dV kernels where the head size has both (the wgmma one at d64 and d128), the mma.sync one alone at d256.
+void expect_cuda_unified_bwd_passes(const AttentionProblem& problem, const char* name) {
+  expect_path_passes(problem, name, "mma");
+  if (problem.head_size <= 128) expect_path_passes(problem, name, "wgmma");
 }
 
 TEST_P(GpuBackward, CudaUnifiedBwdPassesTheGate) {
@@ -108,30 +116,41 @@ TEST_P(GpuBackward, CudaUnifiedBwdPassesTheGate) {
 }
 
 // The matrix has one d256 row (causal, GQA 16, whole tiles). d256's column chunks and 32-row query tiles are its
-// own, so every other mask path meets them too: ragged tails (a partial key tile, a partial query tile), non-causal,
-// window + softcap, queries shorter than keys, top-left (key tiles no query sees: zero dK/dV), a two-sided window.
-struct D256Row {
+// own, and the wgmma kernel's 128-key tiles and TMA boxes past a sequence's end are too, so every other mask path
+// meets each: ragged tails (a partial key tile, a partial query tile), non-causal, window + softcap, queries
+// shorter than keys, top-left (key tiles no query sees: zero dK/dV), a two-sided window.
+struct MaskRow {
   BwdShape shape;
   bool top_left = false;
   int window_right = -1;
 };
 
-std::vector<D256Row> d256_rows() {
-  return {
-      {{"ragged_d256_g4", 256, 8, 2, {{300, 300}, {1000, 1000}, {77, 77}, {640, 640}}, true}},
-      {{"full_d256_g2_b2", 256, 4, 2, {{700, 700}, {700, 700}}, false}},
-      {{"window_softcap_d256_g2", 256, 4, 2, {{1500, 1500}}, true, 256, 30.f}},
-      {{"q_short_d256_g4", 256, 8, 2, {{200, 900}, {64, 64}}, true}},
-      {{"top_left_d256_g2", 256, 4, 2, {{200, 900}, {333, 1000}}, true}, true},
-      {{"window_lr_d256_g2", 256, 4, 2, {{600, 600}}, false, 100}, false, 50},
-  };
+// Test names outlive the rows (BwdShape names are C strings).
+const char* intern(std::string s) {
+  static std::deque<std::string> names;
+  names.push_back(std::move(s));
+  return names.back().c_str();
 }
 
-class GpuBackwardD256 : public ::testing::TestWithParam<D256Row> {};
+std::vector<MaskRow> mask_rows() {
+  std::vector<MaskRow> rows;
+  for (int d : {256, 128, 64}) {
+    auto name = [d](const char* base) { return intern(std::string(base) + "_d" + std::to_string(d)); };
+    rows.push_back({{name("ragged_g4"), d, 8, 2, {{300, 300}, {1000, 1000}, {77, 77}, {640, 640}}, true}});
+    rows.push_back({{name("full_g2_b2"), d, 4, 2, {{700, 700}, {700, 700}}, false}});
+    rows.push_back({{name("window_softcap_g2"), d, 4, 2, {{1500, 1500}}, true, 256, 30.f}});
+    rows.push_back({{name("q_short_g4"), d, 8, 2, {{200, 900}, {64, 64}}, true}});
+    rows.push_back({{name("top_left_g2"), d, 4, 2, {{200, 900}, {333, 1000}}, true}, true});
+    rows.push_back({{name("window_lr_g2"), d, 4, 2, {{600, 600}}, false, 100}, false, 50});
+  }
+  return rows;
+}
 
-TEST_P(GpuBackwardD256, CudaUnifiedBwdPassesTheGate) {
+class GpuBackwardMasks : public ::testing::TestWithParam<MaskRow> {};
+
+TEST_P(GpuBackwardMasks, CudaUnifiedBwdPassesTheGate) {
   if (!cuda_device()) GTEST_SKIP() << "no CUDA device";
-  const D256Row& r = GetParam();
+  const MaskRow& r = GetParam();
   AttentionProblem p = problem_of(r.shape, DType::bf16);
   p.top_left = r.top_left;
   p.features.window_right = r.window_right;
@@ -140,8 +159,8 @@ TEST_P(GpuBackwardD256, CudaUnifiedBwdPassesTheGate) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GpuBackward, ::testing::ValuesIn(bwd_matrix()),
                          [](const ::testing::TestParamInfo<BwdShape>& i) { return std::string(i.param.name); });
-INSTANTIATE_TEST_SUITE_P(Shapes, GpuBackwardD256, ::testing::ValuesIn(d256_rows()),
-                         [](const ::testing::TestParamInfo<D256Row>& i) { return std::string(i.param.shape.name); });
+INSTANTIATE_TEST_SUITE_P(Shapes, GpuBackwardMasks, ::testing::ValuesIn(mask_rows()),
+                         [](const ::testing::TestParamInfo<MaskRow>& i) { return std::string(i.param.shape.name); });
 
 }  // namespace
 }  // namespace attnbench

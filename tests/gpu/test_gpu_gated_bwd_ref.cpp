@@ -156,7 +156,10 @@ TEST_P(GpuGatedBwdReference, AgreesWithTheHostOnEveryTensor) {
     dev.synchronize();
     const double gpu_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
-    const double rounded_bound = 0.05 * gradient_tolerance(dt, default_tolerance(dt)).rtol;
+    // Past a rounding (each side rounds its own fp32 stage, where one element may flip) the two differ by up to 2.7e-4
+    // per row in fp16 (dh, the Gemma offset at d128; 13.5% of its gradient bound, whose rtol is 4x bf16's); fp32
+    // stages before any rounding agree to kFp32Row. A planted bug reads above the whole bound.
+    const double rounded_bound = 0.25 * gradient_tolerance(dt, default_tolerance(dt)).rtol;
     std::string line;
     for (const Tensor& x : t) {
       if (x.want->empty()) continue;

@@ -44,7 +44,7 @@ int64_t total_k(const AttentionProblem& p);
 // O, dO and the LSE read, dQ, dK, dV written, once each (keys no row sees included: their gradients are written).
 WorkModel attention_bwd_work(const AttentionProblem& p);
 
-// Bytes of workspace any backward plan of p asks for at most: an fp32 dQ accumulator and D, one float per row.
+// Bytes of workspace any backward plan of p asks for at most: an fp32 dQ accumulator, D and the LSE, a float per row.
 double attention_bwd_workspace_bound(const AttentionProblem& p);
 
 // Why no backward kernel takes this problem ("" when one may): an invalid problem, storage other than one 16-bit
@@ -77,8 +77,9 @@ class AttentionBwdKernel {
 std::unique_ptr<AttentionBwdKernel> make_cpu_unified_bwd();
 
 #ifdef ATTNBENCH_WITH_CUDA
-// cuda.unified_bwd: FlashAttention-2's backward with mma.sync (D preprocess, dK/dV per 64-key tile in registers, dQ
-// by fp32 atomics and a postprocess); d64, d128 and d256 (in two 128-column chunks).
+// cuda.unified_bwd: a D preprocess, dK/dV per key tile in registers, dQ by fp32 atomics and a postprocess; the dK/dV
+// kernel on wgmma and TMA at d64 and d128, FlashAttention-2's on mma.sync at d256 (in two 128-column chunks) or
+// where ATTNBENCH_SM90_BWD_PATH=mma.
 std::unique_ptr<AttentionBwdKernel> make_cuda_unified_bwd();
 #endif
 

@@ -1,0 +1,49 @@
+// cuda.unified_bwd's workspace and its two small kernels, shared by both dK/dV kernels (unified_bwd.cu, bwd_wgmma.cu):
+// the preprocess (D = rowsum(dO o O), the LSE in base 2, both per head in rows a TMA box reads, and a zeroed fp32
+// dQ) and the postprocess (dQ scaled and rounded to the dtype).
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "attnbench/attention_bwd.hpp"
+
+namespace attnbench::cuda {
+
+// The fp32 dQ accumulator [heads][row_stride][head_size], LSE * log2(e) and D [heads][row_stride]: sequence s's
+// rows from bwd_seq_row(s, cu_seqlens_q[s]), a multiple of 4, so that every query tile's row of floats starts on 16
+// bytes, as a TMA box's first element must, and a tile's dQ rows are a box of one map. 256-byte aligned, carved from
+// params.workspace.
+struct BwdWorkspace {
+  float* dq_acc;
+  float* lse2;
+  float* dsum;
+  int64_t row_stride;
+};
+
+constexpr std::size_t bwd_align256(std::size_t b) { return (b + 255) / 256 * 256; }
+// ceil4(q0) + 4 s: past ceil4 of the sequence before's end, which it is >= 4 beyond (q0 = that end).
+__host__ __device__ constexpr int64_t bwd_seq_row(int seq, int64_t q0) { return (q0 + 3) / 4 * 4 + 4 * seq; }
+constexpr int64_t bwd_row_stride(int64_t total_q, int num_seqs) { return bwd_seq_row(num_seqs, total_q); }
+
+inline std::size_t bwd_workspace_bytes(const AttentionBwdParams& p) {
+  const std::size_t per_head = static_cast<std::size_t>(p.heads) * bwd_row_stride(p.total_q, p.num_seqs) * 4;
+  return bwd_align256(per_head * p.head_size) + 2 * bwd_align256(per_head);
+}
+
+inline BwdWorkspace bwd_workspace(const AttentionBwdParams& p) {
+  char* base = static_cast<char*>(p.workspace);
+  const int64_t rs = bwd_row_stride(p.total_q, p.num_seqs);
+  const std::size_t per_head = bwd_align256(static_cast<std::size_t>(p.heads) * rs * 4);
+  const std::size_t acc = bwd_align256(static_cast<std::size_t>(p.heads) * rs * 4 * p.head_size);
+  return {reinterpret_cast<float*>(base), reinterpret_cast<float*>(base + acc),
+          reinterpret_cast<float*>(base + acc + per_head), rs};
+}
+
+template <DType DT>
+void launch_bwd_preprocess(const AttentionBwdParams& p, const BwdWorkspace& ws, cudaStream_t stream);
+template <DType DT>
+void launch_bwd_postprocess(const AttentionBwdParams& p, const BwdWorkspace& ws, cudaStream_t stream);
+
+}  // namespace attnbench::cuda
