@@ -46,8 +46,8 @@ const std::vector<KernelEntry>& kernel_registry() {
 #endif
     add_bwd(make_cpu_unified_bwd(), "attention backward over 64x64 tiles: dK/dV per key tile, dQ per query tile, fp32 sums");
 #ifdef ATTNBENCH_WITH_CUDA
-    add_bwd(make_cuda_unified_bwd(), "attention backward, sm_90a: dK/dV per key tile in registers, dQ by fp32 "
-                                     "atomics; wgmma + TMA at d64/d128, FlashAttention-2's mma.sync kernel at d256 "
+    add_bwd(make_cuda_unified_bwd(), "attention backward, sm_90a: dK/dV per key tile in registers, dQ summed "
+                                     "in fp32; wgmma + TMA (dQ by TMA reductions) at d64/d128, FlashAttention-2's mma.sync kernel at d256 "
                                      "(128-column chunks; ATTNBENCH_SM90_BWD_PATH)");
 #endif
 #ifdef ATTNBENCH_WITH_CUDNN

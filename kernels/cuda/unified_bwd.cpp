@@ -32,7 +32,7 @@ std::string pick_path(const AttentionProblem& p, const KnobValues& knobs, BwdPat
 std::string summary(int head_size, BwdPath path) {
   if (path == BwdPath::wgmma)
     return "wgmma+tma kv-tile " + std::to_string(cuda::kWgBwdKeys) + " q-tile " + std::to_string(cuda::kWgBwdQueries) +
-           " warpgroups 1+2 dq atomics";
+           " warpgroups 1+2 dq tma-reduce";
   const cuda::BwdTile t = cuda::bwd_tile(head_size);
   std::string s = "fa2 mma.sync kv-tile " + std::to_string(t.key_rows) + " q-tile " + std::to_string(t.query_rows) +
                   " warps 4 dq atomics";

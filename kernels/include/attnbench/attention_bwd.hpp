@@ -77,7 +77,7 @@ class AttentionBwdKernel {
 std::unique_ptr<AttentionBwdKernel> make_cpu_unified_bwd();
 
 #ifdef ATTNBENCH_WITH_CUDA
-// cuda.unified_bwd: a D preprocess, dK/dV per key tile in registers, dQ by fp32 atomics and a postprocess; the dK/dV
+// cuda.unified_bwd: a D preprocess, dK/dV per key tile in registers, dQ summed in fp32 and a postprocess; the dK/dV
 // kernel on wgmma and TMA at d64 and d128, FlashAttention-2's on mma.sync at d256 (in two 128-column chunks) or
 // where ATTNBENCH_SM90_BWD_PATH=mma.
 std::unique_ptr<AttentionBwdKernel> make_cuda_unified_bwd();
