@@ -70,6 +70,7 @@ void add_case_options(CLI::App* cmd, RunOptions& o) {
   cmd->add_option("--shape", o.inline_shapes,
                   std::string("An inline attention shape (repeatable): ") + kInlineShapeGrammar);
   cmd->add_option("--kernel,-k", o.kernel_glob, "Kernel name globs, comma-separated, e.g. 'cuda.*,cudnn.*'")->capture_default_str();
+  add_plugin_option(cmd, o.plugins);
   cmd->add_option("--backend", o.backend, "auto (cuda when a GPU is visible, else cpu) | cpu | cuda | hip | all")
       ->capture_default_str();
   cmd->add_option("--dtype", o.dtypes, "Keep only these dtypes (bf16, fp16)")->delimiter(',');
@@ -77,6 +78,12 @@ void add_case_options(CLI::App* cmd, RunOptions& o) {
   cmd->add_option("--seed", o.seed, "Input RNG seed, 0 to 2^64 - 1")
       ->capture_default_str()
       ->check(CLI::Validator([](std::string& s) { return check_integer(s, 0, kMaxSeed); }, "UINT64"));
+}
+
+void add_plugin_option(CLI::App* cmd, std::vector<std::string>& paths) {
+  cmd->add_option("--plugin", paths,
+                  "A shared library of kernels implementing attnbench/plugin.h (repeatable; also ATTNBENCH_PLUGINS, "
+                  "':'-separated): they join the registry under their own names");
 }
 
 void add_stop_options(CLI::App* cmd, StopRule& stop) {

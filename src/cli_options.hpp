@@ -13,6 +13,8 @@
 namespace attnbench {
 
 void add_case_options(CLI::App* cmd, RunOptions& o);
+// --plugin PATH (repeatable): run and sweep through add_case_options, and list.
+void add_plugin_option(CLI::App* cmd, std::vector<std::string>& paths);
 void add_stop_options(CLI::App* cmd, StopRule& stop);
 // --rounds N, --settle S and --warmup S (run, sweep).
 void add_timing_options(CLI::App* cmd, RunOptions& o);

@@ -7,8 +7,10 @@
 #include <vector>
 
 #include "case_list.hpp"
+#include "cli_options.hpp"
 #include "commands.hpp"
 #include "errors.hpp"
+#include "plugin.hpp"
 #include "registry.hpp"
 #include "shapes.hpp"
 #include "inline_shape.hpp"
@@ -21,6 +23,7 @@ struct ListCli {
   // --shapes is both the flag that lists shapes and the option naming shape files; a bare --shapes gives "".
   std::vector<std::string> shape_args;
   RunOptions selection;  // groups, shape files, dtypes, filter
+  std::vector<std::string> plugins;
 };
 
 // Sorts the --shapes values into the flag and the files, and refuses options that would be ignored.
@@ -59,6 +62,7 @@ void list_shapes(const ListCli& c) {
 
 void list_callback(ListCli& c) {
   resolve_list_options(c);
+  load_plugins(c.plugins);
   if (c.cases) {
     const auto cases = listed_cases(c.selection);
     if (c.json) std::cout << cases_document(cases).dump(2) << "\n";
@@ -75,7 +79,8 @@ void list_callback(ListCli& c) {
     std::cout << "kernels:\n";
     for (const auto& k : kernel_registry())
       std::cout << "  " << std::left << std::setw(20) << k.name << std::setw(6) << backend_name(k.backend)
-                << std::setw(21) << op_name(k.op) << k.description << "\n";
+                << std::setw(21) << op_name(k.op) << k.description
+                << (k.plugin.empty() ? "" : " (plugin " + k.plugin + ")") << "\n";
   }
   if (all || c.knobs) {
     std::cout << "knobs (environment variables; override with run --set NAME=VALUE):\n";
@@ -104,6 +109,7 @@ void add_list_command(CLI::App& app, Context&) {
   cmd->add_flag("--json", c->json, "With --cases: one JSON document (schema attnbench.cases/1)");
   cmd->add_flag("--kernels", c->kernels, "Kernels");
   cmd->add_flag("--knobs", c->knobs, "Knob table");
+  add_plugin_option(cmd, c->plugins);
   cmd->add_option("--group,-g", c->selection.groups, "With --shapes or --cases: only these groups");
   cmd->add_option("--shape", c->selection.inline_shapes,
                   std::string("An inline attention shape, as run takes it (repeatable): ") + kInlineShapeGrammar);

@@ -42,7 +42,7 @@ std::vector<std::string> journal_command(const std::vector<std::string>& args) {
 namespace {
 json header_json(const JournalHeader& h) {
   return {{"journal", kJournalSchema}, {"command", h.command}, {"binary_sha256", h.binary_sha256},
-          {"seed", h.seed},           {"cases", h.cases}};
+          {"plugins", h.plugins},     {"seed", h.seed},           {"cases", h.cases}};
 }
 
 std::string join(const std::vector<std::string>& v) {
@@ -154,6 +154,9 @@ Journal Journal::resume(const std::string& path, const JournalHeader& header, co
   const auto text_of = [](const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
   if (h.value("binary_sha256", json()) != header.binary_sha256)
     throw differs("binary_sha256", text_of(h.value("binary_sha256", json())), header.binary_sha256);
+  // A plugin rebuilt between the two runs would mix two kernels' rows under one name.
+  if (h.value("plugins", json::array()) != header.plugins)
+    throw differs("plugins", text_of(h.value("plugins", json::array())), header.plugins.dump());
   if (h.value("seed", json()) != header.seed)
     throw differs("seed", text_of(h.value("seed", json())), std::to_string(header.seed));
   if (h.value("command", json()) != json(header.command)) {

@@ -1,6 +1,7 @@
 // The journal of a run: <out>.partial.jsonl, one JSON line per finished row, appended and flushed as each case
 // finishes, so that nothing finished is lost to a crash, a kill or Ctrl-C; `--resume` continues from it.
-//   {"journal": "attnbench.journal/1", "command": [args], "binary_sha256": "...", "seed": N, "cases": N}
+//   {"journal": "attnbench.journal/1", "command": [args], "binary_sha256": "...", "plugins": [...], "seed": N,
+//    "cases": N}
 //   {"case": i, "setting": "S1", "row": {...}}              one per row of case i (setting: "" in a run)
 //   {"case_done": i, "key": "group/shape/dtype", "rows": n}  after the rows of case i
 // A case counts as finished only with its case_done line; rows of an unfinished case are dropped on resume, and
@@ -26,6 +27,7 @@ std::string journal_path(const std::string& out);
 struct JournalHeader {
   std::vector<std::string> command;  // the arguments, less those that do not change results (journal_command)
   std::string binary_sha256;
+  nlohmann::json plugins = nlohmann::json::array();  // plugins_json(): each plugin file's path and sha256
   uint64_t seed = 0;
   std::size_t cases = 0;
 };
@@ -47,8 +49,8 @@ class Journal {
   // must be removed first) or cannot be written.
   static Journal create(const std::string& path, const JournalHeader& header);
   // An existing journal: its header checked against `header` (UsageError naming the field that differs:
-  // binary_sha256, seed, command, cases), each finished case's key against keys[index]; the file is rewritten to
-  // hold the finished cases only, ready for appending.
+  // binary_sha256, plugins, seed, command, cases), each finished case's key against keys[index]; the file is
+  // rewritten to hold the finished cases only, ready for appending.
   static Journal resume(const std::string& path, const JournalHeader& header, const std::vector<std::string>& keys,
                         std::map<std::size_t, JournalCase>* finished);
   Journal(Journal&& o) noexcept;

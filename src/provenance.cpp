@@ -6,6 +6,7 @@
 
 #include "device.hpp"
 #include "inputs.hpp"
+#include "plugin.hpp"
 #include "runner_impl.hpp"
 
 #ifndef ATTNBENCH_VERSION
@@ -44,6 +45,7 @@ nlohmann::json run_provenance(const RunOptions& o, const KnobValues& knobs, bool
                     {"timeout_s", o.stop.timeout_s}, {"rounds", o.rounds},
                     {"warmup_s", o.warmup_s ? nlohmann::json(*o.warmup_s) : nlohmann::json("auto")}};
   if (!cuda_available) p["cuda"] = cuda_why_not;
+  if (nlohmann::json plugins = plugins_json(); !plugins.empty()) p["plugins"] = std::move(plugins);
   return p;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <stdexcept>
 
 #include "attnbench/backends.hpp"
 #include "attnbench/gated_block.hpp"
@@ -9,8 +10,9 @@
 
 namespace attnbench {
 
-const std::vector<KernelEntry>& kernel_registry() {
-  static const std::vector<KernelEntry> table = [] {
+namespace {
+std::deque<KernelEntry>& mutable_registry() {
+  static std::deque<KernelEntry> table = [] {
     std::vector<KernelEntry> t;
     auto add = [&t](std::shared_ptr<const AttentionKernel> k, const char* what) {
       t.push_back({Op::attention, k, k->name(), k->backend(), what, nullptr});
@@ -65,16 +67,33 @@ const std::vector<KernelEntry>& kernel_registry() {
                                                 "elementwise backward kernels, cudnn.sdpa_backward");
 #endif
     for (auto& e : t) e.peer = is_peer_kernel(e.name);
-    return t;
+    return std::deque<KernelEntry>(t.begin(), t.end());
   }();
   return table;
+}
+}  // namespace
+
+const std::deque<KernelEntry>& kernel_registry() { return mutable_registry(); }
+
+void register_kernel(KernelEntry e) {
+  if (const KernelEntry* taken = find_kernel(e.name))
+    throw std::invalid_argument("kernel name '" + e.name + "' is taken by " +
+                                (taken->plugin.empty() ? "a built-in kernel" : "plugin " + taken->plugin));
+  e.peer = is_peer_kernel(e.name);
+  mutable_registry().push_back(std::move(e));
+}
+
+const KernelEntry* find_kernel(const std::string& name) {
+  for (const auto& k : kernel_registry())
+    if (k.name == name) return &k;
+  return nullptr;
 }
 
 bool is_peer_kernel(const std::string& name) { return name.rfind("cudnn.", 0) == 0; }
 
 bool backend_built(Backend b) {
   for (const auto& k : kernel_registry())
-    if (k.backend == b) return true;
+    if (k.backend == b && k.plugin.empty()) return true;
   return false;
 }
 

@@ -1,5 +1,6 @@
 // The explicit table of kernels (no self-registration), and the backends this binary builds.
 #pragma once
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,14 +24,22 @@ struct KernelEntry {
   bool peer = false;  // is_peer_kernel(name): the other kernels' rows carry their ratio to it (peer_ratio.hpp)
   std::shared_ptr<const AttentionBwdKernel> attention_bwd = nullptr;  // op == attention_backward
   std::shared_ptr<const GatedBlockBwdKernel> gated_bwd = nullptr;     // op == gated_block_backward
+  // The plugin file that provided the kernel (absolute path) and its sha256; empty for the built-in kernels.
+  std::string plugin = "", plugin_sha256 = "";
 };
 
 // Peers are kernels a user would otherwise use (a vendor library's): every kernel whose name starts with "cudnn.".
 bool is_peer_kernel(const std::string& name);
 
-const std::vector<KernelEntry>& kernel_registry();
+// The built-in kernels, then those registered since (plugins). A deque: registering keeps earlier entries' addresses.
+const std::deque<KernelEntry>& kernel_registry();
+// Adds a kernel after the built-in ones; std::invalid_argument when its name is taken. Not thread-safe: register
+// before a run starts (plugin.hpp does, for each --plugin file).
+void register_kernel(KernelEntry e);
+// The entry named `name`, or nullptr.
+const KernelEntry* find_kernel(const std::string& name);
 
-// Whether this binary has kernels of backend b (the table lists one).
+// Whether this binary has kernels of backend b (its built-in table lists one).
 bool backend_built(Backend b);
 // Why rows asked for a backend this binary does not build are declined, e.g. "HIP backend not built (...)".
 std::string backend_not_built_reason(Backend b);

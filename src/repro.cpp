@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "attnbench/knobs.hpp"
+#include "registry.hpp"
 
 namespace attnbench {
 
@@ -33,6 +34,9 @@ std::string repro_command(const RunOptions& o, const ShapeCase& c, const std::st
                           Mode mode, const std::map<std::string, std::string>& knobs) {
   std::ostringstream os;
   os << "attnbench run ";
+  // A plugin's kernel needs its file again (a host-registered table without one cannot be rerun from a shell).
+  if (const KernelEntry* e = find_kernel(kernel); e && !e->plugin_sha256.empty())
+    os << "--plugin " << shell_quote(e->plugin) << " ";
   const bool from_group = std::find(o.groups.begin(), o.groups.end(), c.group) != o.groups.end();
   if (from_group) os << "--group " << shell_quote(c.group);
   else os << "--shapes " << shell_quote(c.file);

@@ -93,6 +93,7 @@ json row_to_json(const ResultRow& r) {
   if (!r.clocks.is_null()) j["clocks"] = r.clocks;
   if (!r.throttled.empty()) j["throttled"] = r.throttled;
   if (r.vs_peer) j["vs_peer"] = {{"kernel", r.vs_peer->kernel}, {"ratio", r.vs_peer->ratio}};
+  if (!r.plugin.empty()) j["plugin"] = {{"path", r.plugin}, {"sha256", r.plugin_sha256}};
   return j;
 }
 
@@ -233,6 +234,12 @@ ResultRow row_from_json(const json& j) {
   if (j.contains("clocks")) r.clocks = j["clocks"];
   if (j.contains("throttled")) r.throttled = get_field<std::vector<std::string>>(j, "throttled");
   r.vs_peer = vs_peer_from_json(j);
+  if (const auto p = j.find("plugin"); p != j.end() && !p->is_null()) {
+    if (!p->is_object())
+      throw UsageError("row field 'plugin': expected an object {path, sha256}, got " + compact_value(p->dump()));
+    r.plugin = get_field<std::string>(*p, "path");
+    r.plugin_sha256 = get_field<std::string>(*p, "sha256");
+  }
   return r;
 }
 
@@ -295,7 +302,7 @@ std::string results_to_csv(const ResultsFile& f) {
   std::ostringstream os;
   os << "group,shape,op,dtype,kernel,backend,mode,l2,status,reason,gate_passed,max_abs,rel_l2,max_row_rel,atol,rtol,rows_checked,"
         "median_us,min_us,q1_us,q3_us,mean_us,stdev_us,n,rounds,round_spread,settled,unsettled,throttled,device_median_us,flops,"
-        "bytes,tflops,gbps,pct_peak_flops,pct_peak_bw,plan,knobs,repro,"
+        "bytes,tflops,gbps,pct_peak_flops,pct_peak_bw,plan,knobs,repro,plugin,plugin_sha256,"
         "peer,peer_ratio";
   for (const std::string& k : dims) os << ",dims." << k;
   os << '\n';
@@ -327,6 +334,7 @@ std::string results_to_csv(const ResultsFile& f) {
        << ',' << (r.tflops ? num(*r.tflops) : "") << ',' << (r.gbps ? num(*r.gbps) : "") << ','
        << (r.pct_peak_flops ? num(*r.pct_peak_flops) : "") << ',' << (r.pct_peak_bw ? num(*r.pct_peak_bw) : "")
        << ',' << csv_field(r.plan) << ',' << csv_field(knobs) << ',' << csv_field(r.repro) << ','
+       << csv_field(r.plugin) << ',' << r.plugin_sha256 << ','
        << (r.vs_peer ? csv_field(r.vs_peer->kernel) + ',' + num(r.vs_peer->ratio) : std::string(","));
     for (const std::string& k : dims) os << ',' << (r.dims.is_object() && r.dims.contains(k) ? dims_cell(r.dims[k]) : "");
     os << '\n';

@@ -52,6 +52,8 @@ struct ResultRow {
   nlohmann::json clocks;
   std::vector<std::string> throttled;   // throttle reasons seen while the row was timed (clocks.hpp)
   std::optional<PeerRatio> vs_peer;     // JSON "vs_peer" {kernel, ratio}, absent when there is none
+  // The plugin file that provided the kernel and its sha256 (JSON "plugin" {path, sha256}); empty for ours.
+  std::string plugin, plugin_sha256;
 };
 
 nlohmann::json row_to_json(const ResultRow& r);

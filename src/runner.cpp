@@ -22,6 +22,7 @@
 #include "journal.hpp"
 #include "op_case.hpp"
 #include "peer_ratio.hpp"
+#include "plugin.hpp"
 #include "printer.hpp"
 #include "reference_summary.hpp"
 #include "repro.hpp"
@@ -214,6 +215,10 @@ ResultRow Runner::base_row(const ShapeCase& c, const OpCase* op_case, const std:
   r.knobs = knobs.all();
   const std::string repeated = control_of(kernel);
   r.repro = repro_command(o, c, repeated.empty() ? kernel : repeated, b, m, knobs.all());
+  if (const KernelEntry* e = find_kernel(repeated.empty() ? kernel : repeated)) {
+    r.plugin = e->plugin;
+    r.plugin_sha256 = e->plugin_sha256;
+  }
   if (op_case) {
     r.dims = op_case->dims();
     const WorkModel w = op_case->work();
@@ -246,6 +251,7 @@ std::optional<Journal> Runner::open_journal(std::map<std::size_t, JournalCase>* 
   JournalHeader h;
   h.command = o.journal_command;
   h.binary_sha256 = binary_sha256();
+  h.plugins = plugins_json();
   h.seed = o.seed;
   h.cases = cases.size();
   if (!o.resume) return Journal::create(o.journal, h);
@@ -331,6 +337,7 @@ struct Selection {
 };
 Selection selection(const RunOptions& o, const std::vector<KnobSetting>& settings) {
   check_run_options(o);
+  load_plugins(o.plugins);  // their kernels join the registry before --kernel's globs are checked
   Selection s;
   s.cases = select_cases(o);
   if (s.cases.empty()) throw UsageError("no shapes selected (check --group/--shapes/--dtype/--filter)");

@@ -29,6 +29,7 @@ struct RunOptions {
   std::vector<std::string> inline_shapes;  // --shape specs (inline_shape.hpp)
   bool selects_cases() const { return !groups.empty() || !shape_files.empty() || !inline_shapes.empty(); }
   std::string kernel_glob = "*";    // comma-separated globs
+  std::vector<std::string> plugins;  // --plugin files, loaded (with ATTNBENCH_PLUGINS') before the kernels are selected
   std::string backend = "auto";  // auto (cuda when a device is visible, else cpu) | cpu | cuda | all
   std::vector<std::string> dtypes;  // empty: every dtype of the shape
   std::vector<Mode> modes = {Mode::eager, Mode::graph};

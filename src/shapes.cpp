@@ -83,6 +83,18 @@ void require(const json& j, const std::string& key, const Where& w) {
 }  // namespace shape_parse
 
 namespace {
+constexpr std::size_t kMaxNameLength = 100;
+}  // namespace
+
+bool safe_name(const std::string& n) {
+  if (n.empty() || n.size() > kMaxNameLength || !std::isalnum(static_cast<unsigned char>(n[0]))) return false;
+  for (char ch : n)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '_' && ch != '+' && ch != '-') return false;
+  return true;
+}
+const char* const kSafeNameRule = "letters, digits and ._+- only, starting with a letter or digit, at most 100 characters";
+
+namespace {
 
 using namespace shape_parse;
 
@@ -100,17 +112,6 @@ const std::set<std::string> kAttentionBwdKeys = {"name",     "batch",     "seqle
                                                  "heads",    "kv_heads",  "head_size",    "dtypes",       "causal",
                                                  "scale",    "scores",    "window_left",  "window_right", "softcap",
                                                  "causal_bottom_right"};
-
-// Group and shape names make result ids (group/shape/dtype), table columns and file names: letters, digits and
-// ._+- only, starting with a letter or digit, at most kMaxNameLength characters.
-constexpr std::size_t kMaxNameLength = 100;
-bool safe_name(const std::string& n) {
-  if (n.empty() || n.size() > kMaxNameLength || !std::isalnum(static_cast<unsigned char>(n[0]))) return false;
-  for (char ch : n)
-    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '_' && ch != '+' && ch != '-') return false;
-  return true;
-}
-const char* kSafeNameRule = "letters, digits and ._+- only, starting with a letter or digit, at most 100 characters";
 
 std::vector<DType> get_dtypes(const json& j, const Where& w) {
   if (!j.contains("dtypes")) return {DType::bf16, DType::f16};

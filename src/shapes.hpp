@@ -58,4 +58,9 @@ std::vector<std::string> list_groups();
 // The shapes directory: $ATTNBENCH_SHAPES_DIR, ./shapes, next to the binary, or the source tree.
 std::string shapes_dir();
 
+// Group, shape and kernel names make result ids (group/shape/dtype), table columns and file names: letters,
+// digits and ._+- only, starting with a letter or digit, at most 100 characters (kSafeNameRule says so).
+bool safe_name(const std::string& name);
+extern const char* const kSafeNameRule;
+
 }  // namespace attnbench
