@@ -126,17 +126,6 @@ void load_plugin_file(const std::string& file, const std::string& label) {
   register_plugin(table, file, label);
 }
 
-std::vector<std::string> split_paths(const std::string& list) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start <= list.size()) {
-    const std::size_t colon = std::min(list.find(':', start), list.size());
-    if (colon > start) out.push_back(list.substr(start, colon - start));
-    start = colon + 1;
-  }
-  return out;
-}
-
 }  // namespace
 
 void load_plugins(const std::vector<std::string>& paths, bool read_env) {
@@ -149,7 +138,7 @@ void load_plugins(const std::vector<std::string>& paths, bool read_env) {
   }
   const char* env = read_env ? std::getenv(kPluginsVariable) : nullptr;
   if (!env) return;
-  for (const std::string& p : split_paths(env)) {
+  for (const std::string& p : split_list(env, ':')) {
     const std::string label = std::string(kPluginsVariable) + " entry " + p;
     load_plugin_file(plugin_file(p, label), label);
   }

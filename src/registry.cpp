@@ -135,16 +135,18 @@ bool glob_match(const std::string& pattern, const std::string& text) {
   return p == pattern.size();
 }
 
-std::vector<std::string> glob_list(const std::string& list) {
+std::vector<std::string> split_list(const std::string& list, char sep) {
   std::vector<std::string> out;
   std::size_t start = 0;
   while (start <= list.size()) {
-    const std::size_t comma = std::min(list.find(',', start), list.size());
-    if (comma > start) out.push_back(list.substr(start, comma - start));
-    start = comma + 1;
+    const std::size_t end = std::min(list.find(sep, start), list.size());
+    if (end > start) out.push_back(list.substr(start, end - start));
+    start = end + 1;
   }
   return out;
 }
+
+std::vector<std::string> glob_list(const std::string& list) { return split_list(list, ','); }
 
 bool glob_list_match(const std::string& list, const std::string& text) {
   for (const auto& g : glob_list(list))

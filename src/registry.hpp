@@ -48,6 +48,8 @@ std::unique_ptr<Device> make_backend_device(Backend b, std::string* why_not);
 
 // Shell-style glob with '*' and '?' (e.g. "cuda.*").
 bool glob_match(const std::string& pattern, const std::string& text);
+// The pieces of a `sep`-separated list, empty ones dropped ("a,,b," -> a, b).
+std::vector<std::string> split_list(const std::string& list, char sep);
 // The globs of a comma-separated list ("cuda.*,cudnn.*"), empty entries dropped.
 std::vector<std::string> glob_list(const std::string& list);
 // Whether any glob of the list matches.
