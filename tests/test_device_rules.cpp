@@ -95,6 +95,21 @@ TEST(DeviceVisibility, MatchesNaiveLoopPerPair) {
   EXPECT_GT(checked, 1000000);
 }
 
+// The key's side of the rule (the backward walks query tiles under a key row) against the same loop.
+TEST(DeviceVisibility, RowsSeeingAKeyMatchNaiveLoop) {
+  for (const Case& c : cases()) {
+    const Visibility v = make(c);
+    for (int j = -2; j < c.kv_len + 2; ++j) {
+      int lo = 0, hi = 0;
+      v.rows_seeing(j, lo, hi);
+      for (int i = -2; i < c.q_len + 2; ++i)
+        ASSERT_EQ(i >= lo && i < hi, naive_visible(c, i, j))  // rows past either end by the same formula
+            << "q " << c.q_len << " kv " << c.kv_len << " causal " << c.causal << " window " << c.left << ","
+            << c.right << " top_left " << c.top_left << " row " << i << " key " << j;
+    }
+  }
+}
+
 // The block and packed forms kernels use for tile counts and GQA-packed rows, and the carried-alignment factory.
 TEST(DeviceVisibility, BlockPackedAndAlignedFormsAgree) {
   for (const Case& c : cases()) {

@@ -60,13 +60,12 @@ struct WgBwdCta {
     group = p.heads / p.kv_heads;
     n_qt = (q_len + kBM - 1) / kBM;
   }
-  // From walk position t on, the next (head, query tile) that sees a key of the tile; false past the last.
-  __device__ bool next(int& t, int& h, int& i0) const {
-    for (; t < group * n_qt; ++t) {
-      h = kvh * group + t / n_qt;
-      i0 = t % n_qt * kBM;
-      if (!vis.tile_fully_masked(j0, j0 + nk, i0, min(q_len, i0 + kBM) - 1)) return true;
-    }
+  // From (head g of the group, query tile qt) on, the next pair whose tile sees a key of the tile; false past the
+  // last. (A division per step cost ~40 instructions of every tile.)
+  __device__ bool next(int& g, int& qt) const {
+    for (; g < group; ++g, qt = 0)
+      for (; qt < n_qt; ++qt)
+        if (!vis.tile_fully_masked(j0, j0 + nk, qt * kBM, min(q_len, qt * kBM + kBM) - 1)) return true;
     return false;
   }
 };
@@ -85,9 +84,9 @@ __device__ void wg_bwd_produce(const WgBwdCta& c, const WgBwdMaps& m, unsigned c
     tma_load_3d(smem + SM::kK + s * kBN * 128, m.k, s * 64, static_cast<int>(c.k0) + c.j0, c.kvh, &bars[0]);
     tma_load_3d(smem + SM::kV + s * kBN * 128, m.v, s * 64, static_cast<int>(c.k0) + c.j0, c.kvh, &bars[0]);
   }
-  int t = 0, h, i0, n = 0;
-  for (; c.next(t, h, i0); ++t, ++n) {
-    const int slot = n % kStages;
+  int g = 0, qt = 0, n = 0;
+  for (; c.next(g, qt); ++qt, ++n) {
+    const int slot = n % kStages, h = c.kvh * c.group + g, i0 = qt * kBM;
     uint64_t* full = &bars[1 + slot];
     if (n >= kStages) mbar_wait(&bars[1 + kStages + slot], ((n / kStages) & 1) ^ 1);
     mbar_arrive_expect_tx(full, 2 * SM::kQ + 2 * SM::kRow);
@@ -108,51 +107,66 @@ struct WgBwdThread {
   int cw, tid, warp, lane;
 };
 
-// The mask of a query tile, element (j, e) of this thread's S^T fragment: key row kr (of the tile), query qc.
+// The mask of a query tile over this thread's key rows kr0 and kr0 + 8 (of the tile): the query columns [lo, hi) of
+// the tile that see each (Visibility::rows_seeing, bounded by the tile's rows), so an element costs two compares.
 struct WgBwdMask {
-  const WgBwdCta& c;
-  int kr0, qc0, i0, nq;
-  bool full;
+  int lo[2], hi[2], qc0;
+  __device__ __forceinline__ WgBwdMask(const WgBwdCta& c, int kr0, int qc0_, int i0, int nq) : qc0(qc0_) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      c.vis.rows_seeing(c.j0 + kr0 + 8 * r, lo[r], hi[r]);  // keys past the sequence: empty
+      lo[r] = max(lo[r] - i0, 0);
+      hi[r] = min(hi[r] - i0, nq);
+    }
+  }
   __device__ __forceinline__ bool on(int j, int e) const {
-    const int kr = kr0 + 8 * (e / 2), qc = 8 * j + qc0 + e % 2;
-    return full || (qc < nq && kr < c.nk && c.vis.visible(i0 + qc, c.j0 + kr));
+    const int qc = 8 * j + qc0 + e % 2;
+    return qc >= lo[e / 2] && qc < hi[e / 2];
   }
 };
 
-// P^T = exp2(S^T scale log2e - LSE2) in place, 0 where masked (a select: a NaN of a row past the sequence stays out).
+// P^T = exp2(S^T scale log2e - LSE2) in place; MASKED: 0 where masked (a select: a NaN of a row past the sequence
+// stays out). Unmasked tiles (most of them) run no mask code at all.
+template <bool MASKED>
 __device__ __forceinline__ void wg_bwd_probs(float (&s)[8][4], const WgBwdMask& m, float sc2, const float* sL) {
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const float2 l2 = *reinterpret_cast<const float2*>(sL + 8 * j + m.qc0);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const float pr = exp2f(fmaf(s[j][e], sc2, -(e % 2 ? l2.y : l2.x)));
-      s[j][e] = m.on(j, e) ? pr : 0.f;
+      const float pr = exp2_approx(fmaf(s[j][e], sc2, -(e % 2 ? l2.y : l2.x)));
+      s[j][e] = !MASKED || m.on(j, e) ? pr : 0.f;
     }
   }
 }
 
-// dS^T = P^T o (dP^T - D) in place of dP^T, 0 wherever P^T is.
+// dS^T = P^T o (dP^T - D) in place of dP^T; MASKED: 0 wherever P^T is (dP^T - D of a padding row may be NaN).
+template <bool MASKED>
 __device__ __forceinline__ void wg_bwd_dsoft(const float (&s)[8][4], float (&dp)[8][4], int qc0, const float* sD) {
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const float2 dd = *reinterpret_cast<const float2*>(sD + 8 * j + qc0);
 #pragma unroll
-    for (int e = 0; e < 4; ++e) dp[j][e] = s[j][e] == 0.f ? 0.f : s[j][e] * (dp[j][e] - (e % 2 ? dd.y : dd.x));
+    for (int e = 0; e < 4; ++e) {
+      const float ds = s[j][e] * (dp[j][e] - (e % 2 ? dd.y : dd.x));
+      dp[j][e] = MASKED && s[j][e] == 0.f ? 0.f : ds;
+    }
   }
 }
 
-// Under a softcap (s <- c tanh(s / c)) both at once: dS^T takes tanh's derivative 1 - tanh^2 of each score.
+// Under a softcap (s <- c tanh(s / c)) both at once: dS^T takes tanh's derivative 1 - tanh^2 of each score. tanh is
+// 1 - 2 / (e^2x + 1) by ex2.approx and rcp.approx, as in the forward (feature_tile.cuh says why that is accurate).
 __device__ __forceinline__ void wg_bwd_softcap(float (&s)[8][4], float (&dp)[8][4], const WgBwdMask& m,
                                                const AttentionBwdParams& p, const float* sL, const float* sD) {
+  const float cap_e = 2.f * kLog2e * p.scale / p.softcap, cap2 = p.softcap * kLog2e;
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const float2 l2 = *reinterpret_cast<const float2*>(sL + 8 * j + m.qc0);
     const float2 dd = *reinterpret_cast<const float2*>(sD + 8 * j + m.qc0);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const float t = tanhf(s[j][e] * p.scale / p.softcap);
-      const float pr = m.on(j, e) ? exp2f(p.softcap * t * kLog2e - (e % 2 ? l2.y : l2.x)) : 0.f;
+      const float t = fmaf(-2.f, rcp_approx(exp2_approx(s[j][e] * cap_e) + 1.f), 1.f);
+      const float pr = m.on(j, e) ? exp2_approx(fmaf(cap2, t, -(e % 2 ? l2.y : l2.x))) : 0.f;
       s[j][e] = pr;
       dp[j][e] = pr == 0.f ? 0.f : pr * (dp[j][e] - (e % 2 ? dd.y : dd.x)) * (1.f - t * t);
     }
@@ -231,84 +245,45 @@ __device__ void wg_bwd_store_dkdv(const AttentionBwdParams& p, const WgBwdCta& c
   }
 }
 
-// One query tile (the n-th of the walk: ring slot n % kStages, dS^T buffer n % 2) of a consumer warpgroup. wgmma
-// groups in issue order: S, dP (P^T computed under it), dV and dK, dQ after both warpgroups stored dS^T; then the
-// slot is released and dQ added. (dQ's part kept over the next tile's S and dP, 32 more live registers, made
-// ptxas serialize the wgmmas and, at d128, spill 632 bytes.)
-template <DType DT, int D, bool SOFTCAP>
-__device__ __forceinline__ void wg_bwd_step(const AttentionBwdParams& p, const WgBwdCta& c, const WgBwdThread& th,
-                                            uint32_t base, unsigned char* smem, uint64_t* bars,
-                                            const BwdWorkspace& ws, const void* m_dq, int h, int i0, int n,
-                                            float (&dk)[D / 8][4],
-                                            float (&dv)[D / 8][4]) {
-  using SM = WgBwdSmem<D>;
-  const int slot = n % kStages, nq = min(kBM, c.q_len - i0);
-  const uint32_t sq = base + SM::kQ0 + slot * SM::kQ, sdo = base + SM::kDO0 + slot * SM::kQ, sk = base + SM::kK;
-  const float* sL = reinterpret_cast<const float*>(smem + SM::kL0 + slot * SM::kRow);
-  const float* sD = reinterpret_cast<const float*>(smem + SM::kD0 + slot * SM::kRow);
-  mbar_wait(&bars[1 + slot], (n / kStages) & 1);
-  __syncwarp();  // the tile before's per-row atomics diverged: wgmma is .aligned
-  float s[8][4], dp[8][4];
-  wgmma_fence();
-  {  // K-major k16 steps over d: +(kk/4) 64-column slabs (rows x 128 B), +(kk%4) 32 bytes
-    const Sw128Desc<> ak(sk + th.cw * 64 * 128, 16), av(base + SM::kV + th.cw * 64 * 128, 16), bq(sq, 16), bo(sdo, 16);
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-      wgmma_ss<DT, 64>(s, ak.at((kk / 4) * (kBN * 128) + (kk % 4) * 32), bq.at((kk / 4) * (kBM * 128) + (kk % 4) * 32),
-                       kk > 0);
-    wgmma_commit();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-      wgmma_ss<DT, 64>(dp, av.at((kk / 4) * (kBN * 128) + (kk % 4) * 32), bo.at((kk / 4) * (kBM * 128) + (kk % 4) * 32),
-                       kk > 0);
-    wgmma_commit();
-  }
-  const WgBwdMask m{c, th.cw * 64 + th.warp * 16 + th.lane / 4, 2 * (th.lane % 4), i0, nq,
-                    nq == kBM && c.nk == kBN && c.vis.tile_fully_visible(c.j0, c.j0 + kBN, i0, i0 + kBM - 1)};
-  const Sw128Desc<> bo(sdo, kBM * 128), bq(sq, kBM * 128);  // MN-major B: LBO the next d slab, k16 steps 2048 B
-  uint32_t pa[4][4], da[4][4];
-  if constexpr (SOFTCAP) {
-    wgmma_wait<0>();
-    fence_regs(s);
-    fence_regs(dp);
-    wg_bwd_softcap(s, dp, m, p, sL, sD);
-  } else {  // P^T under dP's GEMM
-    wgmma_wait<1>();
-    fence_regs(s);
-    wg_bwd_probs(s, m, p.scale * kLog2e, sL);
-    wgmma_wait<0>();
-    fence_regs(dp);
-    wg_bwd_dsoft(s, dp, m.qc0, sD);
-  }
-  wg_bwd_pack<DT>(s, pa);
-  wg_bwd_pack<DT>(dp, da);
-  fence_regs(dk);
-  fence_regs(dv);
+// S^T = K Q^T and dP^T = V dO^T of this warpgroup's keys, one commit group each. K-major k16 steps over d:
+// +(kk/4) 64-column slabs (rows x 128 B), +(kk%4) 32 bytes.
+template <DType DT, int D>
+__device__ __forceinline__ void wg_bwd_issue_sdp(float (&s)[8][4], float (&dp)[8][4], uint32_t sk, uint32_t sv,
+                                                 uint32_t sq, uint32_t sdo) {
+  const Sw128Desc<> ak(sk, 16), av(sv, 16), bq(sq, 16), bo(sdo, 16);
   wgmma_fence();
 #pragma unroll
-  for (int j = 0; j < 4; ++j) wgmma_rs<DT, D>(dv, pa[j], bo.at(j * 2048), 1);
-#pragma unroll
-  for (int j = 0; j < 4; ++j) wgmma_rs<DT, D>(dk, da[j], bq.at(j * 2048), 1);
+  for (int kk = 0; kk < D / 16; ++kk)
+    wgmma_ss<DT, 64>(s, ak.at((kk / 4) * (kBN * 128) + (kk % 4) * 32), bq.at((kk / 4) * (kBM * 128) + (kk % 4) * 32),
+                     kk > 0);
   wgmma_commit();
-  const uint32_t sds = base + SM::kDS0 + (n & 1) * SM::kDS;
-  wg_bwd_store_ds(sds, da, th);
-  fence_proxy_async_smem();
-  if (th.tid == 0) bulk_wait_read<0>();  // the tile before's dQ reduction read the buffer: free after the barrier
-  // d128 reads both warpgroups' dS^T; d64 its own. The other buffer's last readers finished a tile ago.
-  if constexpr (D == 128) named_bar_sync(1, 256);
-  else named_bar_sync(1 + th.cw, 128);
-  float dq[8][4];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+    wgmma_ss<DT, 64>(dp, av.at((kk / 4) * (kBN * 128) + (kk % 4) * 32), bo.at((kk / 4) * (kBM * 128) + (kk % 4) * 32),
+                     kk > 0);
+  wgmma_commit();
+}
+
+// acc += A B over the tile's 64 queries, A from registers (P^T or dS^T), B = dO or Q MN-major (LBO the next d slab,
+// k16 steps of 2048 bytes); one commit group.
+template <DType DT, int D>
+__device__ __forceinline__ void wg_bwd_issue_rs(float (&acc)[D / 8][4], const uint32_t (&a)[4][4], uint32_t sb) {
+  const Sw128Desc<> b(sb, kBM * 128);
+  fence_regs(acc);
   wgmma_fence();
-  wg_bwd_issue_dq<DT, D>(dq, sds, sk, th.cw);
-  wgmma_wait<0>();  // dV, dK and dQ finished: the slot's Q and dO are read
-  fence_regs(dk);
-  fence_regs(dv);
-  fence_regs(dq);
-  if (th.tid == 0) mbar_arrive(&bars[1 + kStages + slot]);
-  // dQ by one TMA reduction per 32-column slab: rows past the sequence add zeros (their dS is 0) to rows the
-  // postprocess never reads or another sequence's, or fall past the map.
-  const uint32_t sdq = base + SM::kDQ0 + th.cw * SM::kDQ;
-  wg_bwd_stage_dq(sdq, dq, th);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) wgmma_rs<DT, D>(acc, a[j], b.at(j * 2048), 1);
+  wgmma_commit();
+}
+
+// dQ's part by one TMA reduction per 32-column slab, from this warpgroup's staging buffer: rows past the sequence
+// add zeros (their dS is 0) to rows the postprocess never reads or another sequence's, or fall past the map.
+template <int D>
+__device__ __forceinline__ void wg_bwd_reduce_dq(const float (&dq)[8][4], const WgBwdCta& c, const WgBwdThread& th,
+                                                 uint32_t base, unsigned char* smem, const BwdWorkspace& ws,
+                                                 const void* m_dq, int h, int i0) {
+  using SM = WgBwdSmem<D>;
+  wg_bwd_stage_dq(base + SM::kDQ0 + th.cw * SM::kDQ, dq, th);
   fence_proxy_async_smem();
   named_bar_sync(3 + th.cw, 128);
   if (th.tid == 0) {
@@ -320,6 +295,69 @@ __device__ __forceinline__ void wg_bwd_step(const AttentionBwdParams& p, const W
   }
 }
 
+// One query tile (the n-th of the walk: ring slot n % kStages, dS^T buffer n % 2) of a consumer warpgroup, ordered
+// so that the tensor cores have queued work through each elementwise phase. wgmma groups in issue order: S, dP
+// (P^T computed under it), dV (dS^T computed under it), dQ once both warpgroups stored dS^T, dK (dQ staged and
+// reduced under it); then the slot is released. (dQ's part kept over the next tile's S and dP, 32 more live
+// registers, made ptxas serialize the wgmmas and, at d128, spill 632 bytes.)
+template <DType DT, int D, bool SOFTCAP>
+__device__ __forceinline__ void wg_bwd_step(const AttentionBwdParams& p, const WgBwdCta& c, const WgBwdThread& th,
+                                            uint32_t base, unsigned char* smem, uint64_t* bars,
+                                            const BwdWorkspace& ws, const void* m_dq, int h, int i0, int n,
+                                            float (&dk)[D / 8][4], float (&dv)[D / 8][4]) {
+  using SM = WgBwdSmem<D>;
+  const int slot = n % kStages, nq = min(kBM, c.q_len - i0);
+  const uint32_t sq = base + SM::kQ0 + slot * SM::kQ, sdo = base + SM::kDO0 + slot * SM::kQ, sk = base + SM::kK;
+  const float* sL = reinterpret_cast<const float*>(smem + SM::kL0 + slot * SM::kRow);
+  const float* sD = reinterpret_cast<const float*>(smem + SM::kD0 + slot * SM::kRow);
+  mbar_wait(&bars[1 + slot], (n / kStages) & 1);
+  __syncwarp();  // the tile before's per-row atomics diverged: wgmma is .aligned
+  float s[8][4], dp[8][4];
+  wg_bwd_issue_sdp<DT, D>(s, dp, sk + th.cw * 64 * 128, base + SM::kV + th.cw * 64 * 128, sq, sdo);
+  const WgBwdMask m(c, th.cw * 64 + th.warp * 16 + th.lane / 4, 2 * (th.lane % 4), i0, nq);
+  const bool full = nq == kBM && c.nk == kBN && c.vis.tile_fully_visible(c.j0, c.j0 + kBN, i0, i0 + kBM - 1);
+  uint32_t pa[4][4], da[4][4];
+  if constexpr (SOFTCAP) {  // P^T and dS^T at once: both need the capped score's tanh
+    wgmma_wait<0>();
+    fence_regs(s);
+    fence_regs(dp);
+    wg_bwd_softcap(s, dp, m, p, sL, sD);
+  } else {
+    wgmma_wait<1>();
+    fence_regs(s);
+    if (full) wg_bwd_probs<false>(s, m, p.scale * kLog2e, sL);
+    else wg_bwd_probs<true>(s, m, p.scale * kLog2e, sL);
+  }
+  wg_bwd_pack<DT>(s, pa);
+  wg_bwd_issue_rs<DT, D>(dv, pa, sdo);
+  if constexpr (!SOFTCAP) {
+    wgmma_wait<1>();  // dP
+    fence_regs(dp);
+    if (full) wg_bwd_dsoft<false>(s, dp, m.qc0, sD);
+    else wg_bwd_dsoft<true>(s, dp, m.qc0, sD);
+  }
+  wg_bwd_pack<DT>(dp, da);
+  const uint32_t sds = base + SM::kDS0 + (n & 1) * SM::kDS;
+  wg_bwd_store_ds(sds, da, th);
+  fence_proxy_async_smem();
+  if (th.tid == 0) bulk_wait_read<0>();  // the tile before's dQ reduction read the buffer: free after the barrier
+  // d128 reads both warpgroups' dS^T; d64 its own. The other buffer's last readers finished a tile ago.
+  if constexpr (D == 128) named_bar_sync(1, 256);
+  else named_bar_sync(1 + th.cw, 128);
+  float dq[8][4];
+  wgmma_fence();
+  wg_bwd_issue_dq<DT, D>(dq, sds, sk, th.cw);
+  wg_bwd_issue_rs<DT, D>(dk, da, sq);
+  wgmma_wait<1>();  // dV and dQ
+  fence_regs(dq);
+  wg_bwd_reduce_dq<D>(dq, c, th, base, smem, ws, m_dq, h, i0);
+  __syncwarp();  // thread 0's reduction diverged: wgmma.wait_group is .aligned
+  wgmma_wait<0>();  // dK: the slot's Q and dO are read
+  fence_regs(dk);
+  fence_regs(dv);
+  if (th.tid == 0) mbar_arrive(&bars[1 + kStages + slot]);
+}
+
 template <DType DT, int D, bool SOFTCAP>
 __device__ void wg_bwd_consume(const AttentionBwdParams& p, const WgBwdCta& c, const WgBwdThread& th, uint32_t base,
                                unsigned char* smem, uint64_t* bars, const BwdWorkspace& ws, const void* m_dq) {
@@ -329,9 +367,9 @@ __device__ void wg_bwd_consume(const AttentionBwdParams& p, const WgBwdCta& c, c
 #pragma unroll
     for (int e = 0; e < 4; ++e) dk[j][e] = dv[j][e] = 0.f;
   mbar_wait(&bars[0], 0);
-  int t = 0, h, i0, n = 0;
-  for (; c.next(t, h, i0); ++t, ++n)
-    wg_bwd_step<DT, D, SOFTCAP>(p, c, th, base, smem, bars, ws, m_dq, h, i0, n, dk, dv);
+  int g = 0, qt = 0, n = 0;
+  for (; c.next(g, qt); ++qt, ++n)
+    wg_bwd_step<DT, D, SOFTCAP>(p, c, th, base, smem, bars, ws, m_dq, c.kvh * c.group + g, qt * kBM, n, dk, dv);
   wg_bwd_store_dkdv<DT, D>(p, c, dk, dv, th);
   if (th.tid == 0) bulk_wait<0>();  // the last reduction wrote
 }
@@ -368,12 +406,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   wg_bwd_consume<DT, D, SOFTCAP>(p, c, th, base, smem, bars, ws, &tm_dq);
 }
 
-struct WgBwdMapSet {
-  CUtensorMap q, k, v, d_o, lse2, dsum, dq;
-};
-
 template <DType DT, int D, bool SOFTCAP>
-void launch_dkdv(dim3 grid, const AttentionBwdParams& p, const BwdWorkspace& ws, const WgBwdMapSet& m,
+void launch_dkdv(dim3 grid, const AttentionBwdParams& p, const BwdWorkspace& ws, const WgBwdMapCache& m,
                  cudaStream_t stream) {
   constexpr int smem = WgBwdSmem<D>::bytes;
   static const bool attribute_set = [] {  // once per instance, outside any capture's stream work
@@ -386,29 +420,53 @@ void launch_dkdv(dim3 grid, const AttentionBwdParams& p, const BwdWorkspace& ws,
   check_last_launch("cuda.unified_bwd dK/dV (wgmma)");
 }
 
+WgBwdMapCache::Key map_key(const AttentionBwdParams& p) {
+  return {p.q,        p.k,        p.v,           p.d_o,           p.workspace,       p.total_q,
+          p.total_k,  p.q_stride_token, p.q_stride_head, p.k_stride_token, p.k_stride_head, p.heads,
+          p.kv_heads, p.num_seqs, p.head_size, static_cast<int>(p.dtype)};
+}
+
+// Into a fresh set, assigned whole: an encode that throws leaves the cache as it was.
+void encode_maps(const AttentionBwdParams& p, const BwdWorkspace& ws, WgBwdMapCache& cache) {
+  WgBwdMapCache m;
+  const DType dt = p.dtype;
+  const int d = p.head_size;
+  m.q = encode_rows_map(p.q, dt, d, p.total_q, p.heads, p.q_stride_token, p.q_stride_head, kBM, 1);
+  m.d_o = encode_rows_map(p.d_o, dt, d, p.total_q, p.heads, p.q_stride_token, p.q_stride_head, kBM, 1);
+  m.k = encode_rows_map(p.k, dt, d, p.total_k, p.kv_heads, p.k_stride_token, p.k_stride_head, kBN, 1);
+  m.v = encode_rows_map(p.v, dt, d, p.total_k, p.kv_heads, p.k_stride_token, p.k_stride_head, kBN, 1);
+  m.lse2 = encode_f32_map(ws.lse2, ws.row_stride, p.heads, ws.row_stride, kBM, 1, false);
+  m.dsum = encode_f32_map(ws.dsum, ws.row_stride, p.heads, ws.row_stride, kBM, 1, false);
+  m.dq = encode_f32_map(ws.dq_acc, d, p.heads * ws.row_stride, d, 32, kBM, true);
+  m.key = map_key(p);
+  m.valid = true;
+  cache = m;
+}
+
 }  // namespace
 
+bool WgBwdMapCache::Key::operator==(const Key& o) const {
+  return q == o.q && k == o.k && v == o.v && d_o == o.d_o && workspace == o.workspace && total_q == o.total_q &&
+         total_k == o.total_k && q_stride_token == o.q_stride_token && q_stride_head == o.q_stride_head &&
+         k_stride_token == o.k_stride_token && k_stride_head == o.k_stride_head && heads == o.heads &&
+         kv_heads == o.kv_heads && num_seqs == o.num_seqs && head_size == o.head_size && dtype == o.dtype;
+}
+
 template <DType DT, int D>
-void launch_attention_bwd_wgmma(const AttentionBwdParams& p, cudaStream_t stream) {
+void launch_attention_bwd_wgmma(const AttentionBwdParams& p, WgBwdMapCache& maps, cudaStream_t stream) {
   static_assert(D == 64 || D == 128, "the wgmma backward's instances: head sizes 64 and 128");
   const BwdWorkspace ws = bwd_workspace(p);
+  if (!maps.valid || !(maps.key == map_key(p))) encode_maps(p, ws, maps);
   launch_bwd_preprocess<DT>(p, ws, stream);
-  const CUtensorMap tq = encode_rows_map(p.q, DT, D, p.total_q, p.heads, p.q_stride_token, p.q_stride_head, kBM, 1);
-  const CUtensorMap tdo = encode_rows_map(p.d_o, DT, D, p.total_q, p.heads, p.q_stride_token, p.q_stride_head, kBM, 1);
-  const CUtensorMap tk = encode_rows_map(p.k, DT, D, p.total_k, p.kv_heads, p.k_stride_token, p.k_stride_head, kBN, 1);
-  const CUtensorMap tv = encode_rows_map(p.v, DT, D, p.total_k, p.kv_heads, p.k_stride_token, p.k_stride_head, kBN, 1);
-  const CUtensorMap tl = encode_f32_map(ws.lse2, ws.row_stride, p.heads, ws.row_stride, kBM, 1, false);
-  const CUtensorMap td = encode_f32_map(ws.dsum, ws.row_stride, p.heads, ws.row_stride, kBM, 1, false);
-  const CUtensorMap tdq = encode_f32_map(ws.dq_acc, D, p.heads * ws.row_stride, D, 32, kBM, true);
   const dim3 grid((p.max_seqlen_k + kBN - 1) / kBN, p.kv_heads, p.num_seqs);
-  if (p.softcap > 0.f) launch_dkdv<DT, D, true>(grid, p, ws, {tq, tk, tv, tdo, tl, td, tdq}, stream);
-  else launch_dkdv<DT, D, false>(grid, p, ws, {tq, tk, tv, tdo, tl, td, tdq}, stream);
+  if (p.softcap > 0.f) launch_dkdv<DT, D, true>(grid, p, ws, maps, stream);
+  else launch_dkdv<DT, D, false>(grid, p, ws, maps, stream);
   launch_bwd_postprocess<DT>(p, ws, stream);
 }
 
-template void launch_attention_bwd_wgmma<DType::bf16, 64>(const AttentionBwdParams&, cudaStream_t);
-template void launch_attention_bwd_wgmma<DType::bf16, 128>(const AttentionBwdParams&, cudaStream_t);
-template void launch_attention_bwd_wgmma<DType::f16, 64>(const AttentionBwdParams&, cudaStream_t);
-template void launch_attention_bwd_wgmma<DType::f16, 128>(const AttentionBwdParams&, cudaStream_t);
+template void launch_attention_bwd_wgmma<DType::bf16, 64>(const AttentionBwdParams&, WgBwdMapCache&, cudaStream_t);
+template void launch_attention_bwd_wgmma<DType::bf16, 128>(const AttentionBwdParams&, WgBwdMapCache&, cudaStream_t);
+template void launch_attention_bwd_wgmma<DType::f16, 64>(const AttentionBwdParams&, WgBwdMapCache&, cudaStream_t);
+template void launch_attention_bwd_wgmma<DType::f16, 128>(const AttentionBwdParams&, WgBwdMapCache&, cudaStream_t);
 
 }  // namespace attnbench::cuda

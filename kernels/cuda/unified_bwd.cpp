@@ -1,5 +1,6 @@
 // cuda.unified_bwd's host side: what it takes, its plan (the path and the workspace) and the dispatch to an
 // instance of the chosen dK/dV kernel (ATTNBENCH_SM90_BWD_PATH).
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -16,6 +17,8 @@ enum class BwdPath { mma, wgmma };
 struct CudaBwdPlan final : AttentionBwdPlan {
   AttentionProblem problem;
   BwdPath path = BwdPath::mma;
+  mutable std::mutex maps_mutex;  // run() is const and may be called from any thread
+  mutable cuda::WgBwdMapCache maps;
 };
 
 // The knob's path for a head size, or "" with the reason it cannot be served that way.
@@ -41,18 +44,21 @@ std::string summary(int head_size, BwdPath path) {
   return s;
 }
 
-template <DType DT, int D> void launch_dt(const AttentionBwdParams& a, BwdPath path, cudaStream_t s) {
+template <DType DT, int D> void launch_dt(const AttentionBwdParams& a, const CudaBwdPlan& pl, cudaStream_t s) {
   if constexpr (cuda::wg_bwd_head_size(D)) {
-    if (path == BwdPath::wgmma) return cuda::launch_attention_bwd_wgmma<DT, D>(a, s);
+    if (pl.path == BwdPath::wgmma) {
+      const std::lock_guard<std::mutex> lock(pl.maps_mutex);
+      return cuda::launch_attention_bwd_wgmma<DT, D>(a, pl.maps, s);
+    }
   }
   cuda::launch_attention_bwd<DT, D>(a, s);
 }
 
-template <int D> void launch(const AttentionBwdParams& a, BwdPath path, cudaStream_t s) {
+template <int D> void launch(const AttentionBwdParams& a, const CudaBwdPlan& pl, cudaStream_t s) {
   if (a.dtype == DType::bf16)
-    launch_dt<DType::bf16, D>(a, path, s);
+    launch_dt<DType::bf16, D>(a, pl, s);
   else
-    launch_dt<DType::f16, D>(a, path, s);
+    launch_dt<DType::f16, D>(a, pl, s);
 }
 
 class CudaUnifiedBwd final : public AttentionBwdKernel {
@@ -90,9 +96,9 @@ class CudaUnifiedBwd final : public AttentionBwdKernel {
       throw std::invalid_argument("cuda.unified_bwd: strides must be multiples of 8 elements (16-byte rows)");
     auto* s = static_cast<cudaStream_t>(stream);
     switch (a.head_size) {  // supports() admitted only these
-      case 64: return launch<64>(a, pl->path, s);
-      case 128: return launch<128>(a, pl->path, s);
-      default: return launch<256>(a, pl->path, s);
+      case 64: return launch<64>(a, *pl, s);
+      case 128: return launch<128>(a, *pl, s);
+      default: return launch<256>(a, *pl, s);
     }
   }
 };

@@ -61,6 +61,15 @@ struct Visibility {
     return window_left >= 0 ? imax(0, i + diag - window_left) : 0;
   }
   ATTNBENCH_HD_INLINE bool visible(int i, int j) const { return j >= first_visible(i) && j < visible_end(i); }
+  // The same rule from the key's side, for kernels that walk queries under a key row: the rows [lo, hi) with key
+  // 0 <= j < kv_len visible (rows past q_len included: callers bound them), empty (lo >= hi) for any other j.
+  ATTNBENCH_HD_INLINE void rows_seeing(int j, int& lo, int& hi) const {
+    constexpr int kAll = 0x3fffffff;
+    lo = causal ? j - diag : -kAll;
+    if (window_right >= 0) lo = imax(lo, j - diag - window_right);
+    hi = window_left >= 0 ? j - diag + window_left + 1 : kAll;
+    if (j < 0 || j >= kv_len) hi = lo;
+  }
   ATTNBENCH_HD_INLINE int visible_count(int i) const { return imax(0, visible_end(i) - first_visible(i)); }
 
   // Keys [n0, n1) against rows [r0, r1] (n0 < n1, r0 <= r1): no row sees any of them (the tile can be skipped) ...
