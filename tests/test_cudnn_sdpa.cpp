@@ -342,6 +342,34 @@ TEST(CudnnSdpaFeatures, BandAlibiAndSinks) {
 
 // cuDNN is told of a spare block only where the table has a slot no token needs (the harness's inputs name it
 // there): a table whose every slot is used, the gated block's view of its projection, names only the caller's.
+// ATTNBENCH_CUDNN_DIAGONAL=auto gives cuDNN the top-left diagonal only where it is the declared mask (every q_len
+// == kv_len), with a window too; declared keeps the problem's; the choice is in the graph key and the summary's text.
+TEST(CudnnSdpaKnobs, AutoDiagonalIsTopLeftOnlyWhereItIsTheSameMask) {
+  using cudnn::Diagonal;
+  AttentionProblem p = small_problem();  // causal, q 1 and 5 of kv 100 and 37
+  EXPECT_FALSE(cudnn::band_of(p, Diagonal::automatic).top_left);
+  EXPECT_EQ(cudnn::band_text(p, Diagonal::automatic), ", bottom-right causal");
+  p.q_lens = p.kv_lens = {64, 32};
+  EXPECT_TRUE(cudnn::band_of(p, Diagonal::automatic).top_left);
+  EXPECT_EQ(cudnn::band_of(p, Diagonal::automatic).right, std::optional<int64_t>(0));
+  EXPECT_FALSE(cudnn::band_of(p, Diagonal::declared).top_left);
+  EXPECT_EQ(cudnn::band_text(p, Diagonal::automatic), ", top-left causal");
+  EXPECT_EQ(cudnn::band_text(p, Diagonal::declared), ", bottom-right causal");
+  p.features.window_left = 16;
+  EXPECT_TRUE(cudnn::band_of(p, Diagonal::automatic).top_left);
+  EXPECT_EQ(cudnn::band_of(p, Diagonal::automatic).left, std::optional<int64_t>(17));
+  p.features.window_left = -1;
+
+  EXPECT_EQ(cudnn::plan_choice(knobs()).diagonal, Diagonal::automatic);
+  const cudnn::PlanChoice declared =
+      cudnn::plan_choice(KnobValues::resolve({{"ATTNBENCH_CUDNN_DIAGONAL", "declared"}}, false));
+  EXPECT_EQ(declared.diagonal, Diagonal::declared);
+  const cudnn::Layout l = cudnn::planned_layout(p);
+  EXPECT_NE(cudnn::graph_key(p, l, declared), cudnn::graph_key(p, l, cudnn::plan_choice(knobs())));
+  EXPECT_THROW(KnobValues::resolve({{"ATTNBENCH_CUDNN_DIAGONAL", "top_left"}}, false), std::invalid_argument);
+  EXPECT_THROW(KnobValues::resolve({{"ATTNBENCH_CUDNN_BWD_LAYOUT", "dense"}}, false), std::invalid_argument);
+}
+
 TEST(CudnnSdpaLayouts, TheContainerHasASpareBlockOnlyForUnusedSlots) {
   AttentionProblem p = small_problem();  // kv 100 and 37 in blocks of 64: 2 + 1 blocks, ragged
   const cudnn::Layout planned = cudnn::planned_layout(p);

@@ -99,6 +99,15 @@ const std::vector<KnobSpec>& knob_table() {
        "(0-based) of the heuristics' list; autotune = every candidate built and timed at plan time (median of 10 "
        "executions after 3 warm-ups), the fastest kept; the plan summary names the engine and the times",
        KnobSyntax::one_or_integer},
+      {"ATTNBENCH_CUDNN_DIAGONAL", {"auto", "declared"}, "auto",
+       "cudnn.sdpa,cudnn.sdpa_backward,cudnn.gated_chain,cudnn.gated_chain_bwd",
+       "cudnn.*: the causal band's alignment cuDNN is given: declared = the problem's (bottom-right unless top-left); "
+       "auto = top-left wherever every sequence has as many queries as keys, where the two are the same mask (cuDNN's "
+       "backward took 2x as long on causal rows bottom-right, its forward up to 1.7%: kernels/NOTES.md)"},
+      {"ATTNBENCH_CUDNN_BWD_LAYOUT", {"auto", "ragged"}, "auto", "cudnn.sdpa_backward,cudnn.gated_chain_bwd",
+       "cudnn.sdpa_backward: ragged = every tensor with ragged offsets and a padding mask; auto = a batch whose "
+       "sequences all have one q length and one kv length goes to cuDNN as dense [B, S, H, d] tensors without a "
+       "padding mask (the same memory; 7% faster, measured), others ragged"},
       {"ATTNBENCH_CUDNN_IMPL", {"auto", "composite", "unified"}, "auto", "cudnn.sdpa,cudnn.gated_chain",
        "cudnn.sdpa: the frontend's SDPA node: auto = the frontend's pick (unified where its support surface takes "
        "the graph: cuDNN >= 9.15 for paged caches, no causal band; composite where that unified node gives no "

@@ -64,10 +64,10 @@ TensorPtr declare_fp8_sdpa(fe::graph::Graph& g, fe::graph::Tensor_attributes q, 
 
 // The SDPA node of p on layout l: paged K/V containers {blocks, kv_heads, block_size, d} by the cache's strides,
 // the block table as both page tables {B, 1, blocks per sequence, 1}, the padding mask's lengths, the diagonal
-// band of band_of(p) (causal bottom-right where masked(p), a sliding window), ALiBi, the sinks as a [1, H, 1, 1]
-// fp32 input.
+// band of band_of(p, diag) (causal where masked(p), a sliding window), ALiBi, the sinks as a [1, H, 1, 1] fp32
+// input.
 void declare_sdpa(fe::graph::Graph& g, const AttentionProblem& p, const Layout& l, bool ragged,
-                  cudnn::Implementation impl) {
+                  cudnn::Implementation impl, cudnn::Diagonal diag) {
   const int64_t b = p.num_seqs(), pages = p.max_blocks_per_seq(), ts = l.table_stride;
   auto q = token_tensor("Q", kQ, p, l.q_token, l.q_head);
   if (ragged) q.set_ragged_offset(index_tensor(g, "q_offsets", kQOffsets, {b + 1, 1, 1, 1}, {1, 1, 1, 1}));
@@ -86,7 +86,7 @@ void declare_sdpa(fe::graph::Graph& g, const AttentionProblem& p, const Layout& 
                      .set_paged_attention_k_table(index_tensor(g, "table_k", kTableK, {b, 1, pages, 1}, {ts, ts, 1, 1}))
                      .set_paged_attention_v_table(index_tensor(g, "table_v", kTableV, {b, 1, pages, 1}, {ts, ts, 1, 1}))
                      .set_paged_attention_max_seq_len_kv(p.max_seqlen_k());
-  const Band band = band_of(p);
+  const Band band = band_of(p, diag);
   if (band.left || band.right)
     options.set_diagonal_alignment(band.top_left ? fe::DiagonalAlignment_t::TOP_LEFT
                                                  : fe::DiagonalAlignment_t::BOTTOM_RIGHT);
@@ -210,7 +210,7 @@ std::shared_ptr<BuiltGraph> build_on(cudnnHandle_t h, const AttentionProblem& p,
   g.set_io_data_type(p.types.o == DType::f16 ? fe::DataType_t::HALF : fe::DataType_t::BFLOAT16)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
-  declare_sdpa(g, p, l, built->ragged, node);
+  declare_sdpa(g, p, l, built->ragged, node, choice.diagonal);
   const std::pair<const char*, std::function<fe::error_t()>> steps[] = {
       {"validate", [&] { return g.validate(); }},
       {"build_operation_graph", [&] { return g.build_operation_graph(h); }},

@@ -82,7 +82,15 @@ PlanChoice parse_plan_choice(const std::string& heuristics, const std::string& p
 }
 
 PlanChoice plan_choice(const KnobValues& knobs) {
-  return parse_plan_choice(knobs.get(kHeuristicsKnob), knobs.get(kPlanKnob), knobs.get(kImplKnob));
+  PlanChoice c = parse_plan_choice(knobs.get(kHeuristicsKnob), knobs.get(kPlanKnob), knobs.get(kImplKnob));
+  c.diagonal = diagonal_choice(knobs);
+  return c;
+}
+
+Diagonal diagonal_choice(const KnobValues& knobs) {
+  const std::string v = knobs.get(kDiagonalKnob);
+  check(kDiagonalKnob, v);
+  return v == "declared" ? Diagonal::declared : Diagonal::automatic;
 }
 
 std::string implementation_text(Implementation i) {
@@ -166,10 +174,10 @@ Fp8Scalars fp8_scalars_of(const AttentionProblem& p) {
   return s;
 }
 
-Band band_of(const AttentionProblem& p) {
+Band band_of(const AttentionProblem& p, Diagonal d) {
   const AttentionFeatures& f = p.features;
   Band b;
-  b.top_left = p.top_left || !f.alibi_slopes.empty() || (fp8_graph(p) && q_is_kv(p));
+  b.top_left = p.top_left || !f.alibi_slopes.empty() || ((fp8_graph(p) || d == Diagonal::automatic) && q_is_kv(p));
   if (masked(p) || (p.causal && f.window_left >= 0) || !f.alibi_slopes.empty()) {
     b.right = 0;
   } else if (f.window_right >= 0) {
@@ -179,10 +187,10 @@ Band band_of(const AttentionProblem& p) {
   return b;
 }
 
-std::string band_text(const AttentionProblem& p) {
-  const Band b = band_of(p);
+std::string band_text(const AttentionProblem& p, Diagonal d) {
+  const Band b = band_of(p, d);
   if (!b.left && !b.right) return p.causal ? ", causal at q_len 1 (no mask)" : ", non-causal";
-  if (!b.left && !b.top_left && b.right == 0) return ", bottom-right causal";
+  if (!b.left && b.right == 0) return b.top_left ? ", top-left causal" : ", bottom-right causal";
   std::string out = std::string(", band ") + (b.top_left ? "top-left" : "bottom-right");
   if (b.left) out += " left " + std::to_string(*b.left);
   if (b.right) out += " right " + std::to_string(*b.right);
@@ -198,7 +206,7 @@ std::string graph_key(const AttentionProblem& p, const Layout& l, const PlanChoi
   k << p.types.name() << ' ' << p.num_seqs() << ' ' << p.heads << ' ' << p.kv_heads << ' ' << p.head_size
     << ' ' << p.block_size << ' ' << p.max_seqlen_q() << ' ' << p.max_seqlen_k() << ' ' << container_blocks(p, l) << ' '
     << ragged_q(p) << ' ' << p.causal << ' ' << std::hexfloat << p.softmax_scale();
-  const Band b = band_of(p);
+  const Band b = band_of(p, c.diagonal);
   k << " band " << b.top_left << ' ' << b.left.value_or(-1) << ' ' << b.right.value_or(-1) << " sinks "
     << !p.features.sinks.empty();
   for (int64_t v : {l.q_token, l.q_head, l.o_token, l.o_head, l.kv_block, l.kv_token, l.kv_head, l.table_stride})

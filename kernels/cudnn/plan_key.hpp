@@ -42,6 +42,11 @@ bool ragged_q(const AttentionProblem& p);
 int64_t container_blocks(const AttentionProblem& p, const Layout& l);
 
 enum class Heuristic { a, b, fallback };
+// The causal band's alignment cuDNN is given (ATTNBENCH_CUDNN_DIAGONAL): the problem's, or top-left where that is
+// the same mask (every q_len == kv_len).
+enum class Diagonal { automatic, declared };
+constexpr const char* kDiagonalKnob = "ATTNBENCH_CUDNN_DIAGONAL";
+Diagonal diagonal_choice(const KnobValues& knobs);
 enum class Implementation { automatic, composite, unified };  // the frontend's SDPA node
 
 // Which SDPA node, which engine configs are the candidates (the heuristics modes' lists, joined in order) and
@@ -52,6 +57,7 @@ struct PlanChoice {
   std::vector<Heuristic> heuristics = {Heuristic::a};
   Pick pick = Pick::first;
   int64_t index = 0;  // the candidate when pick == index
+  Diagonal diagonal = Diagonal::automatic;
   bool builds_all() const { return pick == Pick::autotune; }
 };
 
@@ -86,16 +92,18 @@ inline bool masked(const AttentionProblem& p) { return p.causal && (p.max_seqlen
 std::string feature_conflict(const AttentionProblem& p);
 // Whether the slopes are cuDNN's ALiBi slopes for that many heads (within 0.1%: cuDNN computes with its own).
 bool cudnn_alibi_slopes(const std::vector<float>& slopes);
-// The diagonal band of p: bottom-right, except top-left when p is, under ALiBi, and for an FP8 graph where
-// q_is_kv (cuDNN's FP8 SDPA on SM90 has the top-left diagonal only); right bound 0 when causal (and the rows see
-// past the diagonal nowhere else), window_right when not; left bound window_left + 1. nullopt: no bound.
+// The diagonal band of p: bottom-right, except top-left when p is, under ALiBi, for an FP8 graph where q_is_kv
+// (cuDNN's FP8 SDPA on SM90 has the top-left diagonal only), and under Diagonal::automatic wherever q_is_kv (the
+// same mask); right bound 0 when causal (and the rows see past the diagonal nowhere else), window_right when not;
+// left bound window_left + 1. nullopt: no bound.
 struct Band {
   bool top_left = false;
   std::optional<int64_t> left, right;
 };
-Band band_of(const AttentionProblem& p);
-// The band as a plan summary says it: ", bottom-right causal", ", band top-left left 4097 right 0", ", non-causal".
-std::string band_text(const AttentionProblem& p);
+Band band_of(const AttentionProblem& p, Diagonal d = Diagonal::declared);
+// The band as a plan summary says it: ", bottom-right causal", ", top-left causal", ", band top-left left 4097
+// right 0", ", non-causal".
+std::string band_text(const AttentionProblem& p, Diagonal d = Diagonal::declared);
 // A cuDNN or frontend version number (MAJOR * 10000 + MINOR * 100 + PATCH) as "9.19.0".
 std::string version_text(int64_t v);
 

@@ -115,8 +115,8 @@ struct CudnnSdpaPlan : AttentionPlan {
 
 // The mask and the features as the graph has them: ", bottom-right causal", ", band top-left left 4097 right 0,
 // ALiBi", ", sinks".
-std::string mask_text(const AttentionProblem& p) {
-  std::string out = cudnn::band_text(p);
+std::string mask_text(const AttentionProblem& p, cudnn::Diagonal d) {
+  std::string out = cudnn::band_text(p, d);
   if (!p.features.alibi_slopes.empty()) out += ", ALiBi";
   if (!p.features.sinks.empty()) out += ", sinks";
   return out;
@@ -124,8 +124,8 @@ std::string mask_text(const AttentionProblem& p) {
 
 // What ran: versions, the frontend's node, the mask and tables, the knobs' choice and the candidate with its engine.
 std::string summary_of(const AttentionProblem& p, const BuiltGraph& g, const Candidate& c, const Tuning* t) {
-  const std::string mask = mask_text(p);
   const PlanChoice& k = g.choice;
+  const std::string mask = mask_text(p, k.diagonal);
   const std::string fp8 = g.fp8 ? " fp8 (" + std::string(dtype_name(p.types.q)) +
                                       " Q/K/V, P at 2^8, e4m3 O at 1/v_scale dequantised by a pass in run())"
                                 : "";

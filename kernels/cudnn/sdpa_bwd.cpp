@@ -1,10 +1,11 @@
 // cudnn.sdpa_backward: cuDNN's fused SDPA backward, built through the cuDNN frontend's graph API and run in-process
 // on attnbench's packed varlen inputs as they are: Q, O, dO, dQ and K, V, dK, dV as cuDNN's ragged [B, H, S, d]
 // tensors (each sequence at cu_seqlens * token stride), the forward's LSE as the ragged stats [B, H, S_q, 1], the
-// padding mask's lengths and the causal / sliding-window band of band_of(p). supports() builds (and caches) the
-// graph, so a problem cuDNN refuses is declined with cuDNN's own message; run() derives the lengths and offsets from
-// the device's cu_seqlens on the caller's stream (derived.cu's kernel), then executes the graph: it allocates nothing
-// and captures into a CUDA graph.
+// padding mask's lengths and the causal / sliding-window band of band_of(p); a batch of one q and one kv length as
+// the same memory's dense tensors without the padding mask (ATTNBENCH_CUDNN_BWD_LAYOUT). supports() builds (and
+// caches) the graph, so a problem cuDNN refuses is declined with cuDNN's own message; run() derives the ragged
+// form's lengths and offsets from the device's cu_seqlens on the caller's stream (derived.cu's kernel), then
+// executes the graph: it allocates nothing and captures into a CUDA graph.
 #include <cudnn_frontend.h>
 
 #include <cstddef>
@@ -53,6 +54,26 @@ struct BwdLayout {
   }
 };
 
+// How the problem goes to cuDNN: the diagonal's alignment, and dense tensors (no offsets, no padding mask) or
+// ragged ones.
+struct BwdForm {
+  cudnn::Diagonal diagonal = cudnn::Diagonal::automatic;
+  bool dense = false;
+};
+
+constexpr const char* kLayoutKnob = "ATTNBENCH_CUDNN_BWD_LAYOUT";
+
+// Every sequence with one q length and one kv length: the packed tokens are a dense [B, S, H, d] batch.
+bool uniform(const AttentionProblem& p) {
+  for (std::size_t s = 0; s < p.q_lens.size(); ++s)
+    if (p.q_lens[s] != p.q_lens.front() || p.kv_lens[s] != p.kv_lens.front()) return false;
+  return true;
+}
+
+BwdForm form_of(const AttentionProblem& p, const KnobValues& knobs) {
+  return {cudnn::diagonal_choice(knobs), knobs.get(kLayoutKnob) == "auto" && uniform(p)};
+}
+
 BwdLayout layout_of(const AttentionBwdParams& a) {
   return {a.q_stride_token, a.q_stride_head, a.k_stride_token, a.k_stride_head};
 }
@@ -93,22 +114,24 @@ std::string offsets_conflict(const AttentionProblem& p, const BwdLayout& l) {
 }
 
 // The declines that need no device: the op's rules, softcap, cuDNN's head sizes, the offsets, rows with no key.
-std::string problem_conflict(const AttentionProblem& p) {
+std::string problem_conflict(const AttentionProblem& p, const BwdForm& form) {
   if (std::string why = attention_bwd_conflict(p); !why.empty()) return why;
   if (p.features.softcap != 0.f) return std::string("feature 'softcap': not implemented by ") + kName;
   if (p.head_size % 8 != 0 || p.head_size > 256)
     return "head_size " + std::to_string(p.head_size) +
            ": cuDNN's SDPA backward takes multiples of 8 up to 256 on SM90 (up to 128 elsewhere)";
-  if (std::string why = offsets_conflict(p, planned_layout(p)); !why.empty()) return why;
+  if (std::string why = form.dense ? "" : offsets_conflict(p, planned_layout(p)); !why.empty()) return why;
   if (coverage_of(p).empty_rows)
     return "rows that see no key: their LSE is -inf and cuDNN's backward takes exp(s - LSE) over masked scores";
   return "";
 }
 
-// [B, h, s, d] over packed tokens at these strides, sequence b starting at offsets[b] elements.
+// [B, h, s, d] over packed tokens at these strides, sequence b starting at offsets[b] elements (at b s tokens
+// where offsets is null: the dense batch).
 void shape_packed(fe::graph::Tensor_attributes& t, Uid uid, int64_t b, int64_t h, int64_t s, int64_t d,
                   int64_t st_token, int64_t st_head, const TensorPtr& offsets) {
-  t.set_uid(uid).set_dim({b, h, s, d}).set_stride({s * st_token, st_head, st_token, 1}).set_ragged_offset(offsets);
+  t.set_uid(uid).set_dim({b, h, s, d}).set_stride({s * st_token, st_head, st_token, 1});
+  if (offsets) t.set_ragged_offset(offsets);
 }
 
 TensorPtr index_tensor(fe::graph::Graph& g, const char* name, Uid uid, int64_t n) {
@@ -116,20 +139,19 @@ TensorPtr index_tensor(fe::graph::Graph& g, const char* name, Uid uid, int64_t n
                       .set_stride({1, 1, 1, 1}).set_data_type(fe::DataType_t::INT32));
 }
 
-// The padding mask's lengths, the band of band_of(p) (causal bottom-right where masked, a sliding window, top-left
-// where p is) and the total token counts, which size cuDNN's fp32 dQ accumulator and GQA's per-head dK/dV by the
+// The band of band_of(p, form.diagonal) (causal where masked, a sliding window) and, ragged, the padding mask's
+// lengths and the total token counts, which size cuDNN's fp32 dQ accumulator and GQA's per-head dK/dV by the
 // tokens rather than by B x the longest sequence.
-fe::graph::SDPA_backward_attributes bwd_options(fe::graph::Graph& g, const AttentionProblem& p) {
+fe::graph::SDPA_backward_attributes bwd_options(fe::graph::Graph& g, const AttentionProblem& p, const BwdForm& form) {
   const int64_t b = p.num_seqs();
-  auto o = fe::graph::SDPA_backward_attributes()
-               .set_name(kName)
-               .set_attn_scale(p.softmax_scale())
-               .set_padding_mask(true)
-               .set_seq_len_q(index_tensor(g, "seq_len_q", kSeqLenQ, b))
-               .set_seq_len_kv(index_tensor(g, "seq_len_kv", kSeqLenKv, b))
-               .set_max_total_seq_len_q(p.total_q())
-               .set_max_total_seq_len_kv(total_k(p));
-  const Band band = cudnn::band_of(p);
+  auto o = fe::graph::SDPA_backward_attributes().set_name(kName).set_attn_scale(p.softmax_scale());
+  if (!form.dense)
+    o.set_padding_mask(true)
+        .set_seq_len_q(index_tensor(g, "seq_len_q", kSeqLenQ, b))
+        .set_seq_len_kv(index_tensor(g, "seq_len_kv", kSeqLenKv, b))
+        .set_max_total_seq_len_q(p.total_q())
+        .set_max_total_seq_len_kv(total_k(p));
+  const Band band = cudnn::band_of(p, form.diagonal);
   if (band.left || band.right)
     o.set_diagonal_alignment(band.top_left ? fe::DiagonalAlignment_t::TOP_LEFT : fe::DiagonalAlignment_t::BOTTOM_RIGHT);
   if (band.right) o.set_diagonal_band_right_bound(static_cast<int>(*band.right));
@@ -137,14 +159,16 @@ fe::graph::SDPA_backward_attributes bwd_options(fe::graph::Graph& g, const Atten
   return o;
 }
 
-// The SDPA backward node of p on layout l: every tensor ragged; the stats fp32 [B, H, S_q, 1] over the packed LSE
-// [total_q, heads] (token stride heads, head stride 1), sequence b at cu_seqlens_q[b] * heads.
-void declare_sdpa_bwd(fe::graph::Graph& g, const AttentionProblem& p, const BwdLayout& l) {
+// The SDPA backward node of p on layout l: every tensor ragged (or dense); the stats fp32 [B, H, S_q, 1] over the
+// packed LSE [total_q, heads] (token stride heads, head stride 1), sequence b at cu_seqlens_q[b] * heads.
+void declare_sdpa_bwd(fe::graph::Graph& g, const AttentionProblem& p, const BwdLayout& l, const BwdForm& form) {
   const int64_t b = p.num_seqs(), h = p.heads, hk = p.kv_heads, d = p.head_size;
   const int64_t sq = p.max_seqlen_q(), sk = p.max_seqlen_k();
-  const TensorPtr q_off = index_tensor(g, "q_offsets", kQOffsets, b + 1);
-  const TensorPtr k_off = index_tensor(g, "k_offsets", kKOffsets, b + 1);
-  const TensorPtr st_off = index_tensor(g, "stats_offsets", kStatsOffsets, b + 1);
+  const auto offsets = [&](const char* name, Uid uid) {
+    return form.dense ? TensorPtr() : index_tensor(g, name, uid, b + 1);
+  };
+  const TensorPtr q_off = offsets("q_offsets", kQOffsets), k_off = offsets("k_offsets", kKOffsets);
+  const TensorPtr st_off = offsets("stats_offsets", kStatsOffsets);
   const auto input = [&](const char* name, Uid uid, bool q_side) {
     fe::graph::Tensor_attributes t;
     t.set_name(name);
@@ -157,7 +181,7 @@ void declare_sdpa_bwd(fe::graph::Graph& g, const AttentionProblem& p, const BwdL
   shape_packed(stats, kStats, b, h, sq, 1, h, 1, st_off);
   auto [dq, dk, dv] = g.sdpa_backward(input("Q", kQ, true), input("K", kK, false), input("V", kV, false),
                                       input("O", kO, true), input("dO", kDO, true), g.tensor(stats),
-                                      bwd_options(g, p));
+                                      bwd_options(g, p, form));
   shape_packed(dq->set_output(true), kDQ, b, h, sq, d, l.q_token, l.q_head, q_off);
   shape_packed(dk->set_output(true), kDK, b, hk, sk, d, l.k_token, l.k_head, k_off);
   shape_packed(dv->set_output(true), kDV, b, hk, sk, d, l.k_token, l.k_head, k_off);
@@ -173,12 +197,12 @@ struct BuiltBwd {
 
 // validate, operation graph, heuristics A then fallback, support check, the first plan that builds. "" or
 // "cuDNN: <step>: <cuDNN's message>".
-std::string build(BuiltBwd& b, cudnnHandle_t h, const AttentionProblem& p) {
+std::string build(BuiltBwd& b, cudnnHandle_t h, const AttentionProblem& p, const BwdForm& form) {
   fe::graph::Graph& g = b.graph;
   g.set_io_data_type(p.types.o == DType::f16 ? fe::DataType_t::HALF : fe::DataType_t::BFLOAT16)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
-  declare_sdpa_bwd(g, p, planned_layout(p));
+  declare_sdpa_bwd(g, p, planned_layout(p), form);
   const std::pair<const char*, std::function<fe::error_t()>> steps[] = {
       {"validate", [&] { return g.validate(); }},
       {"build_operation_graph", [&] { return g.build_operation_graph(h); }},
@@ -196,25 +220,25 @@ std::string build(BuiltBwd& b, cudnnHandle_t h, const AttentionProblem& p) {
   return "";
 }
 
-// Everything the graph depends on: dtype, dims, lengths' maxima and totals, scale, band (the layout follows p).
-std::string graph_key(const AttentionProblem& p) {
+// Everything the graph depends on: dtype, dims, lengths' maxima and totals, scale, band, form (the layout follows p).
+std::string graph_key(const AttentionProblem& p, const BwdForm& form) {
   std::ostringstream k;
-  const Band band = cudnn::band_of(p);
+  const Band band = cudnn::band_of(p, form.diagonal);
   k << dtype_name(p.types.o) << ' ' << p.num_seqs() << ' ' << p.heads << ' ' << p.kv_heads << ' ' << p.head_size
     << ' ' << p.max_seqlen_q() << ' ' << p.max_seqlen_k() << ' ' << p.total_q() << ' ' << total_k(p) << ' '
     << std::hexfloat << p.softmax_scale() << " band " << band.top_left << ' ' << band.left.value_or(-1) << ' '
-    << band.right.value_or(-1);
+    << band.right.value_or(-1) << (form.dense ? " dense" : " ragged");
   return k.str();
 }
 
-std::shared_ptr<const BuiltBwd> cached_graph(const AttentionProblem& p, std::string* why) {
+std::shared_ptr<const BuiltBwd> cached_graph(const AttentionProblem& p, const BwdForm& form, std::string* why) {
   static auto* cache = new cudnn::GraphLru<BuiltBwd>(kCachedGraphs);
   const auto make = [&](cudnnHandle_t h, std::string* refusal) -> std::shared_ptr<const BuiltBwd> {
     auto built = std::make_shared<BuiltBwd>();
-    *refusal = build(*built, h, p);
+    *refusal = build(*built, h, p, form);
     return refusal->empty() ? built : nullptr;
   };
-  return cache->get(graph_key(p), make, why);
+  return cache->get(graph_key(p, form), make, why);
 }
 
 // The derived index tensors in the workspace after cuDNN's bytes, each 256-byte aligned: the lengths [B] of Q and
@@ -244,6 +268,7 @@ int32_t* at(void* workspace, std::size_t offset) {
 struct CudnnBwdPlan final : AttentionBwdPlan {
   AttentionProblem problem;
   BwdLayout layout;
+  BwdForm form;
   std::shared_ptr<const BuiltBwd> graph;
   TableLayout tables;
   bool zero_dkdv = false;          // keys no row sees: cuDNN is not relied on for their zero gradients
@@ -252,9 +277,10 @@ struct CudnnBwdPlan final : AttentionBwdPlan {
 
 std::string summary_of(const AttentionProblem& p, const CudnnBwdPlan& pl) {
   const std::string gqa = p.kv_heads == p.heads ? "" : ", GQA " + std::to_string(p.group_size());
+  const std::string layout = pl.form.dense ? ", dense [B, S, H, d] (one q and one kv length), no padding mask"
+                                           : ", padding mask, ragged q/k/stats; lengths and offsets by a kernel in run()";
   return "cudnn " + version_text(static_cast<int64_t>(cudnnGetVersion())) + " sdpa_backward (frontend " +
-         version_text(CUDNN_FRONTEND_VERSION) + ")" + cudnn::band_text(p) + gqa +
-         ", padding mask, ragged q/k/stats; lengths and offsets by a kernel in run()" +
+         version_text(CUDNN_FRONTEND_VERSION) + ")" + cudnn::band_text(p, pl.form.diagonal) + gqa + layout +
          (pl.zero_dkdv ? "; dK/dV zeroed first (keys no row sees)" : "") + "; heuristics a,fallback, plan first: " +
          pl.graph->engine;
 }
@@ -274,15 +300,15 @@ void derive_tables(const CudnnBwdPlan& pl, const AttentionBwdParams& a, cudaStre
 
 std::unordered_map<int64_t, void*> variant_pack(const CudnnBwdPlan& pl, const AttentionBwdParams& a) {
   const auto in = [](const void* p) { return const_cast<void*>(p); };
-  return {{kQ, in(a.q)},           {kK, in(a.k)},
-          {kV, in(a.v)},           {kO, in(a.o)},
-          {kDO, in(a.d_o)},        {kStats, in(a.lse)},
-          {kDQ, a.dq},             {kDK, a.dk},
-          {kDV, a.dv},             {kSeqLenQ, at(a.workspace, pl.tables.seq_len_q)},
-          {kSeqLenKv, at(a.workspace, pl.tables.seq_len_kv)},
-          {kQOffsets, at(a.workspace, pl.tables.q_offsets)},
-          {kKOffsets, at(a.workspace, pl.tables.k_offsets)},
-          {kStatsOffsets, at(a.workspace, pl.tables.stats_offsets)}};
+  std::unordered_map<int64_t, void*> pack = {{kQ, in(a.q)},    {kK, in(a.k)},   {kV, in(a.v)},
+                                             {kO, in(a.o)},    {kDO, in(a.d_o)}, {kStats, in(a.lse)},
+                                             {kDQ, a.dq},      {kDK, a.dk},     {kDV, a.dv}};
+  if (pl.form.dense) return pack;
+  const std::pair<Uid, std::size_t> tables[] = {{kSeqLenQ, pl.tables.seq_len_q},  {kSeqLenKv, pl.tables.seq_len_kv},
+                                                {kQOffsets, pl.tables.q_offsets}, {kKOffsets, pl.tables.k_offsets},
+                                                {kStatsOffsets, pl.tables.stats_offsets}};
+  for (const auto& [uid, offset] : tables) pack[uid] = at(a.workspace, offset);
+  return pack;
 }
 
 // dK and dV over the packed layout (the plan's dense one), before cuDNN writes the rows its masks reach.
@@ -297,25 +323,28 @@ class CudnnSdpaBackward final : public AttentionBwdKernel {
   std::string name() const override { return kName; }
   Backend backend() const override { return Backend::cuda; }
 
-  Support supports(const AttentionProblem& p, const KnobValues& /*knobs*/) const override {
+  Support supports(const AttentionProblem& p, const KnobValues& knobs) const override {
     try {
-      if (const std::string why = problem_conflict(p); !why.empty()) return Support::no(why);
+      const BwdForm form = form_of(p, knobs);
+      if (const std::string why = problem_conflict(p, form); !why.empty()) return Support::no(why);
       if (cuda::device_count() == 0) return Support::no("no CUDA device");
       std::string why;
-      if (!cached_graph(p, &why)) return Support::no(why);
+      if (!cached_graph(p, form, &why)) return Support::no(why);
       return Support::yes();
     } catch (const std::exception& e) {
       return Support::no(std::string(kName) + ": " + e.what());
     }
   }
 
-  std::unique_ptr<AttentionBwdPlan> plan(const AttentionProblem& p, const KnobValues& /*knobs*/) const override {
-    if (const std::string why = problem_conflict(p); !why.empty())
+  std::unique_ptr<AttentionBwdPlan> plan(const AttentionProblem& p, const KnobValues& knobs) const override {
+    const BwdForm form = form_of(p, knobs);
+    if (const std::string why = problem_conflict(p, form); !why.empty())
       throw std::invalid_argument(std::string(kName) + " declines: " + why);
     if (cuda::device_count() == 0) throw std::invalid_argument(std::string(kName) + ": no CUDA device");
     auto pl = std::make_unique<CudnnBwdPlan>();
+    pl->form = form;
     std::string why;
-    pl->graph = cached_graph(p, &why);
+    pl->graph = cached_graph(p, form, &why);
     if (!pl->graph) throw std::invalid_argument(std::string(kName) + " declines: " + why);
     pl->problem = p;
     pl->layout = planned_layout(p);
@@ -337,7 +366,7 @@ class CudnnSdpaBackward final : public AttentionBwdKernel {
       throw std::invalid_argument(std::string(kName) + ": params' strides differ from the dense packed ones the "
                                   "plan's graph was built for");
     const auto s = static_cast<cudaStream_t>(stream);
-    derive_tables(*pl, a, s);
+    if (!pl->form.dense) derive_tables(*pl, a, s);
     if (pl->zero_dkdv) zero_dkdv(a, s);
     auto pack = variant_pack(*pl, a);
     std::lock_guard<std::mutex> lock(pl->graph->mu);
