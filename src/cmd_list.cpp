@@ -48,7 +48,7 @@ void list_shapes(const ListCli& c) {
   for (const auto& g : names) sources.emplace_back(g, load_group(g));
   for (const auto& f : c.selection.shape_files) sources.emplace_back(f, load_shape_file(f));
   for (const auto& spec : c.selection.inline_shapes)
-    sources.emplace_back("--shape '" + spec + "'", load_inline_shape(spec));
+    sources.emplace_back(inline_shape_source(spec), load_inline_shape(spec));
   for (const auto& [title, cases] : sources) {
     std::cout << title << ":\n";
     std::string last;

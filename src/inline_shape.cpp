@@ -16,12 +16,12 @@ const char* const kInlineShapeGrammar =
     "d<head_size> h<heads>[/<kv_heads>] [b<batch>] [q<seqlen_q>] kv<seqlen_k> | s<seqlen>, [bs<block_size>] "
     "[causal|noncausal] [bf16|fp16|...,...] [field=JSON ...] (a shape file's fields, e.g. softcap=30)";
 
+std::string inline_shape_source(const std::string& spec) { return "--shape '" + spec + "'"; }
+
 namespace {
 
-std::string source_of(const std::string& spec) { return "--shape '" + spec + "'"; }
-
 [[noreturn]] void fail(const std::string& spec, const std::string& why) {
-  throw UsageError(source_of(spec) + ": " + why + " (grammar: " + kInlineShapeGrammar + ")");
+  throw UsageError(inline_shape_source(spec) + ": " + why + " (grammar: " + kInlineShapeGrammar + ")");
 }
 
 // The digits after a token's prefix, as a JSON integer; anything else is an error naming the token.
@@ -49,7 +49,7 @@ void read_field(const std::string& spec, const std::string& token, json& s) {
   const bool json_like = std::isdigit(static_cast<unsigned char>(text[0])) ||
                          std::string("-[{\"").find(text[0]) != std::string::npos || text == "true" ||
                          text == "false" || text == "null";
-  s[key] = json_like ? parse_json_text(text, source_of(spec) + " field '" + key + "'", "value") : json(text);
+  s[key] = json_like ? parse_json_text(text, inline_shape_source(spec) + " field '" + key + "'", "value") : json(text);
 }
 
 // "bf16" or "bf16,fp16": the dtypes, or empty when any of them is no dtype.
@@ -101,7 +101,7 @@ json inline_shape_doc(const std::string& spec) {
 }
 
 std::vector<ShapeCase> load_inline_shape(const std::string& spec) {
-  return load_shape_doc(inline_shape_doc(spec), source_of(spec));
+  return load_shape_doc(inline_shape_doc(spec), inline_shape_source(spec));
 }
 
 }  // namespace attnbench

@@ -18,5 +18,7 @@ extern const char* const kInlineShapeGrammar;
 nlohmann::json inline_shape_doc(const std::string& spec);
 // Its cases (one per dtype), as load_shape_file gives a file's; errors name "--shape 'SPEC'".
 std::vector<ShapeCase> load_inline_shape(const std::string& spec);
+// "--shape 'SPEC'": the cases' `file`, and the name errors give the spec.
+std::string inline_shape_source(const std::string& spec);
 
 }  // namespace attnbench

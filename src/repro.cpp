@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "attnbench/knobs.hpp"
+#include "inline_shape.hpp"
 #include "registry.hpp"
 
 namespace attnbench {
@@ -38,7 +39,10 @@ std::string repro_command(const RunOptions& o, const ShapeCase& c, const std::st
   if (const KernelEntry* e = find_kernel(kernel); e && !e->plugin_sha256.empty())
     os << "--plugin " << shell_quote(e->plugin) << " ";
   const bool from_group = std::find(o.groups.begin(), o.groups.end(), c.group) != o.groups.end();
+  const auto spec = std::find_if(o.inline_shapes.begin(), o.inline_shapes.end(),
+                                 [&](const std::string& s) { return inline_shape_source(s) == c.file; });
   if (from_group) os << "--group " << shell_quote(c.group);
+  else if (spec != o.inline_shapes.end()) os << "--shape " << shell_quote(*spec);
   else os << "--shapes " << shell_quote(c.file);
   os << " --filter "
      << shell_quote("^" + regex_escape(c.group + "/" + c.name + "/" + c.dtype_label()) + "$") << " --kernel "

@@ -87,6 +87,14 @@ TEST(InlineShape, RunAndListTakeIt) {
   EXPECT_EQ(j["rows"][0]["group"], "inline");
   EXPECT_EQ(j["rows"][0]["shape"], "d64_h4kv2_b2_q1_kv300");
   EXPECT_EQ(j["rows"][0]["status"], "ok");
+  // Its repro names the spec as given and reruns the same case.
+  const std::string repro = j["rows"][0]["repro"];
+  EXPECT_TRUE(contains(repro, "run --shape 'd64 h4/2 b2 q1 kv300 bf16' --filter ")) << repro;
+  const std::string again = tmp_path("inline_again.json");
+  const Result rerun = run_cli(repro.substr(std::string("attnbench ").size()) + " --gate-only --no-progress -o " + again);
+  ASSERT_EQ(rerun.code, 0) << repro << "\n" << rerun.output;
+  ASSERT_EQ(read_json(again)["rows"].size(), 1u);
+  EXPECT_EQ(read_json(again)["rows"][0]["shape"], "d64_h4kv2_b2_q1_kv300");
   const Result l = run_cli("list --cases --json --shape 'd64 h4/2 b2 q1 kv300 bf16' --shape 'd64 h4 s64 fp16'");
   ASSERT_EQ(l.code, 0) << l.output;
   EXPECT_TRUE(contains(l.output, "\"shape\": \"d64_h4kv4_b1_q64_kv64\"")) << l.output;
