@@ -9,8 +9,6 @@
 namespace attnbench::cuda {
 namespace {
 
-constexpr float kLog2e = 1.4426950408889634f;
-
 // The sequence token `tok` belongs to: cu[s] <= tok < cu[s + 1].
 __device__ int seq_of(const int32_t* cu, int num_seqs, int64_t tok) {
   int lo = 0, hi = num_seqs - 1;

@@ -28,7 +28,6 @@ using namespace dev;
 
 constexpr int kBN = kWgBwdKeys, kBM = kWgBwdQueries, kStages = 2, kThreads = 384;
 constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 128 x (24 + 2 x 240) <= 384 x 168, the CTA's pool
-constexpr float kLog2e = 1.4426950408889634f;
 
 // Shared memory from its first 1024-byte boundary: K, V ([D/64][128][64], 128-byte swizzled rows), the ring's Q and
 // dO tiles ([D/64][64][64]) and LSE2 and D rows (64 floats), two dS^T buffers ([128 keys][64 queries], one

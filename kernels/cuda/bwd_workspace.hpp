@@ -22,6 +22,9 @@ struct BwdWorkspace {
   int64_t row_stride;
 };
 
+// The LSE's base change (the kernels exponentiate in base 2) and the scores' scale into it.
+constexpr float kLog2e = 1.4426950408889634f;
+
 constexpr std::size_t bwd_align256(std::size_t b) { return (b + 255) / 256 * 256; }
 // ceil4(q0) + 4 s: past ceil4 of the sequence before's end, which it is >= 4 beyond (q0 = that end).
 __host__ __device__ constexpr int64_t bwd_seq_row(int seq, int64_t q0) { return (q0 + 3) / 4 * 4 + 4 * seq; }

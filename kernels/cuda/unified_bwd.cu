@@ -28,7 +28,6 @@ using dev::pack2;
 using dev::smem_u32;
 
 constexpr int kBN = 64, kWarps = 4, kThreads = 32 * kWarps;
-constexpr float kLog2e = 1.4426950408889634f;
 
 // bwd_tile(D) as compile-time constants, and the shared memory they take: K, V (kBN rows), Q, dO (kBM rows),
 // dS^T (kBN x kBM), LSE and D (kBM each).
