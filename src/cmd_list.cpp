@@ -77,9 +77,14 @@ void list_callback(ListCli& c) {
   if (c.shapes) list_shapes(c);
   if (all || c.kernels) {
     std::cout << "kernels:\n";
+    std::size_t name_w = 0, op_w = 0;  // columns as wide as their widest entry (a plugin's names are its own)
+    for (const auto& k : kernel_registry()) {
+      name_w = std::max(name_w, k.name.size());
+      op_w = std::max(op_w, std::string(op_name(k.op)).size());
+    }
     for (const auto& k : kernel_registry())
-      std::cout << "  " << std::left << std::setw(20) << k.name << std::setw(6) << backend_name(k.backend)
-                << std::setw(21) << op_name(k.op) << k.description
+      std::cout << "  " << std::left << std::setw(static_cast<int>(name_w + 1)) << k.name << std::setw(6)
+                << backend_name(k.backend) << std::setw(static_cast<int>(op_w + 1)) << op_name(k.op) << k.description
                 << (k.plugin.empty() ? "" : " (plugin " + k.plugin + ")") << "\n";
   }
   if (all || c.knobs) {

@@ -53,8 +53,9 @@ std::deque<KernelEntry>& mutable_registry() {
                                      "(128-column chunks; ATTNBENCH_SM90_BWD_PATH)");
 #endif
 #ifdef ATTNBENCH_WITH_CUDNN
-    add_bwd(make_cudnn_sdpa_backward(), "cuDNN's fused SDPA backward (frontend graph API) on the packed inputs: ragged "
-                                        "offsets, padding mask, causal / sliding-window band, GQA");
+    add_bwd(make_cudnn_sdpa_backward(), "cuDNN's fused SDPA backward (frontend graph API) on the packed inputs: dense "
+                                        "where the batch is uniform, else ragged offsets and a padding mask; causal / "
+                                        "sliding-window band (top-left where it is the same mask), GQA");
 #endif
     add_gated_bwd(make_cpu_gated_block_bwd(), "gated block backward: fp32 GEMMs and passes over rounded stages, "
                                               "cpu.unified_bwd SDPA backward");

@@ -41,6 +41,14 @@ TEST(Cli, HelpAndVersion) {
   EXPECT_EQ(run_cli("run --help").code, 0);
 }
 
+// Each kernel's line: its name, a space, then its backend, however long the names in this build.
+TEST(Cli, ListKernelsKeepsEveryNameApartFromItsBackend) {
+  const Result r = run_cli("list --kernels");
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const auto& k : attnbench::kernel_registry())
+    EXPECT_NE(r.output.find("  " + k.name + " "), std::string::npos) << k.name << "\n" << r.output;
+}
+
 TEST(Cli, UsageErrorsExitTwoAndNameTheProblem) {
   expect_usage_error("", "subcommand");
   expect_usage_error("run", "--group");
