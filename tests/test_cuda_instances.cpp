@@ -12,6 +12,8 @@
 
 #ifdef ATTNBENCH_WITH_CUDA
 #include "../kernels/cuda/launch.hpp"
+#include "../kernels/cuda/bwd_workspace.hpp"
+#include "../kernels/cuda/unified_bwd.hpp"
 #include "attnbench/backends.hpp"
 #endif
 
@@ -204,6 +206,26 @@ TEST(CudaInstances, UnifiedDeclinesKeysTheBuildLacks) {
   const Support d96 = k->supports(problem(DType::bf16, 96, 8, 8), knobs());
   EXPECT_FALSE(d96.ok);
   EXPECT_EQ(d96.kind, DeclineKind::unsupported);
+}
+
+// The mma.sync backward splits a GQA group's heads over CTAs until the grid has kBwdTargetCtas of them (a divisor of
+// the group, at most all of it), and never an MHA problem's; the split's fp32 dK/dV take workspace only when split.
+TEST(CudaUnifiedBwd, GroupSplitsFillTheGridWithDivisorsOfTheGroup) {
+  const auto params = [](int heads, int kv_heads, int d, int batch, int seqlen) {
+    AttentionBwdParams a;
+    a.heads = heads, a.kv_heads = kv_heads, a.head_size = d, a.num_seqs = batch, a.max_seqlen_k = seqlen;
+    a.total_q = a.total_k = static_cast<int64_t>(batch) * seqlen;
+    return a;
+  };
+  EXPECT_EQ(bwd_group_splits(params(32, 2, 256, 1, 2048)), 8);    // 32 tiles x 2 chunks x 2 kv heads = 128 CTAs
+  EXPECT_EQ(bwd_group_splits(params(16, 1, 256, 4, 4096)), 2);    // 512 CTAs
+  EXPECT_EQ(bwd_group_splits(params(16, 1, 256, 1, 512)), 16);    // 16 CTAs: the whole group
+  EXPECT_EQ(bwd_group_splits(params(12, 4, 256, 1, 512)), 3);     // 48 CTAs, a group of 3
+  EXPECT_EQ(bwd_group_splits(params(8, 8, 256, 1, 1024)), 1);     // MHA
+  EXPECT_EQ(bwd_group_splits(params(32, 4, 256, 8, 8192)), 1);    // 16384 CTAs already
+  const AttentionBwdParams a = params(32, 2, 256, 1, 2048);
+  EXPECT_EQ(bwd_workspace_bytes(a, 8) - bwd_workspace_bytes(a, 1), 2 * bwd_align256(bwd_dkdv_acc_bytes(a)));
+  EXPECT_EQ(bwd_dkdv_acc_bytes(a), 2048u * 2 * 256 * 4);
 }
 #endif
 

@@ -58,6 +58,18 @@ __global__ void bwd_postprocess(AttentionBwdParams p, BwdWorkspace ws) {
   dq[tok * p.q_stride_token + h * p.q_stride_head + c] = S::from_float(ws.dq_acc[at * p.head_size + c] * p.scale);
 }
 
+// A split group's dK = scale * dK_acc and dV = dV_acc in the dtype, a thread per element in their order.
+template <DType DT>
+__global__ void bwd_postprocess_dkdv(AttentionBwdParams p, BwdWorkspace ws) {
+  using S = StorageOf<DT>;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= p.total_k * p.kv_heads * p.head_size) return;
+  const int64_t row = i / p.head_size, c = i % p.head_size, tok = row / p.kv_heads, h = row % p.kv_heads;
+  const int64_t at = tok * p.k_stride_token + h * p.k_stride_head + c;
+  static_cast<typename S::type*>(p.dk)[at] = S::from_float(ws.dk_acc[i] * p.scale);
+  static_cast<typename S::type*>(p.dv)[at] = S::from_float(ws.dv_acc[i]);
+}
+
 }  // namespace
 
 template <DType DT>
@@ -65,6 +77,10 @@ void launch_bwd_preprocess(const AttentionBwdParams& p, const BwdWorkspace& ws, 
   const int64_t rows = p.total_q * p.heads;
   bwd_preprocess<DT><<<static_cast<unsigned>((rows * 32 + 255) / 256), 256, 0, stream>>>(p, ws);
   check_last_launch("cuda.unified_bwd preprocess");
+  if (ws.splits > 1) {  // dk_acc and dv_acc are one span (bwd_workspace)
+    const std::size_t bytes = bwd_align256(bwd_dkdv_acc_bytes(p)) + bwd_dkdv_acc_bytes(p);
+    ATTNBENCH_CUDA_CHECK(cudaMemsetAsync(ws.dk_acc, 0, bytes, stream));
+  }
 }
 
 template <DType DT>
@@ -72,6 +88,11 @@ void launch_bwd_postprocess(const AttentionBwdParams& p, const BwdWorkspace& ws,
   const int64_t n = p.total_q * p.heads * p.head_size;
   bwd_postprocess<DT><<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(p, ws);
   check_last_launch("cuda.unified_bwd postprocess");
+  if (ws.splits > 1) {
+    const int64_t nk = p.total_k * p.kv_heads * p.head_size;
+    bwd_postprocess_dkdv<DT><<<static_cast<unsigned>((nk + 255) / 256), 256, 0, stream>>>(p, ws);
+    check_last_launch("cuda.unified_bwd dK/dV postprocess");
+  }
 }
 
 template void launch_bwd_preprocess<DType::bf16>(const AttentionBwdParams&, const BwdWorkspace&, cudaStream_t);

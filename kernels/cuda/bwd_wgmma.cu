@@ -454,7 +454,7 @@ bool WgBwdMapCache::Key::operator==(const Key& o) const {
 template <DType DT, int D>
 void launch_attention_bwd_wgmma(const AttentionBwdParams& p, WgBwdMapCache& maps, cudaStream_t stream) {
   static_assert(D == 64 || D == 128, "the wgmma backward's instances: head sizes 64 and 128");
-  const BwdWorkspace ws = bwd_workspace(p);
+  const BwdWorkspace ws = bwd_workspace(p, 1);
   if (!maps.valid || !(maps.key == map_key(p))) encode_maps(p, ws, maps);
   launch_bwd_preprocess<DT>(p, ws, stream);
   const dim3 grid((p.max_seqlen_k + kBN - 1) / kBN, p.kv_heads, p.num_seqs);

@@ -32,15 +32,23 @@ std::string pick_path(const AttentionProblem& p, const KnobValues& knobs, BwdPat
 }
 
 // d256 names its column chunks: each CTA recomputes S and dP over the whole head for its chunk of dK, dV and dQ.
-std::string summary(int head_size, BwdPath path) {
+// The mma.sync path's GQA split (1 on the wgmma path, whose CTA walks every head of the group).
+int group_splits(const AttentionBwdParams& a, BwdPath path) {
+  return path == BwdPath::mma ? cuda::bwd_group_splits(a) : 1;
+}
+
+std::string summary(const AttentionBwdParams& a, BwdPath path) {
   if (path == BwdPath::wgmma)
     return "wgmma+tma kv-tile " + std::to_string(cuda::kWgBwdKeys) + " q-tile " + std::to_string(cuda::kWgBwdQueries) +
            " warpgroups 1+2 dq tma-reduce";
-  const cuda::BwdTile t = cuda::bwd_tile(head_size);
+  const cuda::BwdTile t = cuda::bwd_tile(a.head_size);
   std::string s = "fa2 mma.sync kv-tile " + std::to_string(t.key_rows) + " q-tile " + std::to_string(t.query_rows) +
                   " warps 4 dq atomics";
   if (t.chunks > 1)
     s += " col-chunks " + std::to_string(t.chunks) + "x" + std::to_string(t.cols) + " (S, dP per chunk)";
+  if (const int n = group_splits(a, path); n > 1)
+    s += " group split " + std::to_string(n) + " (" + std::to_string(a.heads / a.kv_heads / n) +
+         " heads a CTA, dK/dV by fp32 atomics)";
   return s;
 }
 
@@ -82,8 +90,9 @@ class CudaUnifiedBwd final : public AttentionBwdKernel {
     auto pl = std::make_unique<CudaBwdPlan>();
     pl->problem = p;
     pick_path(p, knobs, pl->path);
-    pl->workspace_bytes = cuda::bwd_workspace_bytes(make_attention_bwd_params(p));
-    pl->summary = summary(p.head_size, pl->path);
+    const AttentionBwdParams a = make_attention_bwd_params(p);
+    pl->workspace_bytes = cuda::bwd_workspace_bytes(a, group_splits(a, pl->path));
+    pl->summary = summary(a, pl->path);
     return pl;
   }
 

@@ -190,6 +190,26 @@ __device__ void store_dkdv(const AttentionBwdParams& p, int kvh, int64_t key0, i
   }
 }
 
+// A split group's partial dK, dV (unscaled) added into the fp32 accumulators; the postprocess scales and casts.
+template <int NT>
+__device__ void add_dkdv(const AttentionBwdParams& p, const BwdWorkspace& ws, int kvh, int64_t key0, int nk, int c0,
+                         const float (&dk)[NT][4], const float (&dv)[NT][4], int w, int lane) {
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int r = w * 16 + g + hh * 8;
+    if (r >= nk) continue;
+    const int64_t off = ((key0 + r) * p.kv_heads + kvh) * p.head_size + c0;
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        atomicAdd(ws.dk_acc + off + n * 8 + 2 * t + e, dk[n][2 * hh + e]);
+        atomicAdd(ws.dv_acc + off + n * 8 + 2 * t + e, dv[n][2 * hh + e]);
+      }
+  }
+}
+
 template <DType DT, int D>
 __global__ void __launch_bounds__(kThreads, 1) bwd_dkdv(AttentionBwdParams p, BwdWorkspace ws) {
   using SM = BwdSmem<D>;
@@ -200,7 +220,8 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_dkdv(AttentionBwdParams p, Bw
   float* sL = reinterpret_cast<float*>(sS + kBN * SM::kSRow);
   float* sD = sL + BM;
   // A key tile's chunks are neighbours in x: they walk the same Q and dO tiles at about the same time, from L2.
-  const int seq = blockIdx.z, kvh = blockIdx.y, j0 = blockIdx.x / SM::kChunks * kBN;
+  const int seq = blockIdx.z, kvh = blockIdx.y / ws.splits, part = blockIdx.y % ws.splits;
+  const int j0 = blockIdx.x / SM::kChunks * kBN;
   const int c0 = blockIdx.x % SM::kChunks * SM::kCols;
   const int64_t q0 = p.cu_seqlens_q[seq], k0 = p.cu_seqlens_k[seq];
   const int q_len = p.cu_seqlens_q[seq + 1] - q0, kv_len = p.cu_seqlens_k[seq + 1] - k0;
@@ -214,7 +235,8 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_dkdv(AttentionBwdParams p, Bw
   load_tile<D, kBN>(sV, vbase, k0 + j0, nk, p.k_stride_token, tid);
   cp_async_commit();
   float dk[SM::kCols / 8][4] = {}, dv[SM::kCols / 8][4] = {};
-  for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
+  const int per_cta = group / ws.splits, h0 = kvh * group + part * per_cta;
+  for (int h = h0; h < h0 + per_cta; ++h) {
     for (int i0 = 0; i0 < q_len; i0 += BM) {
       const int nq = min(BM, q_len - i0);
       if (vis.tile_fully_masked(j0, j0 + nk, i0, i0 + nq - 1)) continue;
@@ -246,14 +268,15 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_dkdv(AttentionBwdParams p, Bw
     }
   }
   cp_async_wait<0>();  // the K/V loads of a tile no query sees
-  store_dkdv<DT>(p, kvh, k0 + j0, nk, c0, dk, dv, w, lane);
+  if (ws.splits == 1) store_dkdv<DT>(p, kvh, k0 + j0, nk, c0, dk, dv, w, lane);
+  else add_dkdv(p, ws, kvh, k0 + j0, nk, c0, dk, dv, w, lane);
 }
 
 }  // namespace
 
 template <DType DT, int D>
 void launch_attention_bwd(const AttentionBwdParams& p, cudaStream_t stream) {
-  const BwdWorkspace ws = bwd_workspace(p);
+  const BwdWorkspace ws = bwd_workspace(p, bwd_group_splits(p));
   launch_bwd_preprocess<DT>(p, ws, stream);
   const std::size_t smem = BwdSmem<D>::bytes;
   static const bool attribute_set = [smem] {  // once per instance, outside any capture's stream work
@@ -262,7 +285,7 @@ void launch_attention_bwd(const AttentionBwdParams& p, cudaStream_t stream) {
     return true;
   }();
   (void)attribute_set;
-  const dim3 grid((p.max_seqlen_k + kBN - 1) / kBN * BwdSmem<D>::kChunks, p.kv_heads, p.num_seqs);
+  const dim3 grid((p.max_seqlen_k + kBN - 1) / kBN * BwdSmem<D>::kChunks, p.kv_heads * ws.splits, p.num_seqs);
   bwd_dkdv<DT, D><<<grid, kThreads, smem, stream>>>(p, ws);
   check_last_launch("cuda.unified_bwd dK/dV");
   launch_bwd_postprocess<DT>(p, ws, stream);

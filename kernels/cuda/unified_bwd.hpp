@@ -3,6 +3,8 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
+
 #include "attnbench/attention_bwd.hpp"
 
 namespace attnbench::cuda {
@@ -16,6 +18,20 @@ struct BwdTile {
 };
 constexpr BwdTile bwd_tile(int head_size) {
   return head_size > 128 ? BwdTile{64, 32, 128, head_size / 128} : BwdTile{64, 64, head_size, 1};
+}
+
+// A GQA group's query heads split over this many CTAs per key tile (each walks group / splits heads; their dK, dV
+// partials added in fp32): the smallest divisor of the group that gives the grid kBwdTargetCtas CTAs. A group's
+// heads in one CTA left the gated 397B block's S2048 backward (d256, GQA 16) 128 CTAs, one wave with half the SMs
+// idle and the heaviest causal tile twice the mean.
+constexpr int64_t kBwdTargetCtas = 1024;
+inline int bwd_group_splits(const AttentionBwdParams& p) {
+  const BwdTile t = bwd_tile(p.head_size);
+  const int64_t ctas = (p.max_seqlen_k + t.key_rows - 1) / t.key_rows * t.chunks * p.kv_heads * p.num_seqs;
+  const int group = p.heads / p.kv_heads;
+  for (int s = 1; s < group; ++s)
+    if (group % s == 0 && ctas * s >= kBwdTargetCtas) return s;
+  return group;
 }
 
 template <DType DT, int D>
