@@ -141,7 +141,8 @@ TEST(Sweep, AKnobNoSelectedKernelReadsIsWarnedAbout) {
 TEST(Sweep, EveryKnobNamesTheKernelsThatReadIt) {
   // Every kernel of every build: the GPU ones are registered only where their backend is built.
   std::set<std::string> names = {"hip.unified",      "cuda.unified",     "cuda.gated_block", "cuda.unified_bwd",
-                                  "cuda.gated_block_bwd", "cudnn.sdpa", "cudnn.gated_chain"};
+                                  "cuda.gated_block_bwd", "cudnn.sdpa", "cudnn.gated_chain", "cudnn.sdpa_backward",
+                                  "cudnn.gated_chain_bwd"};
   for (const KernelEntry& e : kernel_registry()) names.insert(e.name);
   for (const KnobSpec& k : knob_table()) {
     const auto globs = glob_list(k.kernels);
