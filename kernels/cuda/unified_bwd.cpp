@@ -31,12 +31,12 @@ std::string pick_path(const AttentionProblem& p, const KnobValues& knobs, BwdPat
   return "";
 }
 
-// d256 names its column chunks: each CTA recomputes S and dP over the whole head for its chunk of dK, dV and dQ.
 // The mma.sync path's GQA split (1 on the wgmma path, whose CTA walks every head of the group).
 int group_splits(const AttentionBwdParams& a, BwdPath path) {
   return path == BwdPath::mma ? cuda::bwd_group_splits(a) : 1;
 }
 
+// d256 names its column chunks: each CTA recomputes S and dP over the whole head for its chunk of dK, dV and dQ.
 std::string summary(const AttentionBwdParams& a, BwdPath path) {
   if (path == BwdPath::wgmma)
     return "wgmma+tma kv-tile " + std::to_string(cuda::kWgBwdKeys) + " q-tile " + std::to_string(cuda::kWgBwdQueries) +
