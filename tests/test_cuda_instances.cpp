@@ -224,8 +224,9 @@ TEST(CudaUnifiedBwd, GroupSplitsFillTheGridWithDivisorsOfTheGroup) {
   EXPECT_EQ(bwd_group_splits(params(8, 8, 256, 1, 1024)), 1);     // MHA
   EXPECT_EQ(bwd_group_splits(params(32, 4, 256, 8, 8192)), 1);    // 16384 CTAs already
   // The wgmma kernel's 128-key tiles, one chunk: the backward group's GQA rows.
-  EXPECT_EQ(bwd_group_splits(params(32, 4, 128, 4, 4096), 128, 1), 2);  // 512 CTAs
-  EXPECT_EQ(bwd_group_splits(params(32, 2, 128, 2, 8192), 128, 1), 4);  // 256 CTAs
+  EXPECT_EQ(bwd_group_splits(params(32, 4, 128, 4, 4096), 128, 1, kBwdWgmmaTargetCtas), 4);  // 512 CTAs
+  EXPECT_EQ(bwd_group_splits(params(32, 2, 128, 2, 8192), 128, 1, kBwdWgmmaTargetCtas), 8);  // 256 CTAs
+  EXPECT_EQ(bwd_group_splits(params(32, 2, 256, 1, 8192), 64, 1, kBwdWgmmaTargetCtas), 8);   // the gated S8192
   const AttentionBwdParams a = params(32, 2, 256, 1, 2048);
   EXPECT_EQ(bwd_workspace_bytes(a, 8) - bwd_workspace_bytes(a, 1), 2 * bwd_align256(bwd_dkdv_acc_bytes(a)));
   EXPECT_EQ(bwd_dkdv_acc_bytes(a), 2048u * 2 * 256 * 4);
@@ -239,8 +240,8 @@ TEST(CudaUnifiedBwd, TheSplitKnobSizesThePlanAndDeclinesNonDivisors) {
   p.q_lens = p.kv_lens = {4096, 4096, 4096, 4096};
   p.heads = 32;
   p.kv_heads = 4;
-  const auto heuristic = k->plan(p, knobs());  // the wgmma path's 512 CTAs: 2
-  EXPECT_NE(heuristic->summary.find("group split 2 (4 heads a CTA"), std::string::npos) << heuristic->summary;
+  const auto heuristic = k->plan(p, knobs());  // the wgmma path's 512 CTAs: 4
+  EXPECT_NE(heuristic->summary.find("group split 4 (2 heads a CTA"), std::string::npos) << heuristic->summary;
   const auto unsplit = k->plan(p, knobs({{"ATTNBENCH_SM90_BWD_SPLITS", "1"}}));
   EXPECT_EQ(unsplit->summary.find("group split"), std::string::npos) << unsplit->summary;
   EXPECT_EQ(heuristic->workspace_bytes - unsplit->workspace_bytes,

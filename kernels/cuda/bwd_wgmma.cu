@@ -164,6 +164,7 @@ __device__ __forceinline__ void wg_bwd_step(const AttentionBwdParams& p, const C
   store_ds(sds, da, kr0, th.lane);
   fence_proxy_async_smem();
   if (th.tid == 0) bulk_wait_read<0>();  // the tile before's dQ reduction read the buffer: free after the barrier
+  __syncwarp();  // bar.sync is .aligned: thread 0's wait reconverges first
   // d128 reads both warpgroups' dS^T; d64 its own. The other buffer's last readers finished a tile ago.
   if constexpr (D == 128) named_bar_sync(1, 256);
   else named_bar_sync(1 + th.cw, 128);

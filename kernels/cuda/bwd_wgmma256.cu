@@ -138,6 +138,7 @@ __device__ __forceinline__ void finish_dq(float (&dq)[8][4], const Cta<kBN>& c, 
   wgmma_wait<0>();
   fence_regs(dq);
   if (th.tid == 0) bulk_wait_read<0>();
+  __syncwarp();
   named_bar_sync(3 + th.cw, 128);
   reduce_dq(dq, c, th, base + buf, smem + buf, ws, m_dq, t.h, t.i0, col + 64);
   __syncwarp();
@@ -187,6 +188,7 @@ __device__ __forceinline__ void step_p(const AttentionBwdParams& p, const Cta<kB
     mbar_arrive(&bars[Smem::kDoEmpty]);
     bulk_wait_read<0>();  // the tile before's last dQ reduction read the buffer
   }
+  __syncwarp();  // bar.sync is .aligned: thread 0's branch reconverges first
   named_bar_sync(kBarDs, 256);
   if (th.tid == 0) mbar_arrive(&bars[Smem::kQEmpty + t.slot]);  // every thread of this warpgroup read LSE2, S^T ran
   __syncwarp();  // wgmma is .aligned
@@ -210,6 +212,7 @@ __device__ __forceinline__ void step_ds(const Cta<kBN>& c, const Thread& th, uin
   wgmma_wait<0>();
   fence_regs(dp);
   if (th.tid == 0) mbar_arrive(&bars[Smem::kDoEmpty]);
+  __syncwarp();
   named_bar_sync(kBarX, 256);
   float x[8][4];
 #pragma unroll
@@ -225,8 +228,8 @@ __device__ __forceinline__ void step_ds(const Cta<kBN>& c, const Thread& th, uin
   store_ds(t.sds, da, th.warp * 16 + th.lane / 4, th.lane);
   fence_proxy_async_smem();
   if (th.tid == 0) bulk_wait_read<0>();  // the tile before's last dQ reduction read the buffer
+  __syncwarp();  // bar.sync and wgmma are .aligned: thread 0's wait reconverges first
   named_bar_sync(kBarDs, 256);
-  __syncwarp();  // thread 0's wait diverged: wgmma is .aligned
   float dq[8][4];
   issue_dq<DT>(dq, t.sds, base + Smem::kK, 2);
   issue_rs<DT, kD>(dk, da, t.sq);

@@ -30,7 +30,8 @@ BwdPath pick_path(const KnobValues& knobs) {
 // The GQA split: the knob's count, else the smallest that fills the grid with the path's tiles (bwd_group_splits).
 int group_splits(const AttentionBwdParams& a, BwdPath path, const KnobValues& knobs) {
   if (const int forced = std::stoi(knobs.get("ATTNBENCH_SM90_BWD_SPLITS")); forced > 0) return forced;
-  if (path == BwdPath::wgmma) return cuda::bwd_group_splits(a, cuda::wg_bwd_key_rows(a.head_size), 1);
+  if (path == BwdPath::wgmma)
+    return cuda::bwd_group_splits(a, cuda::wg_bwd_key_rows(a.head_size), 1, cuda::kBwdWgmmaTargetCtas);
   return cuda::bwd_group_splits(a);
 }
 
