@@ -54,8 +54,8 @@ const std::vector<KnobSpec>& knob_table() {
       {"ATTNBENCH_SM90_BWD_SPLITS", {}, "0", "cuda.unified_bwd,cuda.gated_block_bwd",
        "cuda.unified_bwd (and the CUDA gated block's SDPA backward), GQA: the CTAs a key tile's group of query heads "
        "is split over, each walking group / N heads and adding its dK, dV partials in fp32; 0 = the smallest divisor "
-       "of the group that gives the grid 1024 CTAs (kernels/NOTES.md, backward v6); a count that does not divide the "
-       "group is declined"},
+       "of the group that gives the grid 2048 CTAs on the wgmma path, 1024 on mma (kernels/NOTES.md, backward v6); "
+       "a count that does not divide the group is declined"},
       {"ATTNBENCH_Q_MAJOR_GRID", {"0", "1"}, "0", "cuda.unified,cuda.gated_block,hip.unified",
        "cuda.unified and hip.unified 2D prefill: 1 puts the q-tile index on grid.x (q-major order), 0 puts heads "
        "(hip: kv heads) first"},
