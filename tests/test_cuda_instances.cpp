@@ -208,7 +208,7 @@ TEST(CudaInstances, UnifiedDeclinesKeysTheBuildLacks) {
   EXPECT_EQ(d96.kind, DeclineKind::unsupported);
 }
 
-// The mma.sync backward splits a GQA group's heads over CTAs until the grid has kBwdTargetCtas of them (a divisor of
+// The backward splits a GQA group's heads over CTAs until the grid has kBwdTargetCtas of them (a divisor of
 // the group, at most all of it), and never an MHA problem's; the split's fp32 dK/dV take workspace only when split.
 TEST(CudaUnifiedBwd, GroupSplitsFillTheGridWithDivisorsOfTheGroup) {
   const auto params = [](int heads, int kv_heads, int d, int batch, int seqlen) {
@@ -223,9 +223,34 @@ TEST(CudaUnifiedBwd, GroupSplitsFillTheGridWithDivisorsOfTheGroup) {
   EXPECT_EQ(bwd_group_splits(params(12, 4, 256, 1, 512)), 3);     // 48 CTAs, a group of 3
   EXPECT_EQ(bwd_group_splits(params(8, 8, 256, 1, 1024)), 1);     // MHA
   EXPECT_EQ(bwd_group_splits(params(32, 4, 256, 8, 8192)), 1);    // 16384 CTAs already
+  // The wgmma kernel's 128-key tiles, one chunk: the backward group's GQA rows.
+  EXPECT_EQ(bwd_group_splits(params(32, 4, 128, 4, 4096), 128, 1, kBwdWgmmaTargetCtas), 4);  // 512 CTAs
+  EXPECT_EQ(bwd_group_splits(params(32, 2, 128, 2, 8192), 128, 1, kBwdWgmmaTargetCtas), 8);  // 256 CTAs
+  EXPECT_EQ(bwd_group_splits(params(32, 2, 256, 1, 8192), 64, 1, kBwdWgmmaTargetCtas), 8);   // the gated S8192
   const AttentionBwdParams a = params(32, 2, 256, 1, 2048);
   EXPECT_EQ(bwd_workspace_bytes(a, 8) - bwd_workspace_bytes(a, 1), 2 * bwd_align256(bwd_dkdv_acc_bytes(a)));
   EXPECT_EQ(bwd_dkdv_acc_bytes(a), 2048u * 2 * 256 * 4);
+}
+
+// ATTNBENCH_SM90_BWD_SPLITS overrides the heuristic's split in the plan (its summary and workspace) and a count that
+// does not divide the group is declined, naming the knob, the count and the group.
+TEST(CudaUnifiedBwd, TheSplitKnobSizesThePlanAndDeclinesNonDivisors) {
+  const auto k = make_cuda_unified_bwd();
+  AttentionProblem p = problem(DType::bf16, 128, 4096, 4096);
+  p.q_lens = p.kv_lens = {4096, 4096, 4096, 4096};
+  p.heads = 32;
+  p.kv_heads = 4;
+  const auto heuristic = k->plan(p, knobs());  // the wgmma path's 512 CTAs: 4
+  EXPECT_NE(heuristic->summary.find("group split 4 (2 heads a CTA"), std::string::npos) << heuristic->summary;
+  const auto unsplit = k->plan(p, knobs({{"ATTNBENCH_SM90_BWD_SPLITS", "1"}}));
+  EXPECT_EQ(unsplit->summary.find("group split"), std::string::npos) << unsplit->summary;
+  EXPECT_EQ(heuristic->workspace_bytes - unsplit->workspace_bytes,
+            2 * bwd_align256(bwd_dkdv_acc_bytes(make_attention_bwd_params(p))));
+  const auto mma = k->plan(p, knobs({{"ATTNBENCH_SM90_BWD_PATH", "mma"}, {"ATTNBENCH_SM90_BWD_SPLITS", "8"}}));
+  EXPECT_NE(mma->summary.find("group split 8 (1 head a CTA"), std::string::npos) << mma->summary;
+  const Support s = k->supports(p, knobs({{"ATTNBENCH_SM90_BWD_SPLITS", "3"}}));
+  EXPECT_FALSE(s.ok);
+  EXPECT_EQ(s.reason, "ATTNBENCH_SM90_BWD_SPLITS=3 does not divide the GQA group of 8 query heads per kv head");
 }
 #endif
 

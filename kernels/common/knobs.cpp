@@ -49,8 +49,13 @@ const std::vector<KnobSpec>& knob_table() {
        "cuda.unified 2D prefill, wide regime, the L2 walk: K/V bytes of one section in KiB; 0 = 16384 (16 MiB)"},
       {"ATTNBENCH_SM90_BWD_PATH", {"auto", "mma", "wgmma"}, "auto", "cuda.unified_bwd,cuda.gated_block_bwd",
        "cuda.unified_bwd (and the CUDA gated block's SDPA backward): mma = FlashAttention-2's structure on mma.sync "
-       "(head sizes 64, 128, 256); wgmma = the wgmma + TMA kernel, a producer and two consumer warpgroups per 128-key "
-       "tile (64, 128; declined at 256); auto = wgmma where it has an instance"},
+       "(head sizes 64, 128, 256); wgmma = the wgmma + TMA kernels, a producer and two consumer warpgroups per key "
+       "tile (128 keys at 64 and 128; 64 at 256, one warpgroup's dV and the other's dK); auto = wgmma"},
+      {"ATTNBENCH_SM90_BWD_SPLITS", {}, "0", "cuda.unified_bwd,cuda.gated_block_bwd",
+       "cuda.unified_bwd (and the CUDA gated block's SDPA backward), GQA: the CTAs a key tile's group of query heads "
+       "is split over, each walking group / N heads and adding its dK, dV partials in fp32; 0 = the smallest divisor "
+       "of the group that gives the grid 2048 CTAs on the wgmma path, 1024 on mma (kernels/NOTES.md, backward v6); "
+       "a count that does not divide the group is declined"},
       {"ATTNBENCH_Q_MAJOR_GRID", {"0", "1"}, "0", "cuda.unified,cuda.gated_block,hip.unified",
        "cuda.unified and hip.unified 2D prefill: 1 puts the q-tile index on grid.x (q-major order), 0 puts heads "
        "(hip: kv heads) first"},

@@ -1,32 +1,29 @@
-// cuda.unified_bwd's Hopper dK/dV kernel (d64, d128): wgmma and TMA. One CTA of three warpgroups per (sequence,
-// kv head, 128-key tile). The producer's one thread loads the tile's K and V once and, through a ring of two
-// slots, each query tile's Q, dO and its rows' LSE (base 2) and D, by TMA; the two consumer warpgroups own 64 keys
-// each and keep their dK and dV in registers over every query tile of every head of the group that sees the keys:
+// cuda.unified_bwd's Hopper dK/dV kernel for d64 and d128: wgmma and TMA. One CTA of three warpgroups per
+// (sequence, kv head, 128-key tile, part of the GQA group). The producer's one thread loads the tile's K and V once
+// and, through a ring of two slots, each query tile's Q, dO and its rows' LSE (base 2) and D, by TMA; the two
+// consumer warpgroups own 64 keys each and keep their dK and dV in registers over every query tile of every head of
+// the part that sees the keys (a part of a split group adds them into fp32 accumulators):
 //   S^T = K Q^T, dP^T = V dO^T          SS wgmma, both K-major, into registers (keys x queries)
 //   P^T = exp2(S^T scale log2e - LSE2)  masked; dS^T = P^T o (dP^T - D)
 //   dV += P^T dO, dK += dS^T Q          RS wgmma: P^T and dS^T as A from their accumulators, Q and dO MN-major
 //   dQ  = dS K                          dS^T through shared memory, SS wgmma with both operands MN-major
 // dQ: at d128 a warpgroup takes 64 of its columns over all 128 keys, at d64 all of them over its own 64 keys, and
-// stages its part in shared memory for a TMA reduction (add) into the fp32 accumulator. The preprocess and
-// postprocess are bwd_prepost.cu's.
+// stages its part in shared memory for a TMA reduction (add) into the fp32 accumulator. The host side here serves
+// d256's kernel too (bwd_wgmma256.cu): the maps, the preprocess and postprocess (bwd_prepost.cu).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
-#include "common/device/visibility.hpp"
-#include "cuda/bwd_wgmma.hpp"
-#include "cuda/bwd_workspace.hpp"
-#include "cuda/mbarrier.cuh"
-#include "cuda/mma_sm80.cuh"
+#include "cuda/bwd_wgmma.cuh"
 #include "cuda/runtime.hpp"
 #include "cuda/tensor_map.hpp"
-#include "cuda/wgmma.cuh"
 
 namespace attnbench::cuda {
 namespace {
 
 using namespace dev;
+using namespace wgbwd;
 
-constexpr int kBN = kWgBwdKeys, kBM = kWgBwdQueries, kStages = 2, kThreads = 384;
+constexpr int kBN = 128, kStages = 2, kThreads = 384;
 constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 128 x (24 + 2 x 240) <= 384 x 168, the CTA's pool
 
 // Shared memory from its first 1024-byte boundary: K, V ([D/64][128][64], 128-byte swizzled rows), the ring's Q and
@@ -42,40 +39,9 @@ template <int D> struct WgBwdSmem {
   static constexpr int bytes = kBar + 8 * kBarriers + 1024;
 };
 
-// What every role of a CTA knows: its tile, the sequence's extents and mask, and the walk over query tiles.
-struct WgBwdCta {
-  int seq, kvh, j0, nk, q_len, kv_len, group, n_qt;
-  int64_t q0, k0;
-  device::Visibility vis;
-
-  __device__ WgBwdCta(const AttentionBwdParams& p)
-      : seq(blockIdx.z), kvh(blockIdx.y), j0(blockIdx.x * kBN), q0(p.cu_seqlens_q[blockIdx.z]),
-        k0(p.cu_seqlens_k[blockIdx.z]),
-        vis(p.cu_seqlens_q[seq + 1] - p.cu_seqlens_q[seq], p.cu_seqlens_k[seq + 1] - p.cu_seqlens_k[seq], p.causal,
-            p.top_left, p.window_left, p.window_right) {
-    q_len = p.cu_seqlens_q[seq + 1] - static_cast<int>(q0);
-    kv_len = p.cu_seqlens_k[seq + 1] - static_cast<int>(k0);
-    nk = min(kBN, kv_len - j0);
-    group = p.heads / p.kv_heads;
-    n_qt = (q_len + kBM - 1) / kBM;
-  }
-  // From (head g of the group, query tile qt) on, the next pair whose tile sees a key of the tile; false past the
-  // last. (A division per step cost ~40 instructions of every tile.)
-  __device__ bool next(int& g, int& qt) const {
-    for (; g < group; ++g, qt = 0)
-      for (; qt < n_qt; ++qt)
-        if (!vis.tile_fully_masked(j0, j0 + nk, qt * kBM, min(q_len, qt * kBM + kBM) - 1)) return true;
-    return false;
-  }
-};
-
-struct WgBwdMaps {
-  const CUtensorMap *q, *k, *v, *d_o, *lse2, *dsum;
-};
-
 // The producer's one thread: K and V, then per query tile its slot's Q, dO, LSE2 and D once the slot is free.
 template <int D>
-__device__ void wg_bwd_produce(const WgBwdCta& c, const WgBwdMaps& m, unsigned char* smem, uint64_t* bars) {
+__device__ void wg_bwd_produce(const Cta<kBN>& c, const Maps& m, unsigned char* smem, uint64_t* bars) {
   using SM = WgBwdSmem<D>;
   mbar_arrive_expect_tx(&bars[0], 2 * SM::kKV);
 #pragma unroll
@@ -83,7 +49,7 @@ __device__ void wg_bwd_produce(const WgBwdCta& c, const WgBwdMaps& m, unsigned c
     tma_load_3d(smem + SM::kK + s * kBN * 128, m.k, s * 64, static_cast<int>(c.k0) + c.j0, c.kvh, &bars[0]);
     tma_load_3d(smem + SM::kV + s * kBN * 128, m.v, s * 64, static_cast<int>(c.k0) + c.j0, c.kvh, &bars[0]);
   }
-  int g = 0, qt = 0, n = 0;
+  int g = c.g_begin, qt = 0, n = 0;
   for (; c.next(g, qt); ++qt, ++n) {
     const int slot = n % kStages, h = c.kvh * c.group + g, i0 = qt * kBM;
     uint64_t* full = &bars[1 + slot];
@@ -101,61 +67,8 @@ __device__ void wg_bwd_produce(const WgBwdCta& c, const WgBwdMaps& m, unsigned c
   }
 }
 
-// A consumer thread's place: warpgroup cw (keys 64 cw.. of the tile), its thread, warp and lane in it.
-struct WgBwdThread {
-  int cw, tid, warp, lane;
-};
-
-// The mask of a query tile over this thread's key rows kr0 and kr0 + 8 (of the tile): the query columns [lo, hi) of
-// the tile that see each (Visibility::rows_seeing, bounded by the tile's rows), so an element costs two compares.
-struct WgBwdMask {
-  int lo[2], hi[2], qc0;
-  __device__ __forceinline__ WgBwdMask(const WgBwdCta& c, int kr0, int qc0_, int i0, int nq) : qc0(qc0_) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      c.vis.rows_seeing(c.j0 + kr0 + 8 * r, lo[r], hi[r]);  // keys past the sequence: empty
-      lo[r] = max(lo[r] - i0, 0);
-      hi[r] = min(hi[r] - i0, nq);
-    }
-  }
-  __device__ __forceinline__ bool on(int j, int e) const {
-    const int qc = 8 * j + qc0 + e % 2;
-    return qc >= lo[e / 2] && qc < hi[e / 2];
-  }
-};
-
-// P^T = exp2(S^T scale log2e - LSE2) in place; MASKED: 0 where masked (a select: a NaN of a row past the sequence
-// stays out). Unmasked tiles (most of them) run no mask code at all.
-template <bool MASKED>
-__device__ __forceinline__ void wg_bwd_probs(float (&s)[8][4], const WgBwdMask& m, float sc2, const float* sL) {
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const float2 l2 = *reinterpret_cast<const float2*>(sL + 8 * j + m.qc0);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const float pr = exp2_approx(fmaf(s[j][e], sc2, -(e % 2 ? l2.y : l2.x)));
-      s[j][e] = !MASKED || m.on(j, e) ? pr : 0.f;
-    }
-  }
-}
-
-// dS^T = P^T o (dP^T - D) in place of dP^T; MASKED: 0 wherever P^T is (dP^T - D of a padding row may be NaN).
-template <bool MASKED>
-__device__ __forceinline__ void wg_bwd_dsoft(const float (&s)[8][4], float (&dp)[8][4], int qc0, const float* sD) {
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const float2 dd = *reinterpret_cast<const float2*>(sD + 8 * j + qc0);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const float ds = s[j][e] * (dp[j][e] - (e % 2 ? dd.y : dd.x));
-      dp[j][e] = MASKED && s[j][e] == 0.f ? 0.f : ds;
-    }
-  }
-}
-
-// Under a softcap (s <- c tanh(s / c)) both at once: dS^T takes tanh's derivative 1 - tanh^2 of each score. tanh is
-// 1 - 2 / (e^2x + 1) by ex2.approx and rcp.approx, as in the forward (feature_tile.cuh says why that is accurate).
-__device__ __forceinline__ void wg_bwd_softcap(float (&s)[8][4], float (&dp)[8][4], const WgBwdMask& m,
+// Under a softcap (s <- c tanh(s / c)) both at once: dS^T takes tanh's derivative 1 - tanh^2 of each score.
+__device__ __forceinline__ void wg_bwd_softcap(float (&s)[8][4], float (&dp)[8][4], const Mask& m,
                                                const AttentionBwdParams& p, const float* sL, const float* sD) {
   const float cap_e = 2.f * kLog2e * p.scale / p.softcap, cap2 = p.softcap * kLog2e;
 #pragma unroll
@@ -164,37 +77,12 @@ __device__ __forceinline__ void wg_bwd_softcap(float (&s)[8][4], float (&dp)[8][
     const float2 dd = *reinterpret_cast<const float2*>(sD + 8 * j + m.qc0);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const float t = fmaf(-2.f, rcp_approx(exp2_approx(s[j][e] * cap_e) + 1.f), 1.f);
+      const float t = capped_tanh(s[j][e], cap_e);
       const float pr = m.on(j, e) ? exp2_approx(fmaf(cap2, t, -(e % 2 ? l2.y : l2.x))) : 0.f;
       s[j][e] = pr;
       dp[j][e] = pr == 0.f ? 0.f : pr * (dp[j][e] - (e % 2 ? dd.y : dd.x)) * (1.f - t * t);
     }
   }
-}
-
-// An S^T-shaped fragment rounded into the RS A layout (k-block j = query columns 16 j..16 j + 15).
-template <DType DT>
-__device__ __forceinline__ void wg_bwd_pack(const float (&x)[8][4], uint32_t (&a)[4][4]) {
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    a[j][0] = pack2<DT>(x[2 * j][0], x[2 * j][1]);
-    a[j][1] = pack2<DT>(x[2 * j][2], x[2 * j][3]);
-    a[j][2] = pack2<DT>(x[2 * j + 1][0], x[2 * j + 1][1]);
-    a[j][3] = pack2<DT>(x[2 * j + 1][2], x[2 * j + 1][3]);
-  }
-}
-
-// This thread's dS^T values into buffer `sds` ([128 keys][64 queries], 128-byte rows, chunks XOR row % 8).
-__device__ __forceinline__ void wg_bwd_store_ds(uint32_t sds, const uint32_t (&da)[4][4], const WgBwdThread& th) {
-  const int t = th.lane % 4;
-#pragma unroll
-  for (int j = 0; j < 8; ++j)
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      const int kr = th.cw * 64 + th.warp * 16 + th.lane / 4 + 8 * hh;
-      const uint32_t addr = sds + kr * 128 + ((j ^ (kr & 7)) << 4) + 4 * t;
-      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(da[j / 2][(j % 2) * 2 + hh]) : "memory");
-    }
 }
 
 // dQ's part of this warpgroup (dS K; A = dS^T, B = K, both MN-major; k16 steps of 16 keys, 2048 bytes): d128 its
@@ -208,40 +96,6 @@ __device__ __forceinline__ void wg_bwd_issue_dq(float (&dq)[8][4], uint32_t sds,
   for (int kk = 0; kk < kSteps; ++kk)
     wgmma_ss_mn<DT>(dq, a.at((k_first + kk) * 2048), b.at((k_first + kk) * 2048), kk > 0);
   wgmma_commit();
-}
-
-// This thread's dQ part into its warpgroup's buffer `sdq`: two slabs of 32 columns, [64 rows][128 B], 16-byte
-// chunks XOR row % 8 (what the reducing map's 128B-swizzled box reads).
-__device__ __forceinline__ void wg_bwd_stage_dq(uint32_t sdq, const float (&dq)[8][4], const WgBwdThread& th) {
-#pragma unroll
-  for (int j = 0; j < 8; ++j)
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      const int r = th.warp * 16 + th.lane / 4 + 8 * hh, col = 8 * j + 2 * (th.lane % 4);
-      const uint32_t addr = sdq + (col / 32) * (kBM * 128) + r * 128 + ((((col % 32) / 4) ^ (r & 7)) << 4) + (col % 4) * 4;
-      asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(dq[j][2 * hh]), "f"(dq[j][2 * hh + 1])
-                   : "memory");
-    }
-}
-
-// dK (times scale) and dV of this warpgroup's keys, rows past nk not written.
-template <DType DT, int D>
-__device__ void wg_bwd_store_dkdv(const AttentionBwdParams& p, const WgBwdCta& c, const float (&dk)[D / 8][4],
-                                  const float (&dv)[D / 8][4], const WgBwdThread& th) {
-  using T = typename StorageOf<DT>::type;
-  const int64_t head = c.kvh * p.k_stride_head;
-#pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    const int kr = th.cw * 64 + th.warp * 16 + th.lane / 4 + 8 * hh;
-    if (kr >= c.nk) continue;
-    const int64_t off = (c.k0 + c.j0 + kr) * p.k_stride_token + head + 2 * (th.lane % 4);
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
-      *reinterpret_cast<uint32_t*>(static_cast<T*>(p.dk) + off + 8 * j) =
-          pack2<DT>(dk[j][2 * hh] * p.scale, dk[j][2 * hh + 1] * p.scale);
-      *reinterpret_cast<uint32_t*>(static_cast<T*>(p.dv) + off + 8 * j) = pack2<DT>(dv[j][2 * hh], dv[j][2 * hh + 1]);
-    }
-  }
 }
 
 // S^T = K Q^T and dP^T = V dO^T of this warpgroup's keys, one commit group each. K-major k16 steps over d:
@@ -263,44 +117,13 @@ __device__ __forceinline__ void wg_bwd_issue_sdp(float (&s)[8][4], float (&dp)[8
   wgmma_commit();
 }
 
-// acc += A B over the tile's 64 queries, A from registers (P^T or dS^T), B = dO or Q MN-major (LBO the next d slab,
-// k16 steps of 2048 bytes); one commit group.
-template <DType DT, int D>
-__device__ __forceinline__ void wg_bwd_issue_rs(float (&acc)[D / 8][4], const uint32_t (&a)[4][4], uint32_t sb) {
-  const Sw128Desc<> b(sb, kBM * 128);
-  fence_regs(acc);
-  wgmma_fence();
-#pragma unroll
-  for (int j = 0; j < 4; ++j) wgmma_rs<DT, D>(acc, a[j], b.at(j * 2048), 1);
-  wgmma_commit();
-}
-
-// dQ's part by one TMA reduction per 32-column slab, from this warpgroup's staging buffer: rows past the sequence
-// add zeros (their dS is 0) to rows the postprocess never reads or another sequence's, or fall past the map.
-template <int D>
-__device__ __forceinline__ void wg_bwd_reduce_dq(const float (&dq)[8][4], const WgBwdCta& c, const WgBwdThread& th,
-                                                 uint32_t base, unsigned char* smem, const BwdWorkspace& ws,
-                                                 const void* m_dq, int h, int i0) {
-  using SM = WgBwdSmem<D>;
-  wg_bwd_stage_dq(base + SM::kDQ0 + th.cw * SM::kDQ, dq, th);
-  fence_proxy_async_smem();
-  named_bar_sync(3 + th.cw, 128);
-  if (th.tid == 0) {
-    const int row = static_cast<int>(h * ws.row_stride + bwd_seq_row(c.seq, c.q0) + i0);
-    const int col = D == 128 ? th.cw * 64 : 0;
-    tma_reduce_add_2d(m_dq, col, row, smem + SM::kDQ0 + th.cw * SM::kDQ);
-    tma_reduce_add_2d(m_dq, col + 32, row, smem + SM::kDQ0 + th.cw * SM::kDQ + kBM * 128);
-    bulk_commit();
-  }
-}
-
 // One query tile (the n-th of the walk: ring slot n % kStages, dS^T buffer n % 2) of a consumer warpgroup, ordered
 // so that the tensor cores have queued work through each elementwise phase. wgmma groups in issue order: S, dP
 // (P^T computed under it), dV (dS^T computed under it), dQ once both warpgroups stored dS^T, dK (dQ staged and
 // reduced under it); then the slot is released. (dQ's part kept over the next tile's S and dP, 32 more live
 // registers, made ptxas serialize the wgmmas and, at d128, spill 632 bytes.)
 template <DType DT, int D, bool SOFTCAP>
-__device__ __forceinline__ void wg_bwd_step(const AttentionBwdParams& p, const WgBwdCta& c, const WgBwdThread& th,
+__device__ __forceinline__ void wg_bwd_step(const AttentionBwdParams& p, const Cta<kBN>& c, const Thread& th,
                                             uint32_t base, unsigned char* smem, uint64_t* bars,
                                             const BwdWorkspace& ws, const void* m_dq, int h, int i0, int n,
                                             float (&dk)[D / 8][4], float (&dv)[D / 8][4]) {
@@ -313,8 +136,9 @@ __device__ __forceinline__ void wg_bwd_step(const AttentionBwdParams& p, const W
   __syncwarp();  // the tile before's per-row atomics diverged: wgmma is .aligned
   float s[8][4], dp[8][4];
   wg_bwd_issue_sdp<DT, D>(s, dp, sk + th.cw * 64 * 128, base + SM::kV + th.cw * 64 * 128, sq, sdo);
-  const WgBwdMask m(c, th.cw * 64 + th.warp * 16 + th.lane / 4, 2 * (th.lane % 4), i0, nq);
-  const bool full = nq == kBM && c.nk == kBN && c.vis.tile_fully_visible(c.j0, c.j0 + kBN, i0, i0 + kBM - 1);
+  const int kr0 = th.cw * 64 + th.warp * 16 + th.lane / 4;
+  const Mask m(c, kr0, 2 * (th.lane % 4), i0, nq);
+  const bool full = c.full(i0, nq);
   uint32_t pa[4][4], da[4][4];
   if constexpr (SOFTCAP) {  // P^T and dS^T at once: both need the capped score's tanh
     wgmma_wait<0>();
@@ -324,32 +148,34 @@ __device__ __forceinline__ void wg_bwd_step(const AttentionBwdParams& p, const W
   } else {
     wgmma_wait<1>();
     fence_regs(s);
-    if (full) wg_bwd_probs<false>(s, m, p.scale * kLog2e, sL);
-    else wg_bwd_probs<true>(s, m, p.scale * kLog2e, sL);
+    if (full) probs<false>(s, m, p.scale * kLog2e, sL);
+    else probs<true>(s, m, p.scale * kLog2e, sL);
   }
-  wg_bwd_pack<DT>(s, pa);
-  wg_bwd_issue_rs<DT, D>(dv, pa, sdo);
+  pack<DT>(s, pa);
+  issue_rs<DT, D>(dv, pa, sdo);
   if constexpr (!SOFTCAP) {
     wgmma_wait<1>();  // dP
     fence_regs(dp);
-    if (full) wg_bwd_dsoft<false>(s, dp, m.qc0, sD);
-    else wg_bwd_dsoft<true>(s, dp, m.qc0, sD);
+    if (full) dsoft<false>(s, dp, m.qc0, sD);
+    else dsoft<true>(s, dp, m.qc0, sD);
   }
-  wg_bwd_pack<DT>(dp, da);
+  pack<DT>(dp, da);
   const uint32_t sds = base + SM::kDS0 + (n & 1) * SM::kDS;
-  wg_bwd_store_ds(sds, da, th);
+  store_ds(sds, da, kr0, th.lane);
   fence_proxy_async_smem();
   if (th.tid == 0) bulk_wait_read<0>();  // the tile before's dQ reduction read the buffer: free after the barrier
+  __syncwarp();  // bar.sync is .aligned: thread 0's wait reconverges first
   // d128 reads both warpgroups' dS^T; d64 its own. The other buffer's last readers finished a tile ago.
   if constexpr (D == 128) named_bar_sync(1, 256);
   else named_bar_sync(1 + th.cw, 128);
   float dq[8][4];
   wgmma_fence();
   wg_bwd_issue_dq<DT, D>(dq, sds, sk, th.cw);
-  wg_bwd_issue_rs<DT, D>(dk, da, sq);
+  issue_rs<DT, D>(dk, da, sq);
   wgmma_wait<1>();  // dV and dQ
   fence_regs(dq);
-  wg_bwd_reduce_dq<D>(dq, c, th, base, smem, ws, m_dq, h, i0);
+  const int dq_buf = SM::kDQ0 + th.cw * SM::kDQ;
+  reduce_dq(dq, c, th, base + dq_buf, smem + dq_buf, ws, m_dq, h, i0, D == 128 ? th.cw * 64 : 0);
   __syncwarp();  // thread 0's reduction diverged: wgmma.wait_group is .aligned
   wgmma_wait<0>();  // dK: the slot's Q and dO are read
   fence_regs(dk);
@@ -358,7 +184,7 @@ __device__ __forceinline__ void wg_bwd_step(const AttentionBwdParams& p, const W
 }
 
 template <DType DT, int D, bool SOFTCAP>
-__device__ void wg_bwd_consume(const AttentionBwdParams& p, const WgBwdCta& c, const WgBwdThread& th, uint32_t base,
+__device__ void wg_bwd_consume(const AttentionBwdParams& p, const Cta<kBN>& c, const Thread& th, uint32_t base,
                                unsigned char* smem, uint64_t* bars, const BwdWorkspace& ws, const void* m_dq) {
   float dk[D / 8][4], dv[D / 8][4];
 #pragma unroll
@@ -366,10 +192,17 @@ __device__ void wg_bwd_consume(const AttentionBwdParams& p, const WgBwdCta& c, c
 #pragma unroll
     for (int e = 0; e < 4; ++e) dk[j][e] = dv[j][e] = 0.f;
   mbar_wait(&bars[0], 0);
-  int g = 0, qt = 0, n = 0;
+  int g = c.g_begin, qt = 0, n = 0;
   for (; c.next(g, qt); ++qt, ++n)
     wg_bwd_step<DT, D, SOFTCAP>(p, c, th, base, smem, bars, ws, m_dq, c.kvh * c.group + g, qt * kBM, n, dk, dv);
-  wg_bwd_store_dkdv<DT, D>(p, c, dk, dv, th);
+  const int kr0 = th.cw * 64 + th.warp * 16 + th.lane / 4;
+  if (ws.splits == 1) {
+    store_rows<DT, D>(p.dk, p.scale, p, c, dk, kr0, th.lane);
+    store_rows<DT, D>(p.dv, 1.f, p, c, dv, kr0, th.lane);
+  } else {
+    add_rows<D>(ws.dk_acc, p, c, dk, kr0, th.lane);
+    add_rows<D>(ws.dv_acc, p, c, dv, kr0, th.lane);
+  }
   if (th.tid == 0) bulk_wait<0>();  // the last reduction wrote
 }
 
@@ -386,7 +219,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t raw = smem_u32(smem_raw), base = (raw + 1023) & ~1023u;
   unsigned char* smem = smem_raw + (base - raw);
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem + SM::kBar);
-  const WgBwdCta c(p);
+  const Cta<kBN> c(p, ws.splits);
   if (c.j0 >= c.kv_len) return;
   if (threadIdx.x == 0) {
     for (int i = 0; i < SM::kBarriers; ++i) mbar_init(&bars[i], i <= kStages ? 1 : 2);  // empty: a thread per consumer
@@ -401,7 +234,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   setmaxnreg_inc<kConsumerRegs>();
   const int tid = threadIdx.x % 128;
-  const WgBwdThread th{wg - 1, tid, tid / 32, tid % 32};
+  const Thread th{wg - 1, tid, tid / 32, tid % 32};
   wg_bwd_consume<DT, D, SOFTCAP>(p, c, th, base, smem, bars, ws, &tm_dq);
 }
 
@@ -425,15 +258,16 @@ WgBwdMapCache::Key map_key(const AttentionBwdParams& p) {
           p.kv_heads, p.num_seqs, p.head_size, static_cast<int>(p.dtype)};
 }
 
-// Into a fresh set, assigned whole: an encode that throws leaves the cache as it was.
+// Into a fresh set, assigned whole: an encode that throws leaves the cache as it was. K and V boxes: the key tile.
 void encode_maps(const AttentionBwdParams& p, const BwdWorkspace& ws, WgBwdMapCache& cache) {
+  const int keys = wg_bwd_key_rows(p.head_size);
   WgBwdMapCache m;
   const DType dt = p.dtype;
   const int d = p.head_size;
   m.q = encode_rows_map(p.q, dt, d, p.total_q, p.heads, p.q_stride_token, p.q_stride_head, kBM, 1);
   m.d_o = encode_rows_map(p.d_o, dt, d, p.total_q, p.heads, p.q_stride_token, p.q_stride_head, kBM, 1);
-  m.k = encode_rows_map(p.k, dt, d, p.total_k, p.kv_heads, p.k_stride_token, p.k_stride_head, kBN, 1);
-  m.v = encode_rows_map(p.v, dt, d, p.total_k, p.kv_heads, p.k_stride_token, p.k_stride_head, kBN, 1);
+  m.k = encode_rows_map(p.k, dt, d, p.total_k, p.kv_heads, p.k_stride_token, p.k_stride_head, keys, 1);
+  m.v = encode_rows_map(p.v, dt, d, p.total_k, p.kv_heads, p.k_stride_token, p.k_stride_head, keys, 1);
   m.lse2 = encode_f32_map(ws.lse2, ws.row_stride, p.heads, ws.row_stride, kBM, 1, false);
   m.dsum = encode_f32_map(ws.dsum, ws.row_stride, p.heads, ws.row_stride, kBM, 1, false);
   m.dq = encode_f32_map(ws.dq_acc, d, p.heads * ws.row_stride, d, 32, kBM, true);
@@ -452,20 +286,30 @@ bool WgBwdMapCache::Key::operator==(const Key& o) const {
 }
 
 template <DType DT, int D>
-void launch_attention_bwd_wgmma(const AttentionBwdParams& p, WgBwdMapCache& maps, cudaStream_t stream) {
-  static_assert(D == 64 || D == 128, "the wgmma backward's instances: head sizes 64 and 128");
-  const BwdWorkspace ws = bwd_workspace(p, 1);
+void launch_attention_bwd_wgmma(const AttentionBwdParams& p, int splits, WgBwdMapCache& maps, cudaStream_t stream) {
+  static_assert(wg_bwd_head_size(D), "the wgmma backward's instances: head sizes 64, 128 and 256");
+  const BwdWorkspace ws = bwd_workspace(p, splits);
   if (!maps.valid || !(maps.key == map_key(p))) encode_maps(p, ws, maps);
   launch_bwd_preprocess<DT>(p, ws, stream);
-  const dim3 grid((p.max_seqlen_k + kBN - 1) / kBN, p.kv_heads, p.num_seqs);
-  if (p.softcap > 0.f) launch_dkdv<DT, D, true>(grid, p, ws, maps, stream);
+  constexpr int keys = wg_bwd_key_rows(D);
+  const dim3 grid((p.max_seqlen_k + keys - 1) / keys, p.kv_heads * splits, p.num_seqs);
+  if constexpr (D == 256) launch_dkdv_wgmma256<DT>(grid, p, ws, maps, stream);
+  else if (p.softcap > 0.f) launch_dkdv<DT, D, true>(grid, p, ws, maps, stream);
   else launch_dkdv<DT, D, false>(grid, p, ws, maps, stream);
   launch_bwd_postprocess<DT>(p, ws, stream);
 }
 
-template void launch_attention_bwd_wgmma<DType::bf16, 64>(const AttentionBwdParams&, WgBwdMapCache&, cudaStream_t);
-template void launch_attention_bwd_wgmma<DType::bf16, 128>(const AttentionBwdParams&, WgBwdMapCache&, cudaStream_t);
-template void launch_attention_bwd_wgmma<DType::f16, 64>(const AttentionBwdParams&, WgBwdMapCache&, cudaStream_t);
-template void launch_attention_bwd_wgmma<DType::f16, 128>(const AttentionBwdParams&, WgBwdMapCache&, cudaStream_t);
+template void launch_attention_bwd_wgmma<DType::bf16, 64>(const AttentionBwdParams&, int, WgBwdMapCache&,
+                                                           cudaStream_t);
+template void launch_attention_bwd_wgmma<DType::bf16, 128>(const AttentionBwdParams&, int, WgBwdMapCache&,
+                                                           cudaStream_t);
+template void launch_attention_bwd_wgmma<DType::bf16, 256>(const AttentionBwdParams&, int, WgBwdMapCache&,
+                                                           cudaStream_t);
+template void launch_attention_bwd_wgmma<DType::f16, 64>(const AttentionBwdParams&, int, WgBwdMapCache&,
+                                                           cudaStream_t);
+template void launch_attention_bwd_wgmma<DType::f16, 128>(const AttentionBwdParams&, int, WgBwdMapCache&,
+                                                           cudaStream_t);
+template void launch_attention_bwd_wgmma<DType::f16, 256>(const AttentionBwdParams&, int, WgBwdMapCache&,
+                                                           cudaStream_t);
 
 }  // namespace attnbench::cuda

@@ -1,5 +1,5 @@
-// cuda.unified_bwd's Hopper dK/dV kernel (bwd_wgmma.cu): wgmma, TMA, a producer and two consumer warpgroups per
-// 128-key tile. Instances for head sizes 64 and 128.
+// cuda.unified_bwd's Hopper dK/dV kernels: wgmma, TMA, a producer and two consumer warpgroups per key tile; 128 keys
+// at d64 and d128 (bwd_wgmma.cu), 64 at d256 (bwd_wgmma256.cu).
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -7,12 +7,14 @@
 #include <cstdint>
 
 #include "attnbench/attention_bwd.hpp"
+#include "cuda/bwd_workspace.hpp"
 
 namespace attnbench::cuda {
 
-constexpr int kWgBwdKeys = 128;    // keys per CTA: 64 per consumer warpgroup
 constexpr int kWgBwdQueries = 64;  // rows of a query tile
-constexpr bool wg_bwd_head_size(int d) { return d == 64 || d == 128; }
+constexpr bool wg_bwd_head_size(int d) { return d == 64 || d == 128 || d == 256; }
+// Keys per CTA: 64 per consumer warpgroup up to d128; at d256 both warpgroups share 64 (dK in one, dV in the other).
+constexpr int wg_bwd_key_rows(int d) { return d == 256 ? 64 : 128; }
 
 // The dK/dV kernel's seven tensor maps, encoded on the host for one set of pointers and extents and kept by the
 // plan, so that a run over the same buffers (every timed call) encodes none.
@@ -28,9 +30,15 @@ struct WgBwdMapCache {
   CUtensorMap q, k, v, d_o, lse2, dsum, dq;
 };
 
-// The preprocess, the dK/dV kernel and the postprocess on `stream`; p.workspace holds bwd_workspace_bytes(p).
-// `maps` is re-encoded when p's buffers or extents differ from those it holds.
+// The preprocess, the dK/dV kernel and the postprocess on `stream`; `splits` divides the GQA group (1: a CTA walks
+// all its heads) and p.workspace holds bwd_workspace_bytes(p, splits). `maps` is re-encoded when p's buffers or
+// extents differ from those it holds.
 template <DType DT, int D>
-void launch_attention_bwd_wgmma(const AttentionBwdParams& p, WgBwdMapCache& maps, cudaStream_t stream);
+void launch_attention_bwd_wgmma(const AttentionBwdParams& p, int splits, WgBwdMapCache& maps, cudaStream_t stream);
+
+// d256's dK/dV kernel alone over `grid` (bwd_wgmma256.cu), for launch_attention_bwd_wgmma.
+template <DType DT>
+void launch_dkdv_wgmma256(dim3 grid, const AttentionBwdParams& p, const BwdWorkspace& ws, const WgBwdMapCache& maps,
+                          cudaStream_t stream);
 
 }  // namespace attnbench::cuda

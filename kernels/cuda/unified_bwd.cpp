@@ -17,38 +17,51 @@ enum class BwdPath { mma, wgmma };
 struct CudaBwdPlan final : AttentionBwdPlan {
   AttentionProblem problem;
   BwdPath path = BwdPath::mma;
+  int splits = 1;  // the GQA group's split, as the workspace was sized for
   mutable std::mutex maps_mutex;  // run() is const and may be called from any thread
   mutable cuda::WgBwdMapCache maps;
 };
 
-// The knob's path for a head size, or "" with the reason it cannot be served that way.
-std::string pick_path(const AttentionProblem& p, const KnobValues& knobs, BwdPath& path) {
-  const std::string& k = knobs.get("ATTNBENCH_SM90_BWD_PATH");
-  const bool wg = cuda::wg_bwd_head_size(p.head_size);
-  if (k == "wgmma" && !wg)
-    return "head_size " + std::to_string(p.head_size) + ": ATTNBENCH_SM90_BWD_PATH=wgmma has instances for 64 and 128";
-  path = k == "mma" || !wg ? BwdPath::mma : BwdPath::wgmma;
-  return "";
+// The knob's path: both have instances for every head size the kernel takes.
+BwdPath pick_path(const KnobValues& knobs) {
+  return knobs.get("ATTNBENCH_SM90_BWD_PATH") == "mma" ? BwdPath::mma : BwdPath::wgmma;
 }
 
-// The mma.sync path's GQA split (1 on the wgmma path, whose CTA walks every head of the group).
-int group_splits(const AttentionBwdParams& a, BwdPath path) {
-  return path == BwdPath::mma ? cuda::bwd_group_splits(a) : 1;
+// The GQA split: the knob's count, else the smallest that fills the grid with the path's tiles (bwd_group_splits).
+int group_splits(const AttentionBwdParams& a, BwdPath path, const KnobValues& knobs) {
+  if (const int forced = std::stoi(knobs.get("ATTNBENCH_SM90_BWD_SPLITS")); forced > 0) return forced;
+  if (path == BwdPath::wgmma)
+    return cuda::bwd_group_splits(a, cuda::wg_bwd_key_rows(a.head_size), 1, cuda::kBwdWgmmaTargetCtas);
+  return cuda::bwd_group_splits(a);
+}
+
+// Why the knob's split cannot serve the problem ("" when it can).
+std::string split_conflict(const AttentionProblem& p, const KnobValues& knobs) {
+  const int forced = std::stoi(knobs.get("ATTNBENCH_SM90_BWD_SPLITS")), group = p.heads / p.kv_heads;
+  if (forced == 0 || group % forced == 0) return "";
+  return "ATTNBENCH_SM90_BWD_SPLITS=" + std::to_string(forced) + " does not divide the GQA group of " +
+         std::to_string(group) + " query heads per kv head";
 }
 
 // d256 names its column chunks: each CTA recomputes S and dP over the whole head for its chunk of dK, dV and dQ.
-std::string summary(const AttentionBwdParams& a, BwdPath path) {
-  if (path == BwdPath::wgmma)
-    return "wgmma+tma kv-tile " + std::to_string(cuda::kWgBwdKeys) + " q-tile " + std::to_string(cuda::kWgBwdQueries) +
-           " warpgroups 1+2 dq tma-reduce";
-  const cuda::BwdTile t = cuda::bwd_tile(a.head_size);
-  std::string s = "fa2 mma.sync kv-tile " + std::to_string(t.key_rows) + " q-tile " + std::to_string(t.query_rows) +
-                  " warps 4 dq atomics";
-  if (t.chunks > 1)
-    s += " col-chunks " + std::to_string(t.chunks) + "x" + std::to_string(t.cols) + " (S, dP per chunk)";
-  if (const int n = group_splits(a, path); n > 1)
-    s += " group split " + std::to_string(n) + " (" + std::to_string(a.heads / a.kv_heads / n) +
-         " heads a CTA, dK/dV by fp32 atomics)";
+std::string summary(const AttentionBwdParams& a, BwdPath path, int splits) {
+  std::string s;
+  if (path == BwdPath::wgmma) {
+    s = "wgmma+tma kv-tile " + std::to_string(cuda::wg_bwd_key_rows(a.head_size)) + " q-tile " +
+        std::to_string(cuda::kWgBwdQueries) + " warpgroups 1+2" +
+        (a.head_size == 256 ? " (dV | dK, P^T shared)" : "") + " dq tma-reduce";
+  } else {
+    const cuda::BwdTile t = cuda::bwd_tile(a.head_size);
+    s = "fa2 mma.sync kv-tile " + std::to_string(t.key_rows) + " q-tile " + std::to_string(t.query_rows) +
+        " warps 4 dq atomics";
+    if (t.chunks > 1)
+      s += " col-chunks " + std::to_string(t.chunks) + "x" + std::to_string(t.cols) + " (S, dP per chunk)";
+  }
+  if (splits > 1) {
+    const int per_cta = a.heads / a.kv_heads / splits;
+    s += " group split " + std::to_string(splits) + " (" + std::to_string(per_cta) + (per_cta == 1 ? " head" : " heads") +
+         " a CTA, dK/dV by fp32 atomics)";
+  }
   return s;
 }
 
@@ -56,10 +69,10 @@ template <DType DT, int D> void launch_dt(const AttentionBwdParams& a, const Cud
   if constexpr (cuda::wg_bwd_head_size(D)) {
     if (pl.path == BwdPath::wgmma) {
       const std::lock_guard<std::mutex> lock(pl.maps_mutex);
-      return cuda::launch_attention_bwd_wgmma<DT, D>(a, pl.maps, s);
+      return cuda::launch_attention_bwd_wgmma<DT, D>(a, pl.splits, pl.maps, s);
     }
   }
-  cuda::launch_attention_bwd<DT, D>(a, s);
+  cuda::launch_attention_bwd<DT, D>(a, pl.splits, s);
 }
 
 template <int D> void launch(const AttentionBwdParams& a, const CudaBwdPlan& pl, cudaStream_t s) {
@@ -79,8 +92,7 @@ class CudaUnifiedBwd final : public AttentionBwdKernel {
     if (p.head_size != 64 && p.head_size != 128 && p.head_size != 256)
       return Support::no("head_size " + std::to_string(p.head_size) +
                          ": cuda.unified_bwd has instances for 64, 128 and 256");
-    BwdPath path;
-    if (const std::string why = pick_path(p, knobs, path); !why.empty()) return Support::no(why);
+    if (const std::string why = split_conflict(p, knobs); !why.empty()) return Support::no(why);
     return Support::yes();
   }
 
@@ -89,10 +101,11 @@ class CudaUnifiedBwd final : public AttentionBwdKernel {
     if (!s.ok) throw std::invalid_argument("cuda.unified_bwd declines: " + s.reason);
     auto pl = std::make_unique<CudaBwdPlan>();
     pl->problem = p;
-    pick_path(p, knobs, pl->path);
+    pl->path = pick_path(knobs);
     const AttentionBwdParams a = make_attention_bwd_params(p);
-    pl->workspace_bytes = cuda::bwd_workspace_bytes(a, group_splits(a, pl->path));
-    pl->summary = summary(a, pl->path);
+    pl->splits = group_splits(a, pl->path, knobs);
+    pl->workspace_bytes = cuda::bwd_workspace_bytes(a, pl->splits);
+    pl->summary = summary(a, pl->path, pl->splits);
     return pl;
   }
 

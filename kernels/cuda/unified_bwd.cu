@@ -275,8 +275,8 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_dkdv(AttentionBwdParams p, Bw
 }  // namespace
 
 template <DType DT, int D>
-void launch_attention_bwd(const AttentionBwdParams& p, cudaStream_t stream) {
-  const BwdWorkspace ws = bwd_workspace(p, bwd_group_splits(p));
+void launch_attention_bwd(const AttentionBwdParams& p, int splits, cudaStream_t stream) {
+  const BwdWorkspace ws = bwd_workspace(p, splits);
   launch_bwd_preprocess<DT>(p, ws, stream);
   const std::size_t smem = BwdSmem<D>::bytes;
   static const bool attribute_set = [smem] {  // once per instance, outside any capture's stream work
@@ -291,11 +291,11 @@ void launch_attention_bwd(const AttentionBwdParams& p, cudaStream_t stream) {
   launch_bwd_postprocess<DT>(p, ws, stream);
 }
 
-template void launch_attention_bwd<DType::bf16, 64>(const AttentionBwdParams&, cudaStream_t);
-template void launch_attention_bwd<DType::bf16, 128>(const AttentionBwdParams&, cudaStream_t);
-template void launch_attention_bwd<DType::f16, 64>(const AttentionBwdParams&, cudaStream_t);
-template void launch_attention_bwd<DType::f16, 128>(const AttentionBwdParams&, cudaStream_t);
-template void launch_attention_bwd<DType::bf16, 256>(const AttentionBwdParams&, cudaStream_t);
-template void launch_attention_bwd<DType::f16, 256>(const AttentionBwdParams&, cudaStream_t);
+template void launch_attention_bwd<DType::bf16, 64>(const AttentionBwdParams&, int, cudaStream_t);
+template void launch_attention_bwd<DType::bf16, 128>(const AttentionBwdParams&, int, cudaStream_t);
+template void launch_attention_bwd<DType::f16, 64>(const AttentionBwdParams&, int, cudaStream_t);
+template void launch_attention_bwd<DType::f16, 128>(const AttentionBwdParams&, int, cudaStream_t);
+template void launch_attention_bwd<DType::bf16, 256>(const AttentionBwdParams&, int, cudaStream_t);
+template void launch_attention_bwd<DType::f16, 256>(const AttentionBwdParams&, int, cudaStream_t);
 
 }  // namespace attnbench::cuda

@@ -1,6 +1,6 @@
 // The backward on the GPU: the GPU reference against Eigen's on the gradient gate's matrix, and cuda.unified_bwd
-// gated on every row of it and on d256 rows of every mask path (d256 runs its own tiles: two column chunks of 128 and
-// 32-row query tiles).
+// gated on every row of it and on d256 rows of every mask path (d256 runs kernels of its own), on both dK/dV kernels
+// and with the GQA group split and not.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -73,12 +73,13 @@ TEST_P(GpuBackward, ReferenceAgreesWithEigen) {
 
 // Through the runner's own path: the op case's inputs and GPU reference, the kernel bound to the device, one call,
 // the gate. Every head size of the matrix is served, so a decline fails too.
-void expect_path_passes(const AttentionProblem& problem, const char* name, const char* path) {
+void expect_path_passes(const AttentionProblem& problem, const char* name, const char* path, const char* splits) {
   const KernelEntry* entry = nullptr;
   for (const auto& k : kernel_registry())
     if (k.name == "cuda.unified_bwd") entry = &k;
   ASSERT_NE(entry, nullptr);
-  const KnobValues knobs = KnobValues::resolve({{"ATTNBENCH_SM90_BWD_PATH", path}}, false);
+  const KnobValues knobs =
+      KnobValues::resolve({{"ATTNBENCH_SM90_BWD_PATH", path}, {"ATTNBENCH_SM90_BWD_SPLITS", splits}}, false);
   for (DType dt : {DType::bf16, DType::f16}) {
     ShapeCase c;
     c.op = Op::attention_backward;
@@ -97,17 +98,23 @@ void expect_path_passes(const AttentionProblem& problem, const char* name, const
     const GateResult g = bound->gate(default_tolerance(dt));
     ASSERT_EQ(g.tensors.size(), 3u);
     EXPECT_EQ(g.reference, "gpu");
-    std::printf("%-24s %-4s cuda.unified_bwd %-5s row_rel %.2e max_abs %.2e (dq %.2e dk %.2e dv %.2e)\n", name,
-                dtype_name(dt), path, g.max_row_rel, g.max_abs, g.tensors[0].max_row_rel, g.tensors[1].max_row_rel,
+    std::printf("%-24s %-4s cuda.unified_bwd %-5s splits %s row_rel %.2e max_abs %.2e (dq %.2e dk %.2e dv %.2e)\n",
+                name, dtype_name(dt), path, splits, g.max_row_rel, g.max_abs, g.tensors[0].max_row_rel, g.tensors[1].max_row_rel,
                 g.tensors[2].max_row_rel);
-    EXPECT_TRUE(g.passed) << name << " " << dtype_name(dt) << " " << path << ": " << gate_failure_reason(g);
+    EXPECT_TRUE(g.passed) << name << " " << dtype_name(dt) << " " << path << " splits " << splits << ": "
+                          << gate_failure_reason(g);
   }
 }
 
-// Both dK/dV kernels where the head size has both (the wgmma one at d64 and d128), the mma.sync one alone at d256.
+// Both dK/dV kernels (wgmma: d256 its own, 64-key tiles with dV and dK in different warpgroups); a GQA group split
+// as the heuristic picks (on these small grids the whole group), unsplit, and in halves.
 void expect_cuda_unified_bwd_passes(const AttentionProblem& problem, const char* name) {
-  expect_path_passes(problem, name, "mma");
-  if (problem.head_size <= 128) expect_path_passes(problem, name, "wgmma");
+  const int group = problem.heads / problem.kv_heads;
+  for (const char* path : {"mma", "wgmma"}) {
+    expect_path_passes(problem, name, path, "0");
+    if (group > 1) expect_path_passes(problem, name, path, "1");
+    if (group > 2 && group % 2 == 0) expect_path_passes(problem, name, path, "2");
+  }
 }
 
 TEST_P(GpuBackward, CudaUnifiedBwdPassesTheGate) {
@@ -115,9 +122,9 @@ TEST_P(GpuBackward, CudaUnifiedBwdPassesTheGate) {
   expect_cuda_unified_bwd_passes(problem_of(GetParam(), DType::bf16), GetParam().name);
 }
 
-// The matrix has one d256 row (causal, GQA 16, whole tiles). d256's column chunks and 32-row query tiles are its
-// own, and the wgmma kernel's 128-key tiles and TMA boxes past a sequence's end are too, so every other mask path
-// meets each: ragged tails (a partial key tile, a partial query tile), non-causal, window + softcap, queries
+// The matrix has one d256 row (causal, GQA 16, whole tiles). d256's kernels are their own (mma.sync: column chunks
+// and 32-row query tiles; wgmma: 64-key tiles, P^T passed between warpgroups), and the d64/d128 wgmma kernel's
+// 128-key tiles and TMA boxes past a sequence's end are too, so every other mask path meets each: ragged tails (a partial key tile, a partial query tile), non-causal, window + softcap, queries
 // shorter than keys, top-left (key tiles no query sees: zero dK/dV), a two-sided window.
 struct MaskRow {
   BwdShape shape;
