@@ -9,6 +9,7 @@
 
 #include "cli_helpers.hpp"
 #include "run/case_list.hpp"
+#include "run/runner.hpp"
 
 namespace {
 using nlohmann::json;

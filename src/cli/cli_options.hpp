@@ -8,7 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "results/results.hpp"
-#include "run/runner.hpp"
+#include "run/run_options.hpp"
 
 namespace attnbench {
 

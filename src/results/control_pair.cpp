@@ -6,7 +6,6 @@
 #include <map>
 
 #include "core/json_file.hpp"
-#include "run/runner.hpp"
 
 namespace attnbench {
 

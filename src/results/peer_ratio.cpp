@@ -6,7 +6,7 @@
 #include <map>
 
 #include "cases/registry.hpp"
-#include "run/runner.hpp"
+#include "results/control_pair.hpp"
 
 using nlohmann::json;
 

@@ -9,6 +9,7 @@
 #include "attnbench/gated_block.hpp"
 #include "cases/op_case.hpp"
 #include "cases/shape_features.hpp"
+#include "run/runner.hpp"
 
 namespace attnbench {
 

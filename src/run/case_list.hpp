@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cases/shapes.hpp"
-#include "run/runner.hpp"
+#include "run/run_options.hpp"
 
 namespace attnbench {
 

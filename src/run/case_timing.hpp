@@ -10,7 +10,7 @@
 #include "cases/op_case.hpp"
 #include "device/device.hpp"
 #include "results/results.hpp"
-#include "run/runner.hpp"
+#include "run/run_options.hpp"
 
 namespace attnbench {
 

@@ -7,6 +7,7 @@
 #include "cases/inputs.hpp"
 #include "device/device.hpp"
 #include "plugins/plugin.hpp"
+#include "run/runner.hpp"
 #include "run/runner_impl.hpp"
 
 #ifndef ATTNBENCH_VERSION

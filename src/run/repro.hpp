@@ -3,7 +3,7 @@
 #include <map>
 #include <string>
 
-#include "run/runner.hpp"
+#include "run/run_options.hpp"
 
 namespace attnbench {
 

@@ -11,6 +11,7 @@
 #include "run/case_timing.hpp"
 #include "run/interrupt.hpp"
 #include "run/repro.hpp"
+#include "run/runner.hpp"
 #include "run/runner_impl.hpp"
 
 namespace attnbench::detail {

@@ -16,7 +16,7 @@
 #include "results/printer.hpp"
 #include "run/case_timing.hpp"
 #include "run/journal.hpp"
-#include "run/runner.hpp"
+#include "run/run_options.hpp"
 #include "run/worker.hpp"
 
 namespace attnbench::detail {

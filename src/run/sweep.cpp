@@ -8,6 +8,7 @@
 #include "attnbench/knobs.hpp"
 #include "core/errors.hpp"
 #include "results/printer.hpp"
+#include "run/runner.hpp"
 
 namespace attnbench {
 

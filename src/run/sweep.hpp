@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "results/results.hpp"
-#include "run/runner.hpp"
+#include "run/run_options.hpp"
 
 namespace attnbench {
 
