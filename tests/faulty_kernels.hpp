@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "attnbench/backends.hpp"
-#include "registry.hpp"
+#include "cases/registry.hpp"
 
 namespace attnbench::testing {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "attnbench/gated_block_bwd.hpp"
-#include "gated_bwd_data.hpp"
+#include "cases/gated_bwd_data.hpp"
 
 namespace attnbench::gatedtest {
 

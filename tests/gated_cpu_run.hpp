@@ -10,8 +10,8 @@
 
 #include "attnbench/gated_block.hpp"
 #include "attnbench/gated_block_ref.hpp"
-#include "gate.hpp"
-#include "gated_case.hpp"
+#include "cases/gate.hpp"
+#include "cases/gated_case.hpp"
 
 namespace attnbench::gatedtest {
 

@@ -13,8 +13,8 @@
 #include "attnbench/gated_block.hpp"
 #include "attnbench/gated_block_bwd.hpp"
 #include "attnbench/reference.hpp"
-#include "gated_bwd_data.hpp"
-#include "gated_case.hpp"
+#include "cases/gated_bwd_data.hpp"
+#include "cases/gated_case.hpp"
 
 namespace attnbench::gatedtest {
 

@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "attnbench/reference.hpp"
-#include "gate.hpp"
+#include "cases/gate.hpp"
+#include "cases/inputs.hpp"
 #include "hip/emulator/run_kernels.hpp"
 #include "hip/resolve.hpp"
-#include "inputs.hpp"
 
 namespace attnbench::testing {
 

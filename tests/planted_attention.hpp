@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "attnbench/attention.hpp"
-#include "inputs.hpp"
+#include "cases/inputs.hpp"
 
 namespace attnbench::testing {
 

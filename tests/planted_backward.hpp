@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "bwd_inputs.hpp"
+#include "cases/bwd_inputs.hpp"
 
 namespace attnbench::testing {
 

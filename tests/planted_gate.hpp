@@ -8,9 +8,9 @@
 
 #include "attnbench/backends.hpp"
 #include "attnbench/reference.hpp"
-#include "check_rows.hpp"
-#include "gate.hpp"
-#include "inputs.hpp"
+#include "cases/check_rows.hpp"
+#include "cases/gate.hpp"
+#include "cases/inputs.hpp"
 
 namespace attnbench::testing {
 

@@ -2,7 +2,7 @@
 #pragma once
 #include <string>
 
-#include "results.hpp"
+#include "results/results.hpp"
 
 namespace testrows {
 

@@ -7,8 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "case_list.hpp"
 #include "cli_helpers.hpp"
+#include "run/case_list.hpp"
+#include "run/runner.hpp"
 
 namespace {
 using nlohmann::json;

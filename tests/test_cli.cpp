@@ -5,9 +5,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "cases/registry.hpp"
 #include "cli_helpers.hpp"
-#include "registry.hpp"
-#include "results.hpp"
+#include "results/results.hpp"
 
 namespace fs = std::filesystem;
 

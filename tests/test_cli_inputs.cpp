@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "cli_helpers.hpp"
-#include "device.hpp"
+#include "device/device.hpp"
 
 namespace fs = std::filesystem;
 using namespace testcli;

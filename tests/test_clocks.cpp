@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "case_timing.hpp"
+#include "cases/registry.hpp"
 #include "cli_helpers.hpp"
-#include "clocks.hpp"
-#include "registry.hpp"
+#include "device/clocks.hpp"
+#include "run/case_timing.hpp"
 
 using namespace attnbench;
 

@@ -3,8 +3,8 @@
 
 #include "attnbench/knobs.hpp"
 #include "cli_helpers.hpp"
-#include "compare.hpp"
-#include "errors.hpp"
+#include "compare/compare.hpp"
+#include "core/errors.hpp"
 
 using namespace attnbench;
 using namespace testcli;

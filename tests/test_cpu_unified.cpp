@@ -13,8 +13,8 @@
 #include "../kernels/cpu/unified.hpp"
 #include "attnbench/backends.hpp"
 #include "attnbench/reference.hpp"
-#include "gate.hpp"
-#include "inputs.hpp"
+#include "cases/gate.hpp"
+#include "cases/inputs.hpp"
 
 namespace attnbench {
 namespace {

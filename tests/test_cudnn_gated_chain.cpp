@@ -7,11 +7,11 @@
 
 #include "attnbench/backends.hpp"
 #include "attnbench/gated_block.hpp"
+#include "cases/registry.hpp"
 #include "cli_helpers.hpp"
 #include "cuda/runtime.hpp"
 #include "cudnn/sdpa.hpp"
 #include "gated_test_helpers.hpp"
-#include "registry.hpp"
 
 using namespace attnbench;
 using namespace attnbench::gatedtest;

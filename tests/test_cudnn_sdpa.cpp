@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "attnbench/backends.hpp"
+#include "cases/registry.hpp"
 #include "cli_helpers.hpp"
 #include "cuda/runtime.hpp"
 #include "cudnn/derived.hpp"
 #include "cudnn/plan_key.hpp"
-#include "registry.hpp"
 
 using namespace attnbench;
 

@@ -10,7 +10,7 @@
 
 #include "cli_helpers.hpp"
 #include "faulty_kernels.hpp"
-#include "runner.hpp"
+#include "run/runner.hpp"
 
 namespace attnbench {
 namespace {

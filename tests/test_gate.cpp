@@ -7,10 +7,10 @@
 #include <set>
 #include <vector>
 
-#include "check_rows.hpp"
-#include "gate.hpp"
-#include "runner.hpp"
-#include "shapes.hpp"
+#include "cases/check_rows.hpp"
+#include "cases/gate.hpp"
+#include "cases/shapes.hpp"
+#include "run/runner.hpp"
 
 using namespace attnbench;
 

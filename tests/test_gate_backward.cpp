@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "attnbench/attention_bwd.hpp"
-#include "bwd_inputs.hpp"
 #include "bwd_matrix_shapes.hpp"
-#include "gate.hpp"
+#include "cases/bwd_inputs.hpp"
+#include "cases/gate.hpp"
 #include "planted_backward.hpp"
 
 namespace attnbench {

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "attnbench/attention.hpp"
-#include "gate.hpp"
-#include "inputs.hpp"
+#include "cases/gate.hpp"
+#include "cases/inputs.hpp"
 #include "planted_attention.hpp"
 #include "planted_gate.hpp"
 

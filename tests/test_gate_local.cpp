@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <string>
 
-#include "check_rows.hpp"
+#include "cases/check_rows.hpp"
 #include "gate_matrix_shapes.hpp"
 #include "planted_attention.hpp"
 #include "planted_gate.hpp"

@@ -11,8 +11,8 @@
 
 #include "attnbench/backends.hpp"
 #include "attnbench/reference.hpp"
-#include "check_rows.hpp"
-#include "gate.hpp"
+#include "cases/check_rows.hpp"
+#include "cases/gate.hpp"
 #include "gate_matrix_shapes.hpp"
 #include "planted_attention.hpp"
 #include "planted_gate.hpp"

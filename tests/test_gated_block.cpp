@@ -21,11 +21,11 @@
 #include "../kernels/cpu/gated_block.hpp"
 #include "attnbench/backends.hpp"
 #include "attnbench/gated_block.hpp"
+#include "attnbench/gated_block_ref.hpp"
+#include "cases/gated_case.hpp"
+#include "cli_helpers.hpp"
 #include "gated_cpu_run.hpp"
 #include "gated_test_helpers.hpp"
-#include "attnbench/gated_block_ref.hpp"
-#include "cli_helpers.hpp"
-#include "gated_case.hpp"
 
 namespace attnbench {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "attnbench/backends.hpp"
 #include "attnbench/gated_block.hpp"
-#include "gated_case.hpp"
+#include "cases/gated_case.hpp"
 #include "gated_cpu_run.hpp"
 #include "gated_test_helpers.hpp"
 

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "cases/inputs.hpp"
 #include "hip/device/mfma_layout.hpp"
 #include "hip/emulator/arch.hpp"
 #include "hip/geometry.hpp"
-#include "inputs.hpp"
 
 namespace attnbench::hip {
 namespace {

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "cli_helpers.hpp"
-#include "host_load.hpp"
-#include "printer.hpp"
+#include "results/printer.hpp"
+#include "run/host_load.hpp"
 
 using namespace attnbench;
 using namespace testcli;

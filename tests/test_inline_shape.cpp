@@ -4,9 +4,9 @@
 
 #include <string>
 
+#include "cases/inline_shape.hpp"
 #include "cli_helpers.hpp"
-#include "errors.hpp"
-#include "inline_shape.hpp"
+#include "core/errors.hpp"
 
 using namespace attnbench;
 using namespace testcli;

@@ -13,11 +13,11 @@
 #include <thread>
 
 #include "cli_helpers.hpp"
+#include "core/errors.hpp"
+#include "core/sha256.hpp"
+#include "results/results.hpp"
+#include "run/journal.hpp"
 #include "temp_dir.hpp"
-#include "errors.hpp"
-#include "journal.hpp"
-#include "results.hpp"
-#include "sha256.hpp"
 
 extern char** environ;
 

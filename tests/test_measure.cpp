@@ -7,8 +7,8 @@
 #include <thread>
 
 #include "attnbench/knobs.hpp"
-#include "measure.hpp"
-#include "registry.hpp"
+#include "cases/registry.hpp"
+#include "core/measure.hpp"
 
 using namespace attnbench;
 

@@ -2,11 +2,11 @@
 // against what its inputs and buffers really take.
 #include <gtest/gtest.h>
 
-#include "gated_case.hpp"
-#include "inputs.hpp"
-#include "memory_check.hpp"
-#include "registry.hpp"
-#include "shapes.hpp"
+#include "cases/gated_case.hpp"
+#include "cases/inputs.hpp"
+#include "cases/memory_check.hpp"
+#include "cases/registry.hpp"
+#include "cases/shapes.hpp"
 
 using namespace attnbench;
 

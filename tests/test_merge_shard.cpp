@@ -5,9 +5,9 @@
 #include <set>
 
 #include "cli_helpers.hpp"
-#include "errors.hpp"
-#include "merge.hpp"
-#include "runner.hpp"
+#include "compare/merge.hpp"
+#include "core/errors.hpp"
+#include "run/runner.hpp"
 
 using namespace attnbench;
 using namespace testcli;

@@ -8,14 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "cases/registry.hpp"
 #include "cli_helpers.hpp"
-#include "errors.hpp"
-#include "merge.hpp"
-#include "peer_ratio.hpp"
+#include "compare/merge.hpp"
+#include "core/errors.hpp"
 #include "result_rows.hpp"
-#include "printer.hpp"
-#include "registry.hpp"
-#include "results.hpp"
+#include "results/peer_ratio.hpp"
+#include "results/printer.hpp"
+#include "results/results.hpp"
 
 using namespace attnbench;
 using namespace testcli;

@@ -9,12 +9,12 @@
 #include <sstream>
 
 #include "attnbench/plugin.h"
+#include "cases/registry.hpp"
 #include "cli_helpers.hpp"
-#include "errors.hpp"
-#include "journal.hpp"
-#include "plugin.hpp"
-#include "registry.hpp"
-#include "runner.hpp"
+#include "core/errors.hpp"
+#include "plugins/plugin.hpp"
+#include "run/journal.hpp"
+#include "run/runner.hpp"
 
 namespace attnbench {
 namespace {

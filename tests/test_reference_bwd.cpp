@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "attnbench/reference_bwd.hpp"
-#include "bwd_inputs.hpp"
+#include "cases/bwd_inputs.hpp"
 
 namespace attnbench {
 namespace {

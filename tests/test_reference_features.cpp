@@ -11,7 +11,7 @@
 
 #include "attnbench/attention.hpp"
 #include "attnbench/reference.hpp"
-#include "inputs.hpp"
+#include "cases/inputs.hpp"
 
 namespace attnbench {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "attnbench/gated_block_bwd.hpp"
 #include "attnbench/gated_block_bwd_ref.hpp"
-#include "gated_case.hpp"
+#include "cases/gated_case.hpp"
 
 namespace attnbench {
 namespace {

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
-#include "registry.hpp"
+#include "cases/registry.hpp"
 #include "resolve_spread.hpp"
 
 namespace attnbench {

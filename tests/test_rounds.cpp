@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "cli_helpers.hpp"
-#include "control_pair.hpp"
-#include "measure.hpp"
+#include "core/measure.hpp"
 #include "result_rows.hpp"
-#include "results.hpp"
+#include "results/control_pair.hpp"
+#include "results/results.hpp"
 
 using namespace attnbench;
 using namespace testcli;

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "cli_helpers.hpp"
-#include "printer.hpp"
+#include "results/printer.hpp"
 
 using namespace attnbench;
 using namespace testcli;

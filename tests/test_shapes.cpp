@@ -9,8 +9,8 @@
 #include <stdexcept>
 #include <utility>
 
-#include "errors.hpp"
-#include "shapes.hpp"
+#include "cases/shapes.hpp"
+#include "core/errors.hpp"
 #include "temp_dir.hpp"
 
 using namespace attnbench;

@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "cli_helpers.hpp"
 #include "attnbench/knobs.hpp"
-#include "errors.hpp"
-#include "registry.hpp"
-#include "sweep.hpp"
+#include "cases/registry.hpp"
+#include "cli_helpers.hpp"
+#include "core/errors.hpp"
+#include "run/sweep.hpp"
 
 using namespace attnbench;
 using namespace testcli;

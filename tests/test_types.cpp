@@ -8,8 +8,8 @@
 
 #include "attnbench/backends.hpp"
 #include "attnbench/reference.hpp"
+#include "cases/inputs.hpp"
 #include "cli_helpers.hpp"
-#include "inputs.hpp"
 
 using namespace attnbench;
 

@@ -199,8 +199,8 @@ std::string knob_values_text(const KnobSpec& k) {
 
 const std::vector<std::string>& known_non_knob_variables() {
   static const std::vector<std::string> names = {
-      "ATTNBENCH_SHAPES_DIR",       // the shape groups' folder (src/shapes.cpp)
-      "ATTNBENCH_PLUGINS",          // plugin files to load, ':'-separated (src/plugin.cpp)
+      "ATTNBENCH_SHAPES_DIR",       // the shape groups' folder (src/cases/shapes.cpp)
+      "ATTNBENCH_PLUGINS",          // plugin files to load, ':'-separated (src/plugins/plugin.cpp)
       "ATTNBENCH_BIN",              // scripts/ci and scripts/device: the binary to run
       "ATTNBENCH_GPU_TESTS",        // scripts/device/gate-stats.sh: the GPU test binary to run
       "ATTNBENCH_CUDA",             // scripts/build.sh: ON/OFF for the CUDA backend

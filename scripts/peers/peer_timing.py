@@ -1,6 +1,6 @@
 """What every peer times with: CUDA-event samples under attnbench's stop rule (eager calls from Python, or one captured
-graph replayed behind a queued GPU sleep), their summary statistics (src/measure.cpp's), and a peer kernel's gated,
-timed rows. The module imports the standard library and peer_common only; torch comes from the caller."""
+graph replayed behind a queued GPU sleep), their summary statistics (src/core/measure.cpp's), and a peer kernel's
+gated, timed rows. The module imports the standard library and peer_common only; torch comes from the caller."""
 import math
 import time
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "cli_main.hpp"
+#include "cli/cli_main.hpp"
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   // Help and error text is not what is tested; the shipped shapes/ folder is what --group reads.

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "../temp_dir.hpp"
-#include "errors.hpp"
+#include "core/errors.hpp"
 
 namespace fuzz {
 

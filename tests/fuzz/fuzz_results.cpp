@@ -4,11 +4,11 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "compare.hpp"
+#include "compare/compare.hpp"
+#include "compare/merge.hpp"
 #include "fuzz_common.hpp"
-#include "journal.hpp"
-#include "merge.hpp"
-#include "results.hpp"
+#include "results/results.hpp"
+#include "run/journal.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = fuzz::input_file("results.json", data, size);

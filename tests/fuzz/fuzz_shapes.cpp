@@ -3,10 +3,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "case_list.hpp"
+#include "cases/inline_shape.hpp"
+#include "cases/shapes.hpp"
 #include "fuzz_common.hpp"
-#include "inline_shape.hpp"
-#include "shapes.hpp"
+#include "run/case_list.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = fuzz::input_file("shapes.json", data, size);

@@ -4,7 +4,7 @@
 #pragma once
 #include <vector>
 
-#include "registry.hpp"
+#include "cases/registry.hpp"
 
 namespace attnbench::gputest {
 

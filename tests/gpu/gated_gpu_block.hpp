@@ -9,9 +9,9 @@
 
 #include "attnbench/gated_block.hpp"
 #include "attnbench/gated_block_ref.hpp"
+#include "cases/gate.hpp"
+#include "cases/gated_case.hpp"
 #include "cuda/runtime.hpp"
-#include "gate.hpp"
-#include "gated_case.hpp"
 
 namespace attnbench::gputest {
 

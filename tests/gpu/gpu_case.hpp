@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "attnbench/backends.hpp"
+#include "cases/inputs.hpp"
 #include "cuda/runtime.hpp"
-#include "inputs.hpp"
 
 namespace attnbench::gputest {
 

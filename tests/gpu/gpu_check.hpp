@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "attnbench/reference.hpp"
-#include "gate.hpp"
+#include "cases/gate.hpp"
 #include "gpu_case.hpp"
 #include "gpu_shape.hpp"
 

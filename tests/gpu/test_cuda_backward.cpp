@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "attnbench/attention_bwd.hpp"
-#include "bwd_inputs.hpp"
 #include "bwd_matrix_shapes.hpp"
-#include "device.hpp"
-#include "gpu_reference.hpp"
-#include "op_case.hpp"
-#include "registry.hpp"
+#include "cases/bwd_inputs.hpp"
+#include "cases/gpu_reference.hpp"
+#include "cases/op_case.hpp"
+#include "cases/registry.hpp"
+#include "device/device.hpp"
 
 namespace attnbench {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "cli_helpers.hpp"
 #include "faulty_cuda_kernels.hpp"
-#include "runner.hpp"
+#include "run/runner.hpp"
 
 namespace attnbench {
 namespace {

@@ -10,8 +10,8 @@
 
 #include "../gate_matrix_shapes.hpp"
 #include "attnbench/reference.hpp"
-#include "check_rows.hpp"
-#include "gate.hpp"
+#include "cases/check_rows.hpp"
+#include "cases/gate.hpp"
 #include "gpu_case.hpp"
 
 namespace attnbench::gputest {

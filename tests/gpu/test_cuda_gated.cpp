@@ -13,7 +13,7 @@
 #include "attnbench/backends.hpp"
 #include "attnbench/gated_block.hpp"
 #include "attnbench/gated_block_ref.hpp"
-#include "gated_case.hpp"
+#include "cases/gated_case.hpp"
 #include "gated_gpu_block.hpp"
 
 namespace attnbench {

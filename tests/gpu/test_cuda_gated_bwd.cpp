@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "device.hpp"
-#include "op_case.hpp"
-#include "registry.hpp"
+#include "cases/op_case.hpp"
+#include "cases/registry.hpp"
+#include "device/device.hpp"
 
 namespace attnbench {
 namespace {

@@ -12,10 +12,10 @@
 #include "attnbench/backends.hpp"
 #include "attnbench/gated_block.hpp"
 #include "attnbench/gated_block_ref.hpp"
+#include "cases/gated_case.hpp"
 #include "common/device/mx_rules.hpp"
 #include "conversion_kernels.hpp"
 #include "cuda/gated_kernels.hpp"
-#include "gated_case.hpp"
 #include "gated_gpu_block.hpp"
 
 namespace attnbench {

@@ -14,9 +14,9 @@
 #include "attnbench/backends.hpp"
 #include "attnbench/gated_block.hpp"
 #include "attnbench/gated_block_bwd.hpp"
+#include "cases/gated_bwd_data.hpp"
 #include "cuda/runtime.hpp"
-#include "device.hpp"
-#include "gated_bwd_data.hpp"
+#include "device/device.hpp"
 #include "gated_gpu_block.hpp"
 #include "gated_save_run.hpp"
 

@@ -10,11 +10,11 @@
 
 #include "../../kernels/cpu/norm_rope.hpp"
 #include "attnbench/reference.hpp"
-#include "gate.hpp"
-#include "gpu_shape.hpp"
+#include "cases/gate.hpp"
 #include "cuda/heuristics.hpp"
 #include "gpu_case.hpp"
 #include "gpu_check.hpp"
+#include "gpu_shape.hpp"
 
 namespace attnbench::gputest {
 namespace {

@@ -14,8 +14,8 @@
 
 #include "attnbench/gated_block.hpp"
 #include "attnbench/gated_block_ref.hpp"
+#include "cases/gated_case.hpp"
 #include "cuda/runtime.hpp"
-#include "gated_case.hpp"
 #include "gated_gpu_block.hpp"
 
 namespace attnbench::gputest {

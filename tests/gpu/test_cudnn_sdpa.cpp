@@ -19,10 +19,10 @@
 
 #include "attnbench/backends.hpp"
 #include "attnbench/reference.hpp"
+#include "cases/gate.hpp"
+#include "cases/inputs.hpp"
 #include "cuda/runtime.hpp"
-#include "gate.hpp"
 #include "gpu_shape.hpp"
-#include "inputs.hpp"
 
 namespace attnbench::gputest {
 namespace {

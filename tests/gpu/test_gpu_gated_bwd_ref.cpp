@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "attnbench/gated_block_bwd_ref.hpp"
-#include "device.hpp"
-#include "gate.hpp"
-#include "gated_bwd_data.hpp"
+#include "cases/gate.hpp"
+#include "cases/gated_bwd_data.hpp"
+#include "device/device.hpp"
 
 namespace attnbench {
 namespace {

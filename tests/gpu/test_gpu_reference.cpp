@@ -19,10 +19,10 @@
 #include "../planted_gate.hpp"
 #include "attnbench/reference.hpp"
 #include "attnbench/reference_gpu.hpp"
-#include "check_rows.hpp"
-#include "device.hpp"
-#include "gpu_reference.hpp"
-#include "shapes.hpp"
+#include "cases/check_rows.hpp"
+#include "cases/gpu_reference.hpp"
+#include "cases/shapes.hpp"
+#include "device/device.hpp"
 
 namespace attnbench {
 namespace {
